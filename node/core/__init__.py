@@ -1,0 +1,73 @@
+"""The pure core of factnode: standard library only, no clock, no I/O."""
+
+from node.core._model import (
+    ARBITRATION_RULES,
+    MICROS_PER_DAY,
+    MICROS_PER_SECOND,
+    BeliefState,
+    Decision,
+    Evidence,
+    EvidenceStatus,
+    Instant,
+    Interval,
+    Key,
+    Outcome,
+    Retraction,
+    Rule,
+    Verdict,
+    VersionHistory,
+)
+from node.core.arbitration import (
+    Comparison,
+    arbitrate,
+    belief_at,
+    believed_versions,
+    explain,
+    history,
+    representatives,
+    visible,
+)
+from node.core.decay import cold_evidence, effective_confidence_milli, freshness_milli
+from node.core.decide import KeyState, Ruling, decide
+from node.core.policy import Policy, PolicyError, load_policy, policy_from_mapping
+from node.core.validation import FieldViolation, InvalidInput, Submission, make_evidence
+
+__all__ = [
+    "ARBITRATION_RULES",
+    "MICROS_PER_DAY",
+    "MICROS_PER_SECOND",
+    "BeliefState",
+    "Comparison",
+    "Decision",
+    "Evidence",
+    "EvidenceStatus",
+    "FieldViolation",
+    "Instant",
+    "Interval",
+    "InvalidInput",
+    "Key",
+    "KeyState",
+    "Outcome",
+    "Policy",
+    "PolicyError",
+    "Retraction",
+    "Rule",
+    "Ruling",
+    "Submission",
+    "Verdict",
+    "VersionHistory",
+    "arbitrate",
+    "belief_at",
+    "believed_versions",
+    "cold_evidence",
+    "decide",
+    "effective_confidence_milli",
+    "explain",
+    "freshness_milli",
+    "history",
+    "load_policy",
+    "make_evidence",
+    "policy_from_mapping",
+    "representatives",
+    "visible",
+]

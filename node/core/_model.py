@@ -1,0 +1,184 @@
+"""Value types of the core: keys, evidence, verdicts and decisions.
+
+Times are integer microseconds since the Unix epoch, UTC (`Instant`), so that
+comparisons and hashes never depend on time zones or float rounding.
+Worth and confidence are integer thousandths (`*_milli`) for the same reason.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+Instant = int
+"""Microseconds since 1970-01-01T00:00:00Z."""
+
+MICROS_PER_SECOND = 1_000_000
+MICROS_PER_DAY = 86_400 * MICROS_PER_SECOND
+
+
+class Outcome(enum.StrEnum):
+    """What a submission did; every valid submission gets exactly one."""
+
+    REJECTED = "REJECTED"
+    DUPLICATE = "DUPLICATE"
+    CORROBORATED = "CORROBORATED"
+    ACCEPTED = "ACCEPTED"
+    SUPERSEDED = "SUPERSEDED"
+    HISTORICAL = "HISTORICAL"
+    DISBELIEVED = "DISBELIEVED"
+    AMBIGUOUS = "AMBIGUOUS"
+    # Not submission outcomes: explicit operator/agent operations in the log.
+    RETRACTED = "RETRACTED"
+    RESOLVED = "RESOLVED"
+
+
+class Rule(enum.StrEnum):
+    """The named rule behind a decision or a verdict."""
+
+    # Arbitration, in order.
+    TRUST_ANCHOR = "trust_anchor"
+    RECENCY = "recency"
+    WORTH = "worth"
+    CONFIDENCE = "confidence"
+    TIEBREAK = "tiebreak"
+    # Gates before arbitration.
+    MIN_CONFIDENCE = "min_confidence"
+    NO_PROVENANCE = "no_provenance"
+    ERASED = "erased"
+    DUPLICATE = "duplicate"
+    # Decisions and verdicts that need no arbitration.
+    SOLE_VERSION = "sole_version"
+    FIRST_VERSION = "first_version"
+    CORROBORATION = "corroboration"
+    MULTI_VALUED = "multi_valued"
+    RETRACT = "retract"
+    CORRECTION = "correction"
+    # Federation.
+    FEDERATION_CONSENSUS = "federation_consensus"
+
+
+ARBITRATION_RULES: tuple[Rule, ...] = (
+    Rule.TRUST_ANCHOR,
+    Rule.RECENCY,
+    Rule.WORTH,
+    Rule.CONFIDENCE,
+)
+
+
+class BeliefState(enum.StrEnum):
+    """How settled a served belief is."""
+
+    BELIEVED = "BELIEVED"
+    AMBIGUOUS = "AMBIGUOUS"
+    CONTESTED = "CONTESTED"
+
+
+class EvidenceStatus(enum.StrEnum):
+    """Life of one piece of evidence in the store."""
+
+    ACTIVE = "ACTIVE"
+    REJECTED = "REJECTED"
+    DECAYED = "DECAYED"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Key:
+    """A fact key; keys compare exactly, no synonyms are guessed."""
+
+    namespace: str
+    subject: str
+    predicate: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.subject}/{self.predicate}"
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One stored assertion that a key has a value, with its provenance."""
+
+    evidence_id: str
+    key: Key
+    object: str
+    version_id: str
+    attribution: str
+    source: str
+    worth_milli: int
+    confidence_milli: int
+    valid_from: Instant
+    valid_from_defaulted: bool
+    recorded_at: Instant
+    origin_node: str
+    corrects: str | None = None
+    contradicts: Key | None = None
+    # For relayed evidence: the anchor ceiling of the peer it came through.
+    anchor_cap: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Retraction:
+    """Ends validity at `at` of a version (or, with no version, of the whole key)."""
+
+    key: Key
+    version_id: str | None
+    at: Instant
+    recorded_at: Instant
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The result of arbitrating one key's evidence."""
+
+    version_id: str
+    evidence_id: str
+    rule: Rule
+    ambiguous: bool
+    # For every losing version, the first rule by which the winner beats it.
+    beaten_by: tuple[tuple[str, Rule], ...] = ()
+    # For multi-valued keys every believed version; empty otherwise.
+    believed: tuple[str, ...] = ()
+
+    def rule_against(self, version_id: str) -> Rule | None:
+        """The rule by which the belief beats `version_id`, or None if it is the belief."""
+        for vid, rule in self.beaten_by:
+            if vid == version_id:
+                return rule
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One entry of the decision log."""
+
+    key: Key
+    outcome: Outcome
+    rule: Rule
+    decided_at: Instant
+    evidence_id: str | None = None
+    version_id: str | None = None
+    # Lineage: the belief this decision replaced, if any.
+    supersedes: str | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A half-open event-time interval [start, end); end None means still open."""
+
+    start: Instant
+    end: Instant | None
+
+
+@dataclass(frozen=True, slots=True)
+class VersionHistory:
+    """One version of a key over event time."""
+
+    version_id: str
+    object: str
+    intervals: tuple[Interval, ...]
+    evidence_ids: tuple[str, ...]
+    status: str
+    supersedes: tuple[str, ...] = field(default=())
+    superseded_by: tuple[str, ...] = field(default=())

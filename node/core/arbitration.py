@@ -1,0 +1,300 @@
+"""Arbitration: which version of a key a node believes, and by which rule.
+
+The belief is a function of the *set* of evidence: the rules are applied as
+filters over the versions (each represented by its strongest evidence), so the
+same evidence in any arrival order gives the same verdict.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from node.core._model import (
+    ARBITRATION_RULES,
+    Evidence,
+    Instant,
+    Interval,
+    Retraction,
+    Rule,
+    Verdict,
+    VersionHistory,
+)
+from node.core.policy import Policy
+
+
+def visible(
+    evidence: Iterable[Evidence],
+    retractions: Iterable[Retraction] = (),
+    *,
+    as_of: Instant | None = None,
+    known_at: Instant | None = None,
+) -> list[Evidence]:
+    """The evidence that counts as of event time `as_of`, as known at ingestion time `known_at`.
+
+    Corrected evidence was never true, so it leaves every as-of answer once the
+    correction is known; a retraction ends the evidence it covers from its time on.
+    """
+    known = [e for e in evidence if known_at is None or e.recorded_at <= known_at]
+    corrected = {e.corrects for e in known if e.corrects}
+    ends = [
+        r
+        for r in retractions
+        if (known_at is None or r.recorded_at <= known_at) and (as_of is None or r.at <= as_of)
+    ]
+    out = []
+    for e in known:
+        if as_of is not None and e.valid_from > as_of:
+            continue
+        if e.evidence_id in corrected or _retracted(e, ends):
+            continue
+        out.append(e)
+    return out
+
+
+def _retracted(e: Evidence, ends: Sequence[Retraction]) -> bool:
+    return any(
+        r.key == e.key and r.version_id in (None, e.version_id) and e.valid_from <= r.at
+        for r in ends
+    )
+
+
+def _strength(policy: Policy) -> Callable[[Evidence], tuple[int, int, int, int]]:
+    def strength(e: Evidence) -> tuple[int, int, int, int]:
+        return (
+            policy.anchor_value(e.attribution, e.anchor_cap),
+            e.valid_from,
+            e.worth_milli,
+            e.confidence_milli,
+        )
+
+    return strength
+
+
+def representatives(evidence: Iterable[Evidence], policy: Policy) -> dict[str, Evidence]:
+    """Each version's strongest evidence (ties go to the lowest evidence id)."""
+    strength = _strength(policy)
+    best: dict[str, Evidence] = {}
+    for e in sorted(evidence, key=lambda e: e.evidence_id):
+        current = best.get(e.version_id)
+        if current is None or strength(e) > strength(current):
+            best[e.version_id] = e
+    return best
+
+
+def _metric(rule: Rule, e: Evidence, policy: Policy) -> int:
+    if rule is Rule.TRUST_ANCHOR:
+        return policy.anchor_value(e.attribution, e.anchor_cap)
+    if rule is Rule.RECENCY:
+        return e.valid_from
+    if rule is Rule.WORTH:
+        return e.worth_milli
+    return e.confidence_milli
+
+
+def _margin(rule: Rule, policy: Policy) -> int:
+    if rule is Rule.WORTH:
+        return policy.worth_margin_milli
+    if rule is Rule.CONFIDENCE:
+        return policy.confidence_margin_milli
+    return 0
+
+
+def arbitrate_reps(reps: dict[str, Evidence], policy: Policy) -> Verdict | None:
+    """Applies the rules in order as filters over the versions' representatives."""
+    if not reps:
+        return None
+    survivors = sorted(reps)
+    if len(survivors) == 1:
+        only = survivors[0]
+        return Verdict(only, reps[only].evidence_id, Rule.SOLE_VERSION, False)
+    beaten: list[tuple[str, Rule]] = []
+    decided: Rule | None = None
+    for rule in ARBITRATION_RULES:
+        margin = _margin(rule, policy)
+        best = max(_metric(rule, reps[v], policy) for v in survivors)
+        kept = [v for v in survivors if best - _metric(rule, reps[v], policy) <= margin]
+        beaten.extend((v, rule) for v in survivors if v not in kept)
+        survivors = kept
+        if len(survivors) == 1:
+            decided = rule
+            break
+    if decided is None:
+        # Nothing discriminates: the lowest version id is the provisional belief.
+        winner = survivors[0]
+        beaten.extend((v, Rule.TIEBREAK) for v in survivors[1:])
+        return Verdict(
+            winner, reps[winner].evidence_id, Rule.TIEBREAK, True, tuple(sorted(beaten))
+        )
+    winner = survivors[0]
+    return Verdict(winner, reps[winner].evidence_id, decided, False, tuple(sorted(beaten)))
+
+
+def arbitrate(evidence: Iterable[Evidence], policy: Policy) -> Verdict | None:
+    """The belief for one key's visible evidence, or None when there is none."""
+    evidence = list(evidence)
+    if not evidence:
+        return None
+    reps = representatives(evidence, policy)
+    if policy.is_multi_valued(evidence[0].key.predicate):
+        believed = tuple(sorted(reps))
+        first = believed[0]
+        return Verdict(first, reps[first].evidence_id, Rule.MULTI_VALUED, False, (), believed)
+    return arbitrate_reps(reps, policy)
+
+
+def believed_versions(verdict: Verdict | None) -> tuple[str, ...]:
+    """Every version a verdict believes: one for single-valued keys, all for multi-valued."""
+    if verdict is None:
+        return ()
+    return verdict.believed or (verdict.version_id,)
+
+
+def belief_at(
+    evidence: Iterable[Evidence],
+    retractions: Iterable[Retraction],
+    policy: Policy,
+    *,
+    as_of: Instant | None = None,
+    known_at: Instant | None = None,
+) -> Verdict | None:
+    """Time travel: the same arbitration over the evidence known at `known_at`, valid at `as_of`."""
+    return arbitrate(visible(evidence, retractions, as_of=as_of, known_at=known_at), policy)
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Why the belief beats one other version."""
+
+    version_id: str
+    object: str
+    rule: Rule
+    winner: Evidence
+    loser: Evidence
+    reason: str
+
+
+def describe(rule: Rule, winner: Evidence, loser: Evidence, policy: Policy) -> str:
+    """A one-line human reason for `winner` beating `loser` by `rule`."""
+    if rule is Rule.TRUST_ANCHOR:
+        w = policy.anchor_value(winner.attribution, winner.anchor_cap)
+        lo = policy.anchor_value(loser.attribution, loser.anchor_cap)
+        return f"anchor {winner.attribution} ({w}) outranks {loser.attribution} ({lo})"
+    if rule is Rule.RECENCY:
+        return f"event time {winner.valid_from} is later than {loser.valid_from}"
+    if rule is Rule.WORTH:
+        return (
+            f"worth {winner.worth_milli / 1000:.3f} leads {loser.worth_milli / 1000:.3f} "
+            f"by more than the margin {policy.worth_margin_milli / 1000:.3f}"
+        )
+    if rule is Rule.CONFIDENCE:
+        return (
+            f"confidence {winner.confidence_milli / 1000:.3f} leads "
+            f"{loser.confidence_milli / 1000:.3f} by more than the margin "
+            f"{policy.confidence_margin_milli / 1000:.3f}"
+        )
+    return "no rule discriminates; the lowest version id is believed provisionally"
+
+
+def explain(
+    evidence: Iterable[Evidence], policy: Policy
+) -> tuple[Verdict | None, tuple[Comparison, ...]]:
+    """The verdict over visible evidence and, for every other version, the rule that beat it."""
+    evidence = list(evidence)
+    verdict = arbitrate(evidence, policy)
+    if verdict is None:
+        return None, ()
+    reps = representatives(evidence, policy)
+    winner = reps[verdict.version_id]
+    comparisons = tuple(
+        Comparison(vid, reps[vid].object, rule, winner, reps[vid], describe(rule, winner, reps[vid], policy))
+        for vid, rule in verdict.beaten_by
+    )
+    return verdict, comparisons
+
+
+def history(
+    evidence: Sequence[Evidence],
+    retractions: Sequence[Retraction],
+    policy: Policy,
+    *,
+    known_at: Instant | None = None,
+    lineage: Iterable[tuple[str, str]] = (),
+) -> list[VersionHistory]:
+    """Each version of a key with the event-time intervals in which it was believed.
+
+    `lineage` holds (winner, loser) version pairs from the decision log.
+    """
+    known = [e for e in evidence if known_at is None or e.recorded_at <= known_at]
+    rets = [r for r in retractions if known_at is None or r.recorded_at <= known_at]
+    points = sorted({e.valid_from for e in known} | {r.at for r in rets})
+    open_since: dict[str, Instant] = {}
+    intervals: dict[str, list[Interval]] = defaultdict(list)
+    for t in points:
+        now_believed = set(believed_versions(belief_at(known, rets, policy, as_of=t)))
+        for vid in sorted(set(open_since) - now_believed):
+            intervals[vid].append(Interval(open_since.pop(vid), t))
+        for vid in sorted(now_believed - set(open_since)):
+            open_since[vid] = t
+    for vid, start in open_since.items():
+        intervals[vid].append(Interval(start, None))
+
+    current = visible(known, rets)
+    verdict = arbitrate(current, policy)
+    current_ids = {e.evidence_id for e in current}
+    corrected = {e.corrects for e in known if e.corrects}
+    by_version: dict[str, list[Evidence]] = defaultdict(list)
+    for e in known:
+        by_version[e.version_id].append(e)
+    supersedes: dict[str, set[str]] = defaultdict(set)
+    superseded_by: dict[str, set[str]] = defaultdict(set)
+    for winner, loser in lineage:
+        supersedes[winner].add(loser)
+        superseded_by[loser].add(winner)
+
+    out = []
+    for vid in sorted(by_version):
+        evs = by_version[vid]
+        out.append(
+            VersionHistory(
+                version_id=vid,
+                object=evs[0].object,
+                intervals=tuple(intervals.get(vid, ())),
+                evidence_ids=tuple(sorted(e.evidence_id for e in evs)),
+                status=_status(vid, evs, verdict, current_ids, corrected),
+                supersedes=tuple(sorted(supersedes[vid])),
+                superseded_by=tuple(sorted(superseded_by[vid])),
+            )
+        )
+    return out
+
+
+def _status(
+    vid: str,
+    evs: Sequence[Evidence],
+    verdict: Verdict | None,
+    current_ids: set[str],
+    corrected: set[str | None],
+) -> str:
+    if vid in believed_versions(verdict):
+        assert verdict is not None
+        return "AMBIGUOUS" if verdict.ambiguous else "BELIEVED"
+    if all(e.evidence_id in corrected for e in evs):
+        return "CORRECTED"
+    if not any(e.evidence_id in current_ids for e in evs):
+        return "RETRACTED"
+    rule = verdict.rule_against(vid) if verdict else None
+    if rule is Rule.RECENCY:
+        return "HISTORICAL"
+    if rule is Rule.TIEBREAK:
+        return "AMBIGUOUS"
+    return "DISBELIEVED"
+
+
+def compare(challenger: Evidence, incumbent: Evidence, policy: Policy) -> tuple[bool, Rule]:
+    """Pairwise arbitration of two versions' evidence: (challenger wins, deciding rule)."""
+    reps = {challenger.version_id: challenger, incumbent.version_id: incumbent}
+    verdict = arbitrate_reps(reps, policy)
+    assert verdict is not None
+    return verdict.version_id == challenger.version_id, verdict.rule

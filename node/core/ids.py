@@ -1,0 +1,51 @@
+"""Content-addressed identifiers: the same statement gets the same id on any node."""
+
+from __future__ import annotations
+
+import hashlib
+
+from node.core._model import Instant, Key
+
+
+def _digest(kind: str, *parts: str) -> str:
+    # Length-prefixed fields, so ("ab", "c") and ("a", "bc") never collide.
+    h = hashlib.sha256(kind.encode())
+    for part in parts:
+        raw = part.encode("utf-8")
+        h.update(len(raw).to_bytes(8, "big"))
+        h.update(raw)
+    return h.hexdigest()[:32]
+
+
+def key_id(key: Key) -> str:
+    """Stable id of a key, used to index and to erase by key without its text."""
+    return _digest("key", key.namespace, key.subject, key.predicate)
+
+
+def subject_id(namespace: str, subject: str) -> str:
+    """Stable id of a subject within a namespace."""
+    return _digest("subject", namespace, subject)
+
+
+def version_id(key: Key, obj: str) -> str:
+    """Id of the claim "key has value obj"."""
+    return _digest("version", key.namespace, key.subject, key.predicate, obj)
+
+
+def evidence_id(key: Key, obj: str, attribution: str, source: str, valid_from: Instant) -> str:
+    """Id of one statement: key, object, attribution, source and event time."""
+    return _digest(
+        "evidence",
+        key.namespace,
+        key.subject,
+        key.predicate,
+        obj,
+        attribution,
+        source,
+        str(valid_from),
+    )
+
+
+def value_hash(text: str) -> str:
+    """Hash kept in place of an erased value or source."""
+    return _digest("value", text)

@@ -1,0 +1,148 @@
+"""Checking a submission before it becomes evidence: every bad field, with its reason."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from node.core import ids
+from node.core._model import Evidence, Instant, Key
+from node.core.policy import Policy
+
+# Documented limits (README, "Limits"); in UTF-8 bytes.
+MAX_KEY_PART_BYTES = 256
+MAX_OBJECT_BYTES = 4096
+MAX_SOURCE_BYTES = 1024
+MAX_IDEMPOTENCY_KEY_BYTES = 128
+# The range of google.protobuf.Timestamp: 0001-01-01 to 9999-12-31.
+MIN_INSTANT: Instant = -62_135_596_800_000_000
+MAX_INSTANT: Instant = 253_402_300_799_999_999
+
+
+@dataclass(frozen=True, slots=True)
+class FieldViolation:
+    """One bad field and why."""
+
+    field: str
+    reason: str
+
+
+class InvalidInput(ValueError):
+    """A request that is not a decision: nothing was written."""
+
+    def __init__(self, violations: list[FieldViolation]) -> None:
+        self.violations = tuple(violations)
+        super().__init__("; ".join(f"{v.field}: {v.reason}" for v in self.violations))
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """What an agent asserts, before the node checks and records it."""
+
+    namespace: str
+    subject: str
+    predicate: str
+    object: str
+    attribution: str
+    source: str = ""
+    worth: float = 0.5
+    confidence: float = 0.5
+    valid_from: Instant | None = None
+    corrects: str | None = None
+    contradicts: Key | None = None
+    idempotency_key: str | None = None
+
+    @property
+    def key(self) -> Key:
+        return Key(self.namespace, self.subject, self.predicate)
+
+
+def _check_text(
+    out: list[FieldViolation], name: str, value: str, limit: int, required: bool
+) -> None:
+    if not isinstance(value, str):
+        out.append(FieldViolation(name, "must be a string"))
+    elif required and not value.strip():
+        out.append(FieldViolation(name, "is required"))
+    elif len(value.encode("utf-8", "surrogatepass")) > limit:
+        out.append(FieldViolation(name, f"is longer than {limit} bytes"))
+
+
+def _check_unit(out: list[FieldViolation], name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        out.append(FieldViolation(name, "must be a number"))
+    elif math.isnan(value):
+        out.append(FieldViolation(name, "must be a number in [0, 1], got NaN"))
+    elif not 0 <= value <= 1:
+        out.append(FieldViolation(name, f"must be in [0, 1], got {value}"))
+
+
+def check_instant(out: list[FieldViolation], name: str, value: Instant | None) -> None:
+    """Adds a violation when a time is outside 0001-01-01..9999-12-31."""
+    if value is not None and not MIN_INSTANT <= value <= MAX_INSTANT:
+        out.append(FieldViolation(name, "is outside 0001-01-01..9999-12-31"))
+
+
+def check_key(out: list[FieldViolation], key: Key, prefix: str = "") -> None:
+    """Adds a violation for every missing or oversized part of a key."""
+    _check_text(out, f"{prefix}namespace", key.namespace, MAX_KEY_PART_BYTES, True)
+    _check_text(out, f"{prefix}subject", key.subject, MAX_KEY_PART_BYTES, True)
+    _check_text(out, f"{prefix}predicate", key.predicate, MAX_KEY_PART_BYTES, True)
+
+
+def violations_of(sub: Submission, policy: Policy) -> list[FieldViolation]:
+    """Every bad field of a submission; empty when it may be decided."""
+    out: list[FieldViolation] = []
+    check_key(out, sub.key)
+    _check_text(out, "object", sub.object, MAX_OBJECT_BYTES, True)
+    _check_text(out, "source", sub.source, MAX_SOURCE_BYTES, False)
+    if sub.attribution not in policy.anchors:
+        out.append(
+            FieldViolation(
+                "attribution",
+                f"unknown trust anchor {sub.attribution!r}; known: {', '.join(sorted(policy.anchors))}",
+            )
+        )
+    _check_unit(out, "worth", sub.worth)
+    _check_unit(out, "confidence", sub.confidence)
+    check_instant(out, "valid_from", sub.valid_from)
+    if sub.corrects is not None:
+        _check_text(out, "corrects", sub.corrects, 64, True)
+    if sub.contradicts is not None:
+        check_key(out, sub.contradicts, "contradicts.")
+    if sub.idempotency_key is not None:
+        _check_text(out, "idempotency_key", sub.idempotency_key, MAX_IDEMPOTENCY_KEY_BYTES, True)
+    return out
+
+
+def to_milli(value: float) -> int:
+    """A unit value as integer thousandths, so no float rounding decides later."""
+    return round(value * 1000)
+
+
+def make_evidence(
+    sub: Submission, policy: Policy, *, recorded_at: Instant, origin_node: str
+) -> Evidence:
+    """Checks a submission and builds its evidence; raises InvalidInput listing every bad field."""
+    violations = violations_of(sub, policy)
+    if violations:
+        raise InvalidInput(violations)
+    key = sub.key
+    valid_from = recorded_at if sub.valid_from is None else sub.valid_from
+    source = sub.source.strip()
+    return Evidence(
+        evidence_id=ids.evidence_id(key, sub.object, sub.attribution, source, valid_from),
+        key=key,
+        object=sub.object,
+        version_id=ids.version_id(key, sub.object),
+        attribution=sub.attribution,
+        source=source,
+        worth_milli=to_milli(sub.worth),
+        confidence_milli=to_milli(sub.confidence),
+        valid_from=valid_from,
+        valid_from_defaulted=sub.valid_from is None,
+        recorded_at=recorded_at,
+        origin_node=origin_node,
+        corrects=sub.corrects,
+        contradicts=sub.contradicts,
+    )

@@ -1,0 +1,151 @@
+"""SQLModel tables: the store's schema, kept apart from the core's value types.
+
+The Alembic migrations in `migrations/versions` create exactly this schema; a test
+compares the two so they cannot drift.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Index, Text
+from sqlmodel import Field, SQLModel
+
+ID = 32  # hex chars of a content-addressed id
+NAME = 256  # key parts (validation.MAX_KEY_PART_BYTES)
+
+
+class EvidenceRow(SQLModel, table=True):
+    """One piece of evidence; `status` ACTIVE, REJECTED or DECAYED."""
+
+    __tablename__ = "evidence"
+    __table_args__ = (
+        Index("ix_evidence_key_valid_from", "key_id", "valid_from"),
+        Index("ix_evidence_subject", "namespace", "subject"),
+        Index("ix_evidence_status_attribution", "status", "attribution"),
+        Index("ix_evidence_idempotency", "idempotency_key", unique=True),
+    )
+
+    evidence_id: str = Field(primary_key=True, max_length=ID)
+    key_id: str = Field(max_length=ID)
+    namespace: str = Field(max_length=NAME)
+    subject: str = Field(max_length=NAME)
+    predicate: str = Field(max_length=NAME)
+    object: str = Field(sa_type=Text)
+    version_id: str = Field(max_length=ID)
+    attribution: str = Field(max_length=64)
+    source: str = Field(sa_type=Text)
+    worth_milli: int
+    confidence_milli: int
+    valid_from: int = Field(sa_type=BigInteger)
+    valid_from_defaulted: bool
+    recorded_at: int = Field(sa_type=BigInteger)
+    origin_node: str = Field(max_length=NAME)
+    corrects: str | None = Field(default=None, max_length=ID)
+    contradicts_namespace: str | None = Field(default=None, max_length=NAME)
+    contradicts_subject: str | None = Field(default=None, max_length=NAME)
+    contradicts_predicate: str | None = Field(default=None, max_length=NAME)
+    anchor_cap: str | None = Field(default=None, max_length=64)
+    idempotency_key: str | None = Field(default=None, max_length=128)
+    status: str = Field(max_length=16)
+
+
+class RetractionRow(SQLModel, table=True):
+    """Ends a version's (or a whole key's) validity from `at` on."""
+
+    __tablename__ = "retraction"
+
+    id: int | None = Field(default=None, primary_key=True)
+    key_id: str = Field(max_length=ID, index=True)
+    version_id: str | None = Field(default=None, max_length=ID)
+    at: int = Field(sa_type=BigInteger)
+    recorded_at: int = Field(sa_type=BigInteger)
+    reason: str = Field(sa_type=Text)
+
+
+class DecisionRow(SQLModel, table=True):
+    """The decision log: one row per decision, in order. Holds ids, never values."""
+
+    __tablename__ = "decision"
+    __table_args__ = (Index("ix_decision_namespace_seq", "namespace", "seq"),)
+
+    seq: int | None = Field(default=None, primary_key=True)
+    key_id: str = Field(max_length=ID, index=True)
+    namespace: str = Field(max_length=NAME)
+    subject: str = Field(max_length=NAME)
+    predicate: str = Field(max_length=NAME)
+    outcome: str = Field(max_length=16)
+    rule: str = Field(max_length=32)
+    decided_at: int = Field(sa_type=BigInteger)
+    evidence_id: str | None = Field(default=None, max_length=ID, index=True)
+    version_id: str | None = Field(default=None, max_length=ID)
+    supersedes: str | None = Field(default=None, max_length=ID)
+    detail: str = Field(sa_type=Text)
+
+
+class BeliefRow(SQLModel, table=True):
+    """The served belief per key (one row per believed value of a multi-valued key)."""
+
+    __tablename__ = "belief"
+    __table_args__ = (
+        Index("ix_belief_subject", "namespace", "subject", "predicate"),
+        Index("ix_belief_state", "state"),
+    )
+
+    key_id: str = Field(primary_key=True, max_length=ID)
+    version_id: str = Field(primary_key=True, max_length=ID)
+    namespace: str = Field(max_length=NAME)
+    subject: str = Field(max_length=NAME)
+    predicate: str = Field(max_length=NAME)
+    evidence_id: str = Field(max_length=ID)
+    rule: str = Field(max_length=32)
+    state: str = Field(max_length=16)
+    updated_at: int = Field(sa_type=BigInteger)
+
+
+class BeliefChangeRow(SQLModel, table=True):
+    """Every change of a served belief, in order; `seq` is WatchBeliefs' resume token."""
+
+    __tablename__ = "belief_change"
+    __table_args__ = (Index("ix_belief_change_key", "key_id"),)
+
+    seq: int | None = Field(default=None, primary_key=True)
+    key_id: str = Field(max_length=ID)
+    namespace: str = Field(max_length=NAME)
+    subject: str = Field(max_length=NAME)
+    predicate: str = Field(max_length=NAME)
+    version_id: str | None = Field(default=None, max_length=ID)
+    state: str | None = Field(default=None, max_length=16)
+    rule: str | None = Field(default=None, max_length=32)
+    changed_at: int = Field(sa_type=BigInteger)
+
+
+class ErasureRow(SQLModel, table=True):
+    """A privacy-erase tombstone: only hashes, the time, the operator and the reason."""
+
+    __tablename__ = "erasure"
+    __table_args__ = (Index("ix_erasure_scope", "scope", "scope_hash"),)
+
+    erasure_id: str = Field(primary_key=True, max_length=ID)
+    scope: str = Field(max_length=16)
+    scope_hash: str = Field(max_length=ID)
+    erased_at: int = Field(sa_type=BigInteger)
+    operator: str = Field(max_length=NAME)
+    reason: str = Field(sa_type=Text)
+    evidence_count: int
+
+
+class ErasedEvidenceRow(SQLModel, table=True):
+    """An evidence id that may never be stored again."""
+
+    __tablename__ = "erased_evidence"
+
+    evidence_id: str = Field(primary_key=True, max_length=ID)
+    erasure_id: str = Field(max_length=ID)
+
+
+class NodeMetaRow(SQLModel, table=True):
+    """Small node facts that must survive restarts, such as the node id."""
+
+    __tablename__ = "node_meta"
+
+    name: str = Field(primary_key=True, max_length=64)
+    value: str = Field(sa_type=Text)

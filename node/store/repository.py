@@ -1,0 +1,162 @@
+"""The store's interface: what the node needs from persistence, in the core's types."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from node.core import (
+    BeliefState,
+    Decision,
+    Evidence,
+    EvidenceStatus,
+    Instant,
+    Key,
+    KeyState,
+    Retraction,
+    Rule,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBelief:
+    """One served belief row, with the value of its representative evidence."""
+
+    key: Key
+    version_id: str
+    object: str
+    evidence_id: str
+    rule: Rule
+    state: BeliefState
+    updated_at: Instant
+
+
+@dataclass(frozen=True, slots=True)
+class BeliefChange:
+    """One change of a served belief; `seq` resumes a watch after it."""
+
+    seq: int
+    key: Key
+    version_id: str | None
+    state: BeliefState | None
+    rule: Rule | None
+    changed_at: Instant
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedDecision:
+    """A decision as stored, with its position in the log."""
+
+    seq: int
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """What an erasure leaves: hashes, time, operator and reason, never values."""
+
+    erasure_id: str
+    scope: str  # "evidence", "key" or "subject"
+    scope_hash: str
+    erased_at: Instant
+    operator: str
+    reason: str
+    evidence_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """Sizes for status and metrics."""
+
+    evidence: int
+    keys: int
+    decisions: int
+    review: int
+    rejected: int
+    decayed: int
+    erasures: int
+
+
+class Transaction(Protocol):
+    """One unit of work; a write transaction holds the store's write lock."""
+
+    def key_states(self, keys: Collection[Key]) -> dict[Key, KeyState]: ...
+
+    def stored_evidence_ids(self, evidence_ids: Collection[str]) -> set[str]: ...
+
+    def evidence_for_idempotency_keys(self, keys: Collection[str]) -> dict[str, str]: ...
+
+    def erased(self, evidence: Sequence[Evidence]) -> set[str]: ...
+
+    def add_evidence(
+        self, rows: Sequence[tuple[Evidence, EvidenceStatus, str | None]]
+    ) -> None: ...
+
+    def add_retractions(self, retractions: Sequence[Retraction]) -> None: ...
+
+    def add_decisions(self, decisions: Sequence[Decision]) -> list[int]: ...
+
+    def beliefs(self, keys: Collection[Key]) -> dict[Key, list[StoredBelief]]: ...
+
+    def replace_beliefs(
+        self, key: Key, rows: Sequence[StoredBelief], changed_at: Instant, announce: bool = True
+    ) -> None: ...
+
+    def evidence(self, evidence_ids: Collection[str]) -> dict[str, Evidence]: ...
+
+    def lineage(self, key: Key) -> list[tuple[str, str]]: ...
+
+    def list_beliefs(
+        self,
+        namespace: str,
+        subject: str | None,
+        after: tuple[str, str] | None,
+        limit: int,
+        states: Collection[BeliefState] | None = None,
+    ) -> list[StoredBelief]: ...
+
+    def decisions(
+        self, key: Key | None, namespace: str | None, after_seq: int, limit: int
+    ) -> list[LoggedDecision]: ...
+
+    def belief_changes(self, namespace: str | None, after_seq: int, limit: int) -> list[BeliefChange]: ...
+
+    def decaying_evidence(self, attributions: Collection[str], after: str, limit: int) -> list[Evidence]: ...
+
+    def set_status(self, evidence_ids: Collection[str], status: EvidenceStatus) -> None: ...
+
+    def erase(self, evidence_ids: Collection[str], forget_keys: Collection[Key]) -> None: ...
+
+    def evidence_in_scope(
+        self, scope: str, evidence_id: str | None, key: Key | None, subject: tuple[str, str] | None
+    ) -> list[Evidence]: ...
+
+    def add_tombstone(self, tombstone: Tombstone) -> None: ...
+
+    def erased_ids(self, evidence_ids: Collection[str]) -> set[str]: ...
+
+    def counts(self) -> Counts: ...
+
+    def meta(self, name: str) -> str | None: ...
+
+    def set_meta(self, name: str, value: str) -> None: ...
+
+
+class Repository(Protocol):
+    """Opens transactions; `write()` serialises writers (SQLite: BEGIN IMMEDIATE)."""
+
+    def write(self) -> AbstractContextManager[Transaction]: ...
+
+    def read(self) -> AbstractContextManager[Transaction]: ...
+
+    def after_erase(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def chunks(items: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
+    """Splits long IN lists so no database hits its bound-parameter limit."""
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

@@ -114,6 +114,7 @@ class ErasureReport:
     erasure_id: str
     evidence_erased: int
     keys_affected: int
+    erased_at: Instant
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +149,13 @@ def _decode_token(token: str, n: int) -> list[str]:
     if len(parts) != n:
         raise InvalidInput([FieldViolation("page_token", "is not a token this node issued")])
     return parts
+
+
+def _decode_seq(token: str) -> int:
+    (seq,) = _decode_token(token, 1)
+    if not seq.isdigit():
+        raise InvalidInput([FieldViolation("page_token", "is not a token this node issued")])
+    return int(seq)
 
 
 def _page_size(size: int) -> int:
@@ -362,9 +370,20 @@ class Ledger:
         after = tuple(_decode_token(page_token, 2)) if page_token else None
         with self.repo.read() as tx:
             rows = tx.list_beliefs(namespace, subject, after, size + 1, states)  # type: ignore[arg-type]
+            more = len(rows) > size
+            if more:
+                extra, rows = rows[size], rows[:size]
+                if extra.key == rows[-1].key:
+                    # The page would end between two values of one multi-valued key: take
+                    # all of them, so no key is split into two partial beliefs across pages.
+                    last = extra.key
+                    rest = [
+                        b
+                        for b in tx.beliefs([last])[last]
+                        if after is None or (ids.key_id(last), b.version_id) > after
+                    ]
+                    rows = [b for b in rows if b.key != last] + rest
             reps = tx.evidence([b.evidence_id for b in rows])
-        more = len(rows) > size
-        rows = rows[:size]
         grouped: dict[Key, list[StoredBelief]] = {}
         for b in rows:
             grouped.setdefault(b.key, []).append(b)
@@ -398,6 +417,11 @@ class Ledger:
             raise NotFound(f"no belief for {key}")
         return Explanation(served or _belief_from_verdict(key, evidence, self.policy), comparisons)
 
+    def evidence_by_ids(self, evidence_ids: Sequence[str]) -> dict[str, Evidence]:
+        """Stored evidence by id (any status)."""
+        with self.repo.read() as tx:
+            return tx.evidence(evidence_ids)
+
     def evidence_of_version(self, key: Key, version_id: str) -> list[Evidence]:
         """The active evidence for one version of a key."""
         with self.repo.read() as tx:
@@ -411,7 +435,7 @@ class Ledger:
         if key is not None:
             _check_key(key)
         size = _page_size(page_size)
-        after = int(_decode_token(page_token, 1)[0]) if page_token else 0
+        after = _decode_seq(page_token) if page_token else 0
         with self.repo.read() as tx:
             rows = tx.decisions(key, namespace or None, after, size + 1)
         more = len(rows) > size
@@ -527,7 +551,7 @@ class Ledger:
                 if rows or current.get(k):
                     tx.replace_beliefs(k, rows, now, announce=k not in forget)
         self.repo.after_erase()
-        return ErasureReport(tombstone.erasure_id, len(doomed), len(keys))
+        return ErasureReport(tombstone.erasure_id, len(doomed), len(keys), now)
 
     def run_decay(self, now: Instant | None = None, batch: int = 2000) -> DecayReport:
         """Tombstones evidence whose effective confidence fell below min_confidence."""

@@ -73,7 +73,8 @@ class Counts:
     evidence: int
     keys: int
     decisions: int
-    review: int
+    contested: int
+    ambiguous: int
     rejected: int
     decayed: int
     erasures: int

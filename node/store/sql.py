@@ -167,6 +167,11 @@ def _key_cols(key: Key) -> dict[str, str]:
     }
 
 
+def _count_keys(conn: Connection, state: BeliefState) -> int:
+    q = select(func.count(func.distinct(B.c.key_id))).where(B.c.state == state.value)
+    return int(conn.scalar(q) or 0)
+
+
 class SqlTransaction:
     """A unit of work on one connection."""
 
@@ -491,14 +496,8 @@ class SqlTransaction:
             evidence=count(E, E.c.status == EvidenceStatus.ACTIVE.value),
             keys=int(self._c.scalar(select(func.count(func.distinct(B.c.key_id)))) or 0),
             decisions=count(D),
-            review=int(
-                self._c.scalar(
-                    select(func.count(func.distinct(B.c.key_id))).where(
-                        B.c.state.in_((BeliefState.AMBIGUOUS.value, BeliefState.CONTESTED.value))
-                    )
-                )
-                or 0
-            ),
+            contested=_count_keys(self._c, BeliefState.CONTESTED),
+            ambiguous=_count_keys(self._c, BeliefState.AMBIGUOUS),
             rejected=count(D, D.c.outcome == Outcome.REJECTED.value),
             decayed=count(E, E.c.status == EvidenceStatus.DECAYED.value),
             erasures=count(ER),

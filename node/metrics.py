@@ -1,0 +1,38 @@
+"""Prometheus metrics. Labels carry outcomes and rules, never keys or values."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter
+
+from node.core import Decision
+
+
+class Metrics:
+    """The node's counters, on a registry of its own (so several nodes fit in one process)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.decisions = Counter(
+            "factnode_decisions",
+            "Decisions recorded, by outcome and rule.",
+            ["outcome", "rule"],
+            registry=self.registry,
+        )
+        self.decayed = Counter(
+            "memory_decayed", "Evidence whose effective confidence has decayed.", registry=self.registry
+        )
+        self.tombstoned = Counter(
+            "memory_tombstoned",
+            "Evidence turned into a tombstone by decay.",
+            registry=self.registry,
+        )
+
+    def decided(self, decisions: Iterable[Decision]) -> None:
+        for d in decisions:
+            self.decisions.labels(d.outcome.value, d.rule.value).inc()
+
+    def decay(self, decayed: int, tombstoned: int) -> None:
+        self.decayed.inc(decayed)
+        self.tombstoned.inc(tombstoned)

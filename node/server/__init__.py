@@ -1,0 +1,5 @@
+"""The gRPC node: servicers, auth, error mapping and the composition root."""
+
+from node.server.app import Node, serve
+
+__all__ = ["Node", "serve"]

@@ -1,0 +1,160 @@
+"""The one place where protobuf messages become core values and back."""
+
+from __future__ import annotations
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from node.api.v1 import factnode_pb2 as pb
+from node.core import (
+    BeliefState,
+    Comparison,
+    Decision,
+    Evidence,
+    FieldViolation,
+    Instant,
+    InvalidInput,
+    Key,
+    Submission,
+    VersionHistory,
+)
+from node.ledger import Belief
+
+_MIN_SECONDS = -62_135_596_800
+_MAX_SECONDS = 253_402_300_799
+
+
+def instant(ts: Timestamp, field: str, out: list[FieldViolation]) -> Instant | None:
+    """A Timestamp as microseconds; a violation when it is outside the Timestamp range."""
+    if not _MIN_SECONDS <= ts.seconds <= _MAX_SECONDS or not 0 <= ts.nanos < 1_000_000_000:
+        out.append(FieldViolation(field, "is outside 0001-01-01..9999-12-31"))
+        return None
+    return ts.seconds * 1_000_000 + ts.nanos // 1000
+
+
+def optional_instant(msg: object, name: str, field: str, out: list[FieldViolation]) -> Instant | None:
+    """An optional Timestamp field of `msg`, or None when unset."""
+    if not msg.HasField(name):  # type: ignore[attr-defined]
+        return None
+    return instant(getattr(msg, name), field, out)
+
+
+def timestamp(at: Instant) -> Timestamp:
+    """Microseconds as a Timestamp."""
+    seconds, micros = divmod(at, 1_000_000)
+    return Timestamp(seconds=seconds, nanos=micros * 1000)
+
+
+def key(msg: pb.Key) -> Key:
+    return Key(msg.namespace, msg.subject, msg.predicate)
+
+
+def key_pb(k: Key) -> pb.Key:
+    return pb.Key(namespace=k.namespace, subject=k.subject, predicate=k.predicate)
+
+
+def raise_if(out: list[FieldViolation]) -> None:
+    """Raises InvalidInput when conversion found bad fields."""
+    if out:
+        raise InvalidInput(out)
+
+
+def submission(req: pb.SubmitFactRequest, prefix: str = "fact.") -> Submission:
+    """A SubmitFactRequest as a core Submission; malformed times raise InvalidInput."""
+    fact = req.fact
+    out: list[FieldViolation] = []
+    valid_from = optional_instant(fact, "valid_from", f"{prefix}valid_from", out)
+    raise_if(out)
+    contradicts = key(fact.contradicts) if fact.HasField("contradicts") else None
+    return Submission(
+        namespace=fact.key.namespace,
+        subject=fact.key.subject,
+        predicate=fact.key.predicate,
+        object=fact.object,
+        attribution=fact.attribution,
+        source=fact.source,
+        worth=fact.worth if fact.HasField("worth") else 0.5,
+        confidence=fact.confidence if fact.HasField("confidence") else 0.5,
+        valid_from=valid_from,
+        corrects=fact.corrects if fact.HasField("corrects") else None,
+        contradicts=contradicts,
+        idempotency_key=req.idempotency_key or None,
+    )
+
+
+def evidence_pb(e: Evidence) -> pb.Evidence:
+    msg = pb.Evidence(
+        evidence_id=e.evidence_id,
+        key=key_pb(e.key),
+        object=e.object,
+        version_id=e.version_id,
+        attribution=e.attribution,
+        source=e.source,
+        worth=e.worth_milli / 1000,
+        confidence=e.confidence_milli / 1000,
+        valid_from=timestamp(e.valid_from),
+        valid_from_defaulted=e.valid_from_defaulted,
+        recorded_at=timestamp(e.recorded_at),
+        origin_node=e.origin_node,
+        corrects=e.corrects or "",
+        anchor_cap=e.anchor_cap or "",
+    )
+    if e.contradicts is not None:
+        msg.contradicts.CopyFrom(key_pb(e.contradicts))
+    return msg
+
+
+def decision_pb(d: Decision, seq: int = 0) -> pb.Decision:
+    return pb.Decision(
+        key=key_pb(d.key),
+        outcome=pb.Outcome.Value(f"OUTCOME_{d.outcome.value}"),
+        rule=d.rule.value,
+        decided_at=timestamp(d.decided_at),
+        evidence_id=d.evidence_id or "",
+        version_id=d.version_id or "",
+        supersedes=d.supersedes or "",
+        detail=d.detail,
+        seq=seq,
+    )
+
+
+def state_pb(state: BeliefState) -> int:
+    return pb.BeliefState.Value(f"BELIEF_STATE_{state.value}")
+
+
+def belief_pb(b: Belief) -> pb.Belief:
+    return pb.Belief(
+        key=key_pb(b.key),
+        version_id=b.version_id,
+        object=b.object,
+        state=state_pb(b.state),  # type: ignore[arg-type]
+        rule=b.rule.value,
+        evidence=evidence_pb(b.evidence),
+        believed_values=[pb.BelievedValue(version_id=v, object=o) for v, o in b.values],
+    )
+
+
+def history_pb(h: VersionHistory, evidence: dict[str, Evidence]) -> pb.VersionHistory:
+    msg = pb.VersionHistory(
+        version_id=h.version_id,
+        object=h.object,
+        status=pb.VersionStatus.Value(f"VERSION_STATUS_{h.status}"),
+        evidence=[evidence_pb(evidence[i]) for i in h.evidence_ids if i in evidence],
+        supersedes=list(h.supersedes),
+        superseded_by=list(h.superseded_by),
+    )
+    for iv in h.intervals:
+        interval = msg.intervals.add(start=timestamp(iv.start))
+        if iv.end is not None:
+            interval.end.CopyFrom(timestamp(iv.end))
+    return msg
+
+
+def comparison_pb(c: Comparison) -> pb.Comparison:
+    return pb.Comparison(
+        version_id=c.version_id,
+        object=c.object,
+        rule=c.rule.value,
+        reason=c.reason,
+        winner_evidence=evidence_pb(c.winner),
+        loser_evidence=evidence_pb(c.loser),
+    )

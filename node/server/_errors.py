@@ -1,0 +1,97 @@
+"""Exceptions become rich gRPC statuses here, never a bare UNKNOWN."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from node.core import InvalidInput
+from node.ledger import NotFound
+
+log = logging.getLogger("factnode.server")
+
+R = TypeVar("R")
+
+
+class PermissionDenied(Exception):
+    """The caller's credentials do not allow this."""
+
+
+class Unauthenticated(Exception):
+    """The caller gave no valid credentials."""
+
+
+def _status(code: int, message: str, details: list[Any] | None = None) -> grpc.Status:
+    proto = status_pb2.Status(code=code, message=message)
+    for d in details or []:
+        packed = any_pb2.Any()
+        packed.Pack(d)
+        proto.details.append(packed)
+    return rpc_status.to_status(proto)
+
+
+def status_for(exc: BaseException) -> grpc.Status:
+    """The gRPC status an exception maps to."""
+    if isinstance(exc, InvalidInput):
+        bad = error_details_pb2.BadRequest(
+            field_violations=[
+                error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.reason)
+                for v in exc.violations
+            ]
+        )
+        return _status(code_pb2.INVALID_ARGUMENT, f"invalid request: {exc}", [bad])
+    if isinstance(exc, NotFound):
+        return _status(code_pb2.NOT_FOUND, str(exc))
+    if isinstance(exc, PermissionDenied):
+        return _status(code_pb2.PERMISSION_DENIED, str(exc))
+    if isinstance(exc, Unauthenticated):
+        return _status(code_pb2.UNAUTHENTICATED, str(exc))
+    log.exception("internal error", exc_info=exc)
+    return _status(code_pb2.INTERNAL, "internal error; the node's log has the details")
+
+
+async def abort(context: grpc.aio.ServicerContext, exc: BaseException) -> NoReturn:
+    await context.abort_with_status(status_for(exc))
+    raise AssertionError("abort_with_status returned")  # pragma: no cover
+
+
+def unary(
+    method: Callable[..., Awaitable[R]],
+) -> Callable[..., Awaitable[R]]:
+    """Maps a unary (or client-streaming) RPC's exceptions to statuses."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
+        try:
+            return await method(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every error becomes a status
+            await abort(context, exc)
+
+    return wrapper
+
+
+def streaming(
+    method: Callable[..., AsyncIterator[R]],
+) -> Callable[..., AsyncIterator[R]]:
+    """Maps a server-streaming RPC's exceptions to statuses."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[R]:
+        try:
+            async for item in method(self, request, context):
+                yield item
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every error becomes a status
+            await abort(context, exc)
+
+    return wrapper

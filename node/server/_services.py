@@ -1,0 +1,361 @@
+"""Thin servicers: decode, call the ledger (off the event loop), encode."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+from google.rpc import code_pb2
+
+import node
+from node.api.v1 import factnode_pb2 as pb
+from node.api.v1 import factnode_pb2_grpc as pb_grpc
+from node.core import BeliefState, Evidence, FieldViolation, InvalidInput, Key, Outcome
+from node.ledger import Belief, Ledger, NotFound
+from node.metrics import Metrics
+from node.server import _convert as cv
+from node.server._auth import require_write
+from node.server._errors import PermissionDenied, status_for, streaming, unary
+
+T = TypeVar("T")
+
+STREAM_BATCH = 256  # SubmitFacts commits in batches of this many valid items
+WATCH_POLL_SECONDS = 1.0
+
+
+async def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    # The store is synchronous; keep it off the event loop.
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+class Changes:
+    """Wakes belief watchers when this node writes."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout: float) -> None:
+        event = self._event
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
+
+
+@dataclass
+class NodeContext:
+    """What every servicer shares."""
+
+    ledger: Ledger
+    metrics: Metrics
+    changes: Changes
+    listen: str
+    database: str
+
+
+def _key_of(msg: pb.Key, field: str = "key") -> Key:
+    return cv.key(msg)
+
+
+class FactServicer(pb_grpc.FactServiceServicer):
+    """Agents submit facts and read beliefs, history and explanations."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
+
+    @unary
+    async def SubmitFact(self, request: pb.SubmitFactRequest, context: grpc.aio.ServicerContext) -> pb.SubmitFactResponse:
+        sub = cv.submission(request)
+        require_write(sub.namespace)
+        evidence = self.ctx.ledger.evidence_of(sub)
+        [done] = await _run(self.ctx.ledger.ingest, [(evidence, sub.idempotency_key)])
+        self.ctx.metrics.decided([done.decision])
+        self.ctx.changes.notify()
+        return pb.SubmitFactResponse(
+            decision=cv.decision_pb(done.decision),
+            evidence_id=done.evidence_id,
+            version_id=done.version_id,
+            belief=cv.belief_pb(done.belief) if done.belief else None,
+        )
+
+    @unary
+    async def SubmitFacts(
+        self, request_iterator: AsyncIterator[pb.SubmitFactRequest], context: grpc.aio.ServicerContext
+    ) -> pb.SubmitFactsResponse:
+        results: list[pb.ItemResult] = []
+        pending: list[tuple[int, Evidence, str | None]] = []
+        invalid = 0
+
+        async def flush() -> None:
+            if not pending:
+                return
+            done = await _run(self.ctx.ledger.ingest, [(e, k) for _, e, k in pending])
+            self.ctx.metrics.decided([d.decision for d in done])
+            results.extend(
+                pb.ItemResult(index=i, decision=cv.decision_pb(d.decision))
+                for (i, _, _), d in zip(pending, done, strict=True)
+            )
+            pending.clear()
+            self.ctx.changes.notify()
+
+        index = 0
+        async for item in request_iterator:
+            try:
+                sub = cv.submission(item)
+                require_write(sub.namespace)
+                pending.append((index, self.ctx.ledger.evidence_of(sub), sub.idempotency_key))
+            except (InvalidInput, PermissionDenied) as exc:
+                invalid += 1
+                results.append(pb.ItemResult(index=index, error=_item_error(exc)))
+            index += 1
+            if len(pending) >= STREAM_BATCH:
+                await flush()
+        await flush()
+        results.sort(key=lambda r: r.index)
+        return pb.SubmitFactsResponse(
+            results=results, decided_count=index - invalid, invalid_count=invalid
+        )
+
+    @unary
+    async def GetBelief(self, request: pb.GetBeliefRequest, context: grpc.aio.ServicerContext) -> pb.Belief:
+        out: list[FieldViolation] = []
+        as_of = cv.optional_instant(request, "as_of", "as_of", out)
+        known_at = cv.optional_instant(request, "known_at", "known_at", out)
+        cv.raise_if(out)
+        belief = await _run(self.ctx.ledger.belief, cv.key(request.key), as_of, known_at)
+        return cv.belief_pb(belief)
+
+    @unary
+    async def ListBeliefs(self, request: pb.ListBeliefsRequest, context: grpc.aio.ServicerContext) -> pb.ListBeliefsResponse:
+        subject = request.subject if request.HasField("subject") else None
+        page = await _run(
+            self.ctx.ledger.list_beliefs, request.namespace, subject, request.page_size, request.page_token
+        )
+        return pb.ListBeliefsResponse(
+            beliefs=[cv.belief_pb(b) for b in page.items], next_page_token=page.next_page_token
+        )
+
+    @unary
+    async def GetHistory(self, request: pb.GetHistoryRequest, context: grpc.aio.ServicerContext) -> pb.GetHistoryResponse:
+        out: list[FieldViolation] = []
+        known_at = cv.optional_instant(request, "known_at", "known_at", out)
+        cv.raise_if(out)
+        key = cv.key(request.key)
+        versions = await _run(self.ctx.ledger.history, key, known_at)
+        evidence = await _run(self.ctx.ledger.evidence_by_ids, [i for v in versions for i in v.evidence_ids])
+        return pb.GetHistoryResponse(
+            key=cv.key_pb(key), versions=[cv.history_pb(v, evidence) for v in versions]
+        )
+
+    @unary
+    async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainResponse:
+        out: list[FieldViolation] = []
+        as_of = cv.optional_instant(request, "as_of", "as_of", out)
+        known_at = cv.optional_instant(request, "known_at", "known_at", out)
+        cv.raise_if(out)
+        explanation = await _run(self.ctx.ledger.explain, cv.key(request.key), as_of, known_at)
+        return pb.ExplainResponse(
+            belief=cv.belief_pb(explanation.belief) if explanation.belief else None,
+            comparisons=[cv.comparison_pb(c) for c in explanation.comparisons],
+        )
+
+    @unary
+    async def Retract(self, request: pb.RetractRequest, context: grpc.aio.ServicerContext) -> pb.RetractResponse:
+        key = cv.key(request.key)
+        require_write(key.namespace)
+        out: list[FieldViolation] = []
+        at = cv.optional_instant(request, "at", "at", out)
+        cv.raise_if(out)
+        obj = request.object if request.HasField("object") else None
+        decision = await _run(self.ctx.ledger.retract, key, obj, at, request.reason)
+        self.ctx.metrics.decided([decision])
+        self.ctx.changes.notify()
+        belief = await _run(_maybe_belief, self.ctx.ledger, key)
+        return pb.RetractResponse(
+            decision=cv.decision_pb(decision), belief=cv.belief_pb(belief) if belief else None
+        )
+
+    @unary
+    async def ListDecisions(self, request: pb.ListDecisionsRequest, context: grpc.aio.ServicerContext) -> pb.ListDecisionsResponse:
+        key = cv.key(request.key) if request.HasField("key") else None
+        page = await _run(
+            self.ctx.ledger.decisions, key, request.namespace, request.page_size, request.page_token
+        )
+        return pb.ListDecisionsResponse(
+            decisions=[cv.decision_pb(d.decision, d.seq) for d in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    @streaming
+    async def WatchBeliefs(self, request: pb.WatchBeliefsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.BeliefChange]:
+        namespace = request.namespace if request.HasField("namespace") else ""
+        after = 0
+        if request.resume_token:
+            if not request.resume_token.isdigit():
+                raise InvalidInput([FieldViolation("resume_token", "is not a token this node issued")])
+            after = int(request.resume_token)
+        while not context.done():
+            changes = await _run(self.ctx.ledger.changes, namespace, after, 100)
+            for change in changes:
+                belief = await _run(_maybe_belief, self.ctx.ledger, change.key)
+                after = change.seq
+                yield pb.BeliefChange(
+                    key=cv.key_pb(change.key),
+                    belief=cv.belief_pb(belief) if belief else None,
+                    resume_token=str(change.seq),
+                )
+            if not changes:
+                await self.ctx.changes.wait(WATCH_POLL_SECONDS)
+
+
+def _maybe_belief(ledger: Ledger, key: Key) -> Belief | None:
+    try:
+        return ledger.belief(key)
+    except NotFound:
+        return None
+
+
+def _item_error(exc: Exception) -> pb.ItemError:
+    status = status_for(exc)
+    violations = (
+        [pb.FieldViolation(field=v.field, description=v.reason) for v in exc.violations]
+        if isinstance(exc, InvalidInput)
+        else []
+    )
+    code = code_pb2.INVALID_ARGUMENT if isinstance(exc, InvalidInput) else code_pb2.PERMISSION_DENIED
+    return pb.ItemError(code=code, message=status.details, field_violations=violations)
+
+
+class ReviewServicer(pb_grpc.ReviewServiceServicer):
+    """Operators review contested and ambiguous keys and resolve them."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
+
+    def _contested(self, belief: Belief) -> pb.ContestedKey:
+        explanation = self.ctx.ledger.explain(belief.key)
+        versions = [
+            pb.VersionTally(
+                version_id=belief.version_id,
+                object=belief.object,
+                local_belief=True,
+                local_rule=belief.rule.value,
+            )
+        ] + [
+            pb.VersionTally(version_id=c.version_id, object=c.object, local_rule=c.rule.value)
+            for c in explanation.comparisons
+        ]
+        return pb.ContestedKey(
+            key=cv.key_pb(belief.key),
+            state=cv.state_pb(belief.state),  # type: ignore[arg-type]
+            served_version_id=belief.version_id,
+            detail="; ".join(f"{c.object!r}: {c.rule.value} ({c.reason})" for c in explanation.comparisons),
+            versions=versions,
+        )
+
+    @unary
+    async def ListContested(self, request: pb.ListContestedRequest, context: grpc.aio.ServicerContext) -> pb.ListContestedResponse:
+        page = await _run(
+            self.ctx.ledger.review_queue, request.namespace, request.page_size, request.page_token
+        )
+        keys = [await _run(self._contested, b) for b in page.items]
+        return pb.ListContestedResponse(keys=keys, next_page_token=page.next_page_token)
+
+    @unary
+    async def GetContested(self, request: pb.GetContestedRequest, context: grpc.aio.ServicerContext) -> pb.ContestedKey:
+        key = cv.key(request.key)
+        belief = await _run(self.ctx.ledger.belief, key)
+        if belief.state is BeliefState.BELIEVED:
+            raise NotFound(f"{key} is not under review (its belief is settled)")
+        return await _run(self._contested, belief)
+
+    @unary
+    async def ResolveContested(self, request: pb.ResolveContestedRequest, context: grpc.aio.ServicerContext) -> pb.ResolveContestedResponse:
+        choice = request.WhichOneof("choice")
+        resolution = await _run(
+            self.ctx.ledger.resolve,
+            cv.key(request.key),
+            version_id=request.version_id if choice == "version_id" else None,
+            obj=request.object if choice == "object" else None,
+            reason=request.reason,
+            operator=request.operator,
+        )
+        self.ctx.metrics.decided([resolution.submitted.decision])
+        self.ctx.changes.notify()
+        belief = resolution.submitted.belief
+        return pb.ResolveContestedResponse(
+            decision=cv.decision_pb(resolution.submitted.decision),
+            belief=cv.belief_pb(belief) if belief else None,
+            note=resolution.note,
+        )
+
+
+class AdminServicer(pb_grpc.AdminServiceServicer):
+    """Operators erase personal data, run decay and read the node's status."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
+
+    @unary
+    async def Erase(self, request: pb.EraseRequest, context: grpc.aio.ServicerContext) -> pb.EraseResponse:
+        scope = request.WhichOneof("scope")
+        if scope is None:
+            raise InvalidInput([FieldViolation("scope", "give one of evidence_id, key or subject")])
+        report = await _run(
+            self.ctx.ledger.erase,
+            evidence_id=request.evidence_id if scope == "evidence_id" else None,
+            key=cv.key(request.key) if scope == "key" else None,
+            subject=(request.subject.namespace, request.subject.subject) if scope == "subject" else None,
+            operator=request.operator,
+            reason=request.reason,
+        )
+        self.ctx.changes.notify()
+        return pb.EraseResponse(
+            erasure_id=report.erasure_id,
+            evidence_erased=report.evidence_erased,
+            keys_affected=report.keys_affected,
+            erased_at=cv.timestamp(report.erased_at),
+        )
+
+    @unary
+    async def RunDecay(self, request: pb.RunDecayRequest, context: grpc.aio.ServicerContext) -> pb.RunDecayResponse:
+        out: list[FieldViolation] = []
+        now = cv.optional_instant(request, "now", "now", out)
+        cv.raise_if(out)
+        report = await _run(self.ctx.ledger.run_decay, now)
+        self.ctx.metrics.decay(report.decayed, report.tombstoned)
+        self.ctx.changes.notify()
+        return pb.RunDecayResponse(decayed=report.decayed, tombstoned=report.tombstoned)
+
+    @unary
+    async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.GetStatusResponse:
+        counts = await _run(self.ctx.ledger.counts)
+        return pb.GetStatusResponse(
+            node_id=self.ctx.ledger.node_id,
+            version=node.__version__,
+            listen_address=self.ctx.listen,
+            database=self.ctx.database,
+            counts=pb.StatusCounts(
+                evidence=counts.evidence,
+                keys=counts.keys,
+                decisions=counts.decisions,
+                contested=counts.contested,
+                ambiguous=counts.ambiguous,
+                rejected=counts.rejected,
+            ),
+        )
+
+    @unary
+    async def SyncNow(self, request: pb.SyncNowRequest, context: grpc.aio.ServicerContext) -> pb.SyncNowResponse:
+        # Federation is not built yet: a node with no peers has nothing to sync.
+        return pb.SyncNowResponse(results=[])
+
+
+__all__ = ["AdminServicer", "Changes", "FactServicer", "NodeContext", "Outcome", "ReviewServicer"]

@@ -1,0 +1,129 @@
+"""The composition root: builds a running node from settings, and nothing else does."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import uuid
+from collections.abc import Callable
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from node.api.v1 import factnode_pb2 as pb
+from node.api.v1 import factnode_pb2_grpc as pb_grpc
+from node.clock import Clock, SystemClock
+from node.config import ConfigError, Settings, check_exposure, redact_url
+from node.ledger import Ledger, ensure_node_id
+from node.metrics import Metrics
+from node.server._auth import AuthInterceptor
+from node.server._services import AdminServicer, Changes, FactServicer, NodeContext, ReviewServicer
+from node.store import SqlRepository
+
+log = logging.getLogger("factnode.server")
+
+SERVICE_NAMES = tuple(
+    pb.DESCRIPTOR.services_by_name[name].full_name
+    for name in ("FactService", "ReviewService", "AdminService")
+)
+
+
+class Node:
+    """One running factnode: its store, ledger and gRPC server."""
+
+    def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
+        check_exposure(settings)
+        self.settings = settings
+        if settings.database_url is None:
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.repo = SqlRepository(settings.db_url)
+        node_id = ensure_node_id(self.repo, settings.node_id, f"node-{uuid.uuid4().hex[:12]}")
+        self.ledger = Ledger(self.repo, settings.policy, node_id, clock or SystemClock())
+        self.metrics = Metrics()
+        self.health = health.aio.HealthServicer()
+        self.server: grpc.aio.Server | None = None
+        self.port = 0
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def node_id(self) -> str:
+        return self.ledger.node_id
+
+    async def start(self) -> int:
+        """Binds the listen address and starts serving; returns the bound port."""
+        s = self.settings
+        options = [
+            ("grpc.max_receive_message_length", s.max_message_bytes),
+            ("grpc.max_send_message_length", s.max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        ]
+        server = grpc.aio.server(interceptors=[AuthInterceptor(s)], options=options)
+        ctx = NodeContext(self.ledger, self.metrics, Changes(), s.listen, redact_url(s.db_url))
+        pb_grpc.add_FactServiceServicer_to_server(FactServicer(ctx), server)
+        pb_grpc.add_ReviewServiceServicer_to_server(ReviewServicer(ctx), server)
+        pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(ctx), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+            server,
+        )
+        if s.tls_enabled:
+            assert s.tls_cert is not None and s.tls_key is not None
+            creds = grpc.ssl_server_credentials(
+                [(s.tls_key.read_bytes(), s.tls_cert.read_bytes())],
+                root_certificates=s.tls_client_ca.read_bytes() if s.tls_client_ca else None,
+                require_client_auth=False,
+            )
+            port = server.add_secure_port(s.listen, creds)
+        else:
+            port = server.add_insecure_port(s.listen)
+        if port == 0:
+            raise ConfigError("listen", f"could not bind {s.listen}")
+        await server.start()
+        self.server, self.port = server, port
+        for name in ("", *SERVICE_NAMES):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._tasks.append(asyncio.create_task(self._decay_loop()))
+        return port
+
+    async def _decay_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.decay_interval_seconds)
+            try:
+                report = await asyncio.to_thread(self.ledger.run_decay)
+                self.metrics.decay(report.decayed, report.tombstoned)
+            except Exception:  # noqa: BLE001 - a failed round must not stop the loop
+                log.exception("decay round failed")
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Reports NOT_SERVING, lets calls finish within the grace period, and closes the store."""
+        await self.health.enter_graceful_shutdown()
+        for task in self._tasks:
+            task.cancel()
+        if self.server is not None:
+            await self.server.stop(self.settings.grace_seconds if grace is None else grace)
+        self.repo.close()
+
+    async def wait(self) -> None:
+        assert self.server is not None
+        await self.server.wait_for_termination()
+
+
+async def serve(settings: Settings, announce: Callable[[str], None] = print) -> None:
+    """Runs a node until SIGTERM or SIGINT, then shuts down gracefully."""
+    node = Node(settings)
+    port = await node.start()
+    host = settings.listen.rsplit(":", 1)[0]
+    announce(f"factnode {node.node_id} listening on {host}:{port}")
+    announce(f"store: {redact_url(settings.db_url)}")
+    if not settings.auth_enabled:
+        announce("no client tokens configured: listening on loopback only, every local caller is an operator")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    announce("shutting down")
+    await node.stop()

@@ -141,11 +141,10 @@ def decide(
         )
 
     if new.evidence_id not in {e.evidence_id for e in after_visible}:
+        # Kept (never believed) just as if it had arrived before its correction, so what a
+        # key holds, and its history, does not depend on arrival order.
         if any(e.corrects == new.evidence_id for e in state.evidence):
-            return Ruling(
-                _decision(new, Outcome.REJECTED, Rule.CORRECTION, detail="already corrected"),
-                False,
-            )
+            return ruling(Outcome.HISTORICAL, Rule.CORRECTION, detail="already corrected")
         return ruling(Outcome.HISTORICAL, Rule.RETRACT, detail="ended by a retraction")
 
     assert after is not None

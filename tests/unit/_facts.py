@@ -1,0 +1,112 @@
+"""Terse evidence for the unit tests, and a replay of it through `decide` as the shell does."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from node.core import (
+    MICROS_PER_DAY,
+    Evidence,
+    Key,
+    KeyState,
+    Outcome,
+    Policy,
+    Retraction,
+    Ruling,
+    Submission,
+    decide,
+    make_evidence,
+)
+
+DAY = MICROS_PER_DAY
+POLICY = Policy()
+NS = "user:ana"
+LIVES_IN = Key(NS, "ana", "lives_in")
+
+
+def fact(
+    obj: str,
+    *,
+    day: int | None = 1,
+    at: int | None = None,
+    anchor: str = "user_stated",
+    source: str = "ana",
+    worth: float = 0.5,
+    confidence: float = 0.9,
+    key: Key = LIVES_IN,
+    corrects: str | None = None,
+    contradicts: Key | None = None,
+    policy: Policy = POLICY,
+) -> Evidence:
+    """Evidence that `key` is `obj` from event day `day`, recorded on day `at` (default: `day`)."""
+    recorded = at if at is not None else (day if day is not None else 0)
+    sub = Submission(
+        key.namespace,
+        key.subject,
+        key.predicate,
+        obj,
+        anchor,
+        source,
+        worth,
+        confidence,
+        None if day is None else day * DAY,
+        corrects,
+        contradicts,
+    )
+    return make_evidence(sub, policy, recorded_at=recorded * DAY, origin_node="n1")
+
+
+@dataclass
+class Replay:
+    """What a store would hold after a sequence of submissions, and what each one got."""
+
+    policy: Policy = POLICY
+    evidence: dict[Key, list[Evidence]] = field(default_factory=lambda: defaultdict(list))
+    retractions: dict[Key, list[Retraction]] = field(default_factory=lambda: defaultdict(list))
+    stored: set[str] = field(default_factory=set)
+    rulings: list[Ruling] = field(default_factory=list)
+    lineage: list[tuple[str, str]] = field(default_factory=list)
+
+    def state(self, key: Key = LIVES_IN) -> KeyState:
+        """The key's candidate evidence and retractions, as `decide` is given them."""
+        return KeyState(tuple(self.evidence[key]), tuple(self.retractions[key]))
+
+    def submit(self, item: Evidence | Retraction) -> Ruling | None:
+        """One submission (or a retraction, which is only recorded), persisted like the shell."""
+        if isinstance(item, Retraction):
+            self.retractions[item.key].append(item)
+            return None
+        contradicted = self.state(item.contradicts) if item.contradicts else None
+        ruling = decide(
+            item,
+            self.state(item.key),
+            self.policy,
+            duplicate=item.evidence_id in self.stored,
+            contradicted=contradicted,
+        )
+        if ruling.candidate is not None:
+            self.stored.add(item.evidence_id)
+        if ruling.candidate:
+            self.evidence[item.key].append(item)
+        for r in ruling.retractions:
+            self.retractions[r.key].append(r)
+        d = ruling.decision
+        if d.outcome is Outcome.SUPERSEDED and d.supersedes and d.version_id:
+            self.lineage.append((d.version_id, d.supersedes))
+        self.rulings.append(ruling)
+        return ruling
+
+
+def replay(items: Iterable[Evidence | Retraction], policy: Policy = POLICY) -> Replay:
+    """Submits every item in order."""
+    run = Replay(policy)
+    for item in items:
+        run.submit(item)
+    return run
+
+
+def outcomes(run: Replay) -> list[tuple[Outcome, str]]:
+    """(outcome, rule) of every decision so far, in order."""
+    return [(r.decision.outcome, r.decision.rule.value) for r in run.rulings]

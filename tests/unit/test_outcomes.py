@@ -1,0 +1,392 @@
+"""Every submission outcome of DESIGN.md section 4, and the named conflict scenarios."""
+
+from __future__ import annotations
+
+import pytest
+from _facts import DAY, LIVES_IN, NS, POLICY, fact, outcomes, replay
+
+from node.core import (
+    Evidence,
+    Key,
+    Outcome,
+    Retraction,
+    Rule,
+    arbitrate,
+    belief_at,
+    decide,
+    history,
+    visible,
+)
+
+SPEAKS = Key(NS, "ana", "speaks")
+WORKS_AT = Key(NS, "ana", "works_at")
+EMPLOYER = Key(NS, "ana", "employer")
+
+R, D, C, A, S, H, X, M = (
+    Outcome.REJECTED,
+    Outcome.DUPLICATE,
+    Outcome.CORROBORATED,
+    Outcome.ACCEPTED,
+    Outcome.SUPERSEDED,
+    Outcome.HISTORICAL,
+    Outcome.DISBELIEVED,
+    Outcome.AMBIGUOUS,
+)
+
+PORTO = fact("Porto", day=1)
+
+# (id, evidence already held, new evidence, erased, outcome, rule, candidate)
+CASES: list[tuple[str, list[Evidence], Evidence, bool, Outcome, Rule, bool | None]] = [
+    (
+        "below-min-confidence",
+        [],
+        fact("Porto", confidence=0.399),
+        False,
+        R,
+        Rule.MIN_CONFIDENCE,
+        False,
+    ),
+    ("no-source", [], fact("Porto", source=""), False, R, Rule.NO_PROVENANCE, False),
+    ("blank-source", [], fact("Porto", source="   "), False, R, Rule.NO_PROVENANCE, False),
+    ("erased", [], fact("Porto"), True, R, Rule.ERASED, None),
+    ("duplicate", [PORTO], fact("Porto", day=1, at=9, worth=0.9), False, D, Rule.DUPLICATE, None),
+    ("corroborated", [PORTO], fact("Porto", source="bob"), False, C, Rule.CORROBORATION, True),
+    ("first-version", [], fact("Porto", confidence=0.4), False, A, Rule.FIRST_VERSION, True),
+    (
+        "multi-valued",
+        [fact("English", key=SPEAKS)],
+        fact("Portuguese", key=SPEAKS, anchor="llm_generated"),
+        False,
+        A,
+        Rule.MULTI_VALUED,
+        True,
+    ),
+    (
+        "superseded-trust-anchor",
+        [fact("Lisbon", day=5, anchor="llm_generated")],
+        fact("Porto", day=1, at=6),
+        False,
+        S,
+        Rule.TRUST_ANCHOR,
+        True,
+    ),
+    ("superseded-recency", [PORTO], fact("Lisbon", day=5), False, S, Rule.RECENCY, True),
+    ("superseded-worth", [PORTO], fact("Lisbon", worth=0.8), False, S, Rule.WORTH, True),
+    (
+        "superseded-confidence",
+        [fact("Porto", confidence=0.8)],
+        fact("Lisbon", worth=0.6, confidence=0.81),
+        False,
+        S,
+        Rule.CONFIDENCE,
+        True,
+    ),
+    (
+        "historical",
+        [fact("Lisbon", day=5)],
+        fact("Porto", day=1, at=6),
+        False,
+        H,
+        Rule.RECENCY,
+        True,
+    ),
+    (
+        "disbelieved-trust-anchor",
+        [PORTO],
+        fact("Lisbon", day=5, anchor="api_response"),
+        False,
+        X,
+        Rule.TRUST_ANCHOR,
+        True,
+    ),
+    ("disbelieved-worth", [PORTO], fact("Lisbon", worth=0.29), False, X, Rule.WORTH, True),
+    (
+        "disbelieved-confidence",
+        [PORTO],
+        fact("Lisbon", worth=0.65, confidence=0.899),
+        False,
+        X,
+        Rule.CONFIDENCE,
+        True,
+    ),
+    ("ambiguous", [PORTO], fact("Lisbon"), False, M, Rule.TIEBREAK, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("held", "new", "erased", "outcome", "rule", "candidate"),
+    [pytest.param(*case[1:], id=case[0]) for case in CASES],
+)
+def test_outcome(
+    held: list[Evidence],
+    new: Evidence,
+    erased: bool,
+    outcome: Outcome,
+    rule: Rule,
+    candidate: bool | None,
+) -> None:
+    """Each valid submission gets exactly the outcome and rule DESIGN.md section 4 names."""
+    run = replay(held)
+    before = run.state(new.key).belief(POLICY)
+    ruling = decide(
+        new, run.state(new.key), POLICY, duplicate=new.evidence_id in run.stored, erased=erased
+    )
+    assert (ruling.decision.outcome, ruling.decision.rule) == (outcome, rule)
+    assert ruling.candidate is candidate
+    assert ruling.decision.evidence_id == new.evidence_id
+    assert ruling.decision.decided_at == new.recorded_at
+    if outcome is S:
+        assert before is not None
+        assert ruling.decision.supersedes == before.version_id
+        assert ruling.after is not None and ruling.after.version_id == new.version_id
+    if outcome in (C, H, X):
+        # The belief keeps its version.
+        assert before is not None and ruling.after is not None
+        assert ruling.after.version_id == before.version_id
+
+
+def test_min_confidence_is_inclusive() -> None:
+    """Confidence exactly at min_confidence (0.4) is a candidate; 0.399 is not."""
+    assert decide(fact("Porto", confidence=0.4), replay([]).state(), POLICY).candidate is True
+    assert decide(fact("Porto", confidence=0.399), replay([]).state(), POLICY).candidate is False
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["lower-first", "higher-first"])
+def test_tiebreak_believes_lowest_version_id_provisionally(reverse: bool) -> None:
+    """With no discriminating rule, either arrival is AMBIGUOUS; the lowest version id wins."""
+    porto, lisbon = fact("Porto"), fact("Lisbon")
+    items = [lisbon, porto] if reverse else [porto, lisbon]
+    run = replay(items)
+    assert outcomes(run)[1] == (M, "tiebreak")
+    belief = run.state().belief(POLICY)
+    assert belief is not None
+    assert belief.ambiguous and belief.rule is Rule.TIEBREAK
+    assert belief.version_id == min(porto.version_id, lisbon.version_id)
+    loser = max(porto.version_id, lisbon.version_id)
+    assert belief.beaten_by == ((loser, Rule.TIEBREAK),)
+
+
+def test_low_anchor_newer_claim_is_disbelieved_by_trust_anchor() -> None:
+    """A low-anchor claim newer than a first-party fact is DISBELIEVED by trust_anchor."""
+    first = fact("Porto", day=1, anchor="user_stated")
+    claim = fact("Lisbon", day=300, anchor="llm_generated", source="gpt")
+    run = replay([first, claim])
+    assert outcomes(run) == [(A, "first_version"), (X, "trust_anchor")]
+    belief = run.state().belief(POLICY)
+    assert belief is not None and belief.version_id == first.version_id
+    assert belief.rule_against(claim.version_id) is Rule.TRUST_ANCHOR
+    # Stored and visible, not believed.
+    assert claim in visible(run.state().evidence)
+
+
+@pytest.mark.parametrize("late_first", [False, True], ids=["in-event-order", "reversed"])
+def test_same_ingestion_moment_ordered_by_event_time(late_first: bool) -> None:
+    """Two facts ingested at one moment about different event times are ordered by event time."""
+    early = fact("Porto", day=3, at=10)
+    late = fact("Lisbon", day=7, at=10)
+    run = replay([late, early] if late_first else [early, late])
+    expected = (H, "recency") if late_first else (S, "recency")
+    assert outcomes(run)[1] == expected
+    belief = run.state().belief(POLICY)
+    assert belief is not None
+    assert (belief.version_id, belief.rule) == (late.version_id, Rule.RECENCY)
+
+
+def test_fact_learned_today_about_last_year_loses_to_one_about_this_month() -> None:
+    """Recency compares event times, not ingestion times."""
+    this_month = fact("Lisbon", day=360, at=364)
+    last_year = fact("Porto", day=0, at=365)
+    run = replay([this_month, last_year])
+    assert outcomes(run)[1] == (H, "recency")
+    belief = run.state().belief(POLICY)
+    assert belief is not None and belief.version_id == this_month.version_id
+
+
+def test_backfilled_older_fact_is_historical_and_answers_as_of() -> None:
+    """A backfilled older fact is HISTORICAL and answers as-of queries for its period."""
+    lisbon = fact("Lisbon", day=100)
+    porto = fact("Porto", day=10, at=200)
+    run = replay([lisbon, porto])
+    assert outcomes(run)[1] == (H, "recency")
+    state = run.state()
+
+    def obj(as_of: int, known_at: int | None = None) -> str | None:
+        v = belief_at(
+            state.evidence,
+            state.retractions,
+            POLICY,
+            as_of=as_of * DAY,
+            known_at=None if known_at is None else known_at * DAY,
+        )
+        return (
+            None
+            if v is None
+            else {lisbon.version_id: "Lisbon", porto.version_id: "Porto"}[v.version_id]
+        )
+
+    assert obj(5) is None
+    assert obj(50) == "Porto"
+    assert obj(99) == "Porto"
+    assert obj(100) == "Lisbon"
+    assert obj(150) == "Lisbon"
+    # Before the backfill was ingested, the node knew nothing about that period.
+    assert obj(50, known_at=150) is None
+
+
+def test_weaker_contradicting_fact_is_rejected_and_old_fact_remains() -> None:
+    """A weaker fact naming `contradicts` is REJECTED, naming the rule; the old fact stays."""
+    old = fact("Acme", key=WORKS_AT, day=1)
+    weak = fact("Initech", key=EMPLOYER, day=5, anchor="llm_generated", contradicts=WORKS_AT)
+    run = replay([old, weak])
+    assert outcomes(run)[1] == (R, "trust_anchor")
+    assert run.rulings[1].candidate is False
+    assert run.rulings[1].retractions == ()
+    old_belief = run.state(WORKS_AT).belief(POLICY)
+    assert old_belief is not None and old_belief.version_id == old.version_id
+    assert run.state(EMPLOYER).belief(POLICY) is None
+
+
+def test_stronger_contradicting_fact_supersedes_across_keys_on_recency() -> None:
+    """A fact that moved keys and wins on recency supersedes the old belief at the cutover."""
+    old = fact("Acme", key=WORKS_AT, day=1)
+    moved = fact("Initech", key=EMPLOYER, day=5, contradicts=WORKS_AT)
+    run = replay([old, moved])
+    ruling = run.rulings[1]
+    assert (ruling.decision.outcome, ruling.decision.rule) == (S, Rule.RECENCY)
+    assert ruling.decision.supersedes == old.version_id
+    assert [(r.key, r.version_id, r.at) for r in ruling.retractions] == [
+        (WORKS_AT, old.version_id, 5 * DAY)
+    ]
+    new_belief = run.state(EMPLOYER).belief(POLICY)
+    assert new_belief is not None and new_belief.version_id == moved.version_id
+    works = run.state(WORKS_AT)
+    assert works.belief(POLICY) is None
+    before = belief_at(works.evidence, works.retractions, POLICY, as_of=4 * DAY)
+    assert before is not None and before.version_id == old.version_id
+    assert belief_at(works.evidence, works.retractions, POLICY, as_of=5 * DAY) is None
+    # Nothing is deleted: the old evidence stays stored.
+    assert old in works.evidence
+
+
+def test_stronger_contradicting_fact_supersedes_across_keys_on_trust_anchor() -> None:
+    """A fact that moved keys and wins on trust_anchor supersedes the old key's belief outright."""
+    old = fact("Acme", key=WORKS_AT, day=5, anchor="agent_inferred")
+    moved = fact("Initech", key=EMPLOYER, day=1, at=6, contradicts=WORKS_AT)
+    run = replay([old, moved])
+    assert outcomes(run)[1] == (S, "trust_anchor")
+    works = run.state(WORKS_AT)
+    assert works.belief(POLICY) is None
+    assert belief_at(works.evidence, works.retractions, POLICY, as_of=5 * DAY) is None
+    assert old in works.evidence
+
+
+def test_disbelieved_claim_corroborated_first_party_becomes_belief() -> None:
+    """A disbelieved claim later corroborated first-party is believed, provenance kept."""
+    porto = fact("Porto", day=1)
+    claim = fact("Lisbon", day=5, anchor="llm_generated", source="gpt")
+    confirm = fact("Lisbon", day=6, anchor="user_stated", source="ana")
+    run = replay([porto, claim, confirm])
+    assert outcomes(run) == [(A, "first_version"), (X, "trust_anchor"), (S, "recency")]
+    assert run.rulings[2].decision.supersedes == porto.version_id
+    belief = run.state().belief(POLICY)
+    assert belief is not None and belief.version_id == claim.version_id
+    assert claim in run.state().evidence
+    assert (claim.attribution, claim.source) == ("llm_generated", "gpt")
+    lisbon = next(
+        h for h in history(run.state().evidence, (), POLICY) if h.version_id == claim.version_id
+    )
+    assert set(lisbon.evidence_ids) == {claim.evidence_id, confirm.evidence_id}
+    assert lisbon.status == "BELIEVED"
+
+
+@pytest.mark.parametrize(
+    ("worth", "confidence", "outcome", "rule"),
+    [
+        (0.7, 0.9, M, Rule.TIEBREAK),
+        (0.701, 0.9, S, Rule.WORTH),
+        (0.7, 0.901, S, Rule.CONFIDENCE),
+        (0.3, 0.9, M, Rule.TIEBREAK),
+        (0.299, 0.9, X, Rule.WORTH),
+        (0.3, 0.899, X, Rule.CONFIDENCE),
+    ],
+    ids=["lead-0.2", "lead-0.201", "lead-0.2-conf", "trail-0.2", "trail-0.201", "trail-0.2-conf"],
+)
+def test_worth_margin_boundary(
+    worth: float, confidence: float, outcome: Outcome, rule: Rule
+) -> None:
+    """A worth lead of exactly 0.2 does not discriminate; 0.201 does."""
+    run = replay([fact("Porto", worth=0.5), fact("Lisbon", worth=worth, confidence=confidence)])
+    ruling = run.rulings[1]
+    assert (ruling.decision.outcome, ruling.decision.rule) == (outcome, rule)
+
+
+def test_correction_leaves_as_of_answers_but_not_the_past_knowledge() -> None:
+    """`corrects` takes evidence out of as-of answers; an earlier known_at still sees it."""
+    wrong = fact("Porto", day=1, at=2)
+    right = fact("Lisbon", day=20, at=30, corrects=wrong.evidence_id)
+    run = replay([wrong, right])
+    assert outcomes(run)[1] == (S, "correction")
+    assert run.rulings[1].decision.supersedes == wrong.version_id
+    state = run.state()
+    assert wrong in state.evidence  # kept in the audit trail
+    assert belief_at(state.evidence, (), POLICY, as_of=10 * DAY) is None
+    known_then = belief_at(state.evidence, (), POLICY, as_of=10 * DAY, known_at=29 * DAY)
+    assert known_then is not None and known_then.version_id == wrong.version_id
+    now = belief_at(state.evidence, (), POLICY)
+    assert now is not None and now.version_id == right.version_id
+    statuses = {h.version_id: h.status for h in history(state.evidence, (), POLICY)}
+    assert statuses[wrong.version_id] == "CORRECTED"
+
+
+def test_evidence_arriving_after_its_correction_is_kept_but_never_believed() -> None:
+    """Evidence arriving after its correction is kept as HISTORICAL (correction), never believed."""
+    wrong = fact("Porto", day=1, at=2)
+    right = fact("Lisbon", day=1, at=3, corrects=wrong.evidence_id)
+    run = replay([right, wrong])
+    assert outcomes(run)[1] == (H, "correction")
+    assert run.rulings[1].candidate is True
+    belief = run.state().belief(POLICY)
+    assert belief is not None and belief.version_id == right.version_id
+    # The same holdings, and so the same history, as in arrival order.
+    in_order = replay([wrong, right])
+    assert set(run.state().evidence) == set(in_order.state().evidence)
+    assert history(run.state().evidence, (), POLICY) == history(
+        in_order.state().evidence, (), POLICY
+    )
+
+
+def test_retraction_ends_the_belief() -> None:
+    """A Retraction ends the belief from its time on: no belief after, the old belief before."""
+    porto = fact("Porto", day=1)
+    gone = Retraction(LIVES_IN, porto.version_id, at=10 * DAY, recorded_at=11 * DAY, reason="left")
+    run = replay([porto, gone])
+    state = run.state()
+    assert state.belief(POLICY) is None
+    assert belief_at(state.evidence, state.retractions, POLICY, as_of=10 * DAY) is None
+    earlier = belief_at(state.evidence, state.retractions, POLICY, as_of=9 * DAY)
+    assert earlier is not None and earlier.version_id == porto.version_id
+    unaware = belief_at(state.evidence, state.retractions, POLICY, known_at=10 * DAY)
+    assert unaware is not None and unaware.version_id == porto.version_id
+    # Evidence dated inside the retracted period stays ended; later evidence starts afresh.
+    run.submit(fact("Porto", day=5, at=12, source="bob"))
+    run.submit(fact("Lisbon", day=20))
+    assert outcomes(run)[-2:] == [(H, "retract"), (A, "first_version")]
+
+
+def test_multi_valued_predicate_keeps_every_value() -> None:
+    """Values of a multi-valued predicate never contradict: every one is believed."""
+    english = fact("English", key=SPEAKS, day=1, anchor="user_stated")
+    portuguese = fact("Portuguese", key=SPEAKS, day=2, anchor="llm_generated", worth=0.1)
+    spanish = fact("Spanish", key=SPEAKS, day=3, anchor="agent_observed", confidence=0.5)
+    again = fact("English", key=SPEAKS, day=4, source="bob")
+    run = replay([english, portuguese, spanish, again])
+    assert outcomes(run) == [(A, "multi_valued")] * 3 + [(C, "corroboration")]
+    belief = run.state(SPEAKS).belief(POLICY)
+    assert belief is not None and belief.rule is Rule.MULTI_VALUED
+    assert set(belief.believed) == {english.version_id, portuguese.version_id, spanish.version_id}
+    assert belief.beaten_by == ()
+    # Retracting one value leaves the others.
+    run.submit(Retraction(SPEAKS, portuguese.version_id, at=10 * DAY, recorded_at=10 * DAY))
+    after = arbitrate(visible(run.state(SPEAKS).evidence, run.state(SPEAKS).retractions), POLICY)
+    assert after is not None
+    assert set(after.believed) == {english.version_id, spanish.version_id}

@@ -1,0 +1,142 @@
+"""Properties: the belief is a function of the set of evidence, whatever the arrival order."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from _facts import DAY, LIVES_IN, NS, POLICY, Replay, fact, replay
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from node.core import (
+    Evidence,
+    Key,
+    Outcome,
+    Retraction,
+    arbitrate,
+    explain,
+    history,
+    visible,
+)
+
+SPEAKS = Key(NS, "ana", "speaks")
+KEYS = (LIVES_IN, SPEAKS)
+FAST = settings(max_examples=150, deadline=None)
+
+
+@st.composite
+def evidence_and_retractions(draw: st.DrawFn) -> list[Evidence | Retraction]:
+    """A small mix of evidence (some gated, some correcting) and retractions over two keys."""
+    out: list[Evidence | Retraction] = []
+    seen: set[str] = set()
+    for _ in range(draw(st.integers(1, 9))):
+        day = draw(st.integers(0, 6))
+        key = draw(st.sampled_from(KEYS))
+        earlier = [e for e in out if isinstance(e, Evidence) and e.key == key]
+        corrects = None
+        if earlier and draw(st.integers(0, 5)) == 0:
+            corrects = draw(st.sampled_from(earlier)).evidence_id
+        e = fact(
+            draw(st.sampled_from(["Porto", "Lisbon", "Faro"])),
+            day=day,
+            at=day + draw(st.integers(0, 3)),
+            key=key,
+            anchor=draw(st.sampled_from(["user_stated", "api_response", "llm_generated"])),
+            source=draw(st.sampled_from(["ana", "bob", ""])),
+            worth=draw(st.sampled_from([0.1, 0.3, 0.5, 0.7, 0.701])),
+            confidence=draw(st.sampled_from([0.3, 0.5, 0.8, 0.9])),
+            corrects=corrects,
+        )
+        # One id is one piece of evidence: the same statement cannot come with other numbers.
+        if e.evidence_id not in seen:
+            seen.add(e.evidence_id)
+            out.append(e)
+    for _ in range(draw(st.integers(0, 2))):
+        key = draw(st.sampled_from(KEYS))
+        versions = sorted({e.version_id for e in out if isinstance(e, Evidence) and e.key == key})
+        version = draw(st.sampled_from([None, *versions]))
+        at = draw(st.integers(0, 7))
+        out.append(Retraction(key, version, at * DAY, (at + draw(st.integers(0, 2))) * DAY))
+    return out
+
+
+def _final(run: Replay) -> dict[Key, object]:
+    """Everything a reader can see of each key once all evidence is in."""
+    views: dict[Key, object] = {}
+    for key in KEYS:
+        state = run.state(key)
+        vis = visible(state.evidence, state.retractions)
+        views[key] = (
+            state.belief(POLICY),
+            explain(vis, POLICY),
+            history(state.evidence, state.retractions, POLICY),
+        )
+    return views
+
+
+@FAST
+@given(st.data())
+def test_any_arrival_order_gives_the_same_belief_explanation_and_history(
+    data: st.DataObject,
+) -> None:
+    """Any permutation of the same evidence gives identical belief, explain output and history."""
+    items = data.draw(evidence_and_retractions())
+    shuffled = data.draw(st.permutations(items))
+    assert _final(replay(shuffled)) == _final(replay(items))
+
+
+@FAST
+@given(evidence_and_retractions())
+def test_ingesting_everything_twice_changes_nothing(items: Sequence[Evidence | Retraction]) -> None:
+    """A second pass over the same evidence is all DUPLICATE and leaves every belief as it was."""
+    run = replay(items)
+    first = _final(run)
+    stored = {k: list(v) for k, v in run.evidence.items()}
+    evidence = [e for e in items if isinstance(e, Evidence)]
+    rulings = [run.submit(e) for e in evidence]
+    assert all(r is not None and r.decision.outcome is Outcome.DUPLICATE for r in rulings)
+    assert all(r is not None and r.candidate is None for r in rulings)
+    assert {k: list(v) for k, v in run.evidence.items()} == stored
+    assert _final(run) == first
+
+
+@FAST
+@given(st.data())
+def test_replayed_belief_equals_arbitration_of_the_set(data: st.DataObject) -> None:
+    """The belief after replay in any order equals arbitrate() over the set of candidates."""
+    items = data.draw(evidence_and_retractions())
+    run = replay(data.draw(st.permutations(items)))
+    for key in KEYS:
+        candidates = [
+            e
+            for e in items
+            if isinstance(e, Evidence)
+            and e.key == key
+            and e.source
+            and e.confidence_milli >= POLICY.min_confidence_milli
+        ]
+        rets = [r for r in items if isinstance(r, Retraction) and r.key == key]
+        assert run.state(key).belief(POLICY) == arbitrate(visible(candidates, rets), POLICY)
+
+
+def test_core_imports_nothing_from_the_shell() -> None:
+    """Importing every node.core module pulls in no gRPC, SQL or protobuf module."""
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import node.core\n"
+        "for m in pkgutil.walk_packages(node.core.__path__, 'node.core.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "bad = sorted(n for n in sys.modules\n"
+        "             if n.split('.')[0] in ('grpc', 'sqlmodel', 'sqlalchemy')\n"
+        "             or n == 'google.protobuf' or n.startswith('google.protobuf.'))\n"
+        "print(len(list(pkgutil.walk_packages(node.core.__path__))))\n"
+        "print(','.join(bad))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    count, bad = done.stdout.splitlines()
+    assert int(count) >= 7
+    assert bad == ""

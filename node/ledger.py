@@ -227,7 +227,11 @@ class Ledger:
                     contradicted=batch.state(e.contradicts) if e.contradicts else None,
                 )
                 if duplicate and idem is not None and idem in by_idempotency:
+                    # A retry answers, and logs, the evidence its idempotency key first stored.
                     e = replace(e, evidence_id=by_idempotency[idem])
+                    ruling = replace(
+                        ruling, decision=replace(ruling.decision, evidence_id=e.evidence_id)
+                    )
                 if ruling.candidate is not None:
                     status = EvidenceStatus.ACTIVE if ruling.candidate else EvidenceStatus.REJECTED
                     rows.append((e, status, idem))
@@ -542,10 +546,11 @@ class Ledger:
                 reason=reason,
                 evidence_ids=tuple(erased_ids),
             )
+            # Read before erasing: belief rows resting on erased evidence no longer join to it.
+            current = tx.beliefs(list(keys))
             tx.erase(erased_ids, forget)
             tx.add_tombstone(tombstone)
             states = tx.key_states(keys)
-            current = tx.beliefs(list(keys))
             for k, state in states.items():
                 rows = self._served_rows(k, state, now)
                 if rows or current.get(k):

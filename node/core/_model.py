@@ -114,6 +114,13 @@ class Evidence:
     contradicts: Key | None = None
     # For relayed evidence: the anchor ceiling of the peer it came through.
     anchor_cap: str | None = None
+    # For relayed evidence: when its origin node recorded it (erasures compare with this).
+    origin_recorded_at: Instant | None = None
+
+    @property
+    def first_recorded_at(self) -> Instant:
+        """When the statement was first recorded anywhere."""
+        return self.recorded_at if self.origin_recorded_at is None else self.origin_recorded_at
 
 
 @dataclass(frozen=True, slots=True)

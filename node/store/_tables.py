@@ -22,6 +22,7 @@ class EvidenceRow(SQLModel, table=True):
         Index("ix_evidence_subject", "namespace", "subject"),
         Index("ix_evidence_status_attribution", "status", "attribution"),
         Index("ix_evidence_idempotency", "idempotency_key", unique=True),
+        Index("ix_evidence_subject_id", "subject_id"),
     )
 
     evidence_id: str = Field(primary_key=True, max_length=ID)
@@ -46,6 +47,9 @@ class EvidenceRow(SQLModel, table=True):
     anchor_cap: str | None = Field(default=None, max_length=64)
     idempotency_key: str | None = Field(default=None, max_length=128)
     status: str = Field(max_length=16)
+    # Added in migration 0002 (federation).
+    subject_id: str | None = Field(default=None, max_length=ID)
+    origin_recorded_at: int | None = Field(default=None, sa_type=BigInteger)
 
 
 class RetractionRow(SQLModel, table=True):
@@ -149,3 +153,25 @@ class NodeMetaRow(SQLModel, table=True):
 
     name: str = Field(primary_key=True, max_length=64)
     value: str = Field(sa_type=Text)
+
+
+class VoteRow(SQLModel, table=True):
+    """The latest vote of each node (this one included) for each key."""
+
+    __tablename__ = "vote"
+    __table_args__ = (
+        Index("ix_vote_evidence", "evidence_id"),
+        Index("ix_vote_key", "key_id"),
+    )
+
+    voter: str = Field(primary_key=True, max_length=NAME)
+    key_id: str = Field(primary_key=True, max_length=ID)
+    namespace: str = Field(max_length=NAME)
+    subject: str = Field(max_length=NAME)
+    predicate: str = Field(max_length=NAME)
+    version_id: str | None = Field(default=None, max_length=ID)
+    evidence_id: str = Field(max_length=ID)
+    anchor: int
+    worth_milli: int
+    fresh_since: int = Field(sa_type=BigInteger)
+    cast_at: int = Field(sa_type=BigInteger)

@@ -25,6 +25,7 @@ from node.core import (
     Rule,
 )
 from node.core import ids
+from node.core.consensus import Vote
 from node.store._tables import (
     BeliefChangeRow,
     BeliefRow,
@@ -34,6 +35,7 @@ from node.store._tables import (
     EvidenceRow,
     NodeMetaRow,
     RetractionRow,
+    VoteRow,
 )
 from node.store.migrations import upgrade
 from node.store.repository import (
@@ -53,6 +55,7 @@ BC = BeliefChangeRow.__table__  # type: ignore[attr-defined]
 ER = ErasureRow.__table__  # type: ignore[attr-defined]
 EE = ErasedEvidenceRow.__table__  # type: ignore[attr-defined]
 M = NodeMetaRow.__table__  # type: ignore[attr-defined]
+V = VoteRow.__table__  # type: ignore[attr-defined]
 
 
 def make_engine(url: str) -> Engine:
@@ -111,6 +114,7 @@ def _evidence(row: Row[Any]) -> Evidence:
         corrects=m["corrects"],
         contradicts=contradicts,
         anchor_cap=m["anchor_cap"],
+        origin_recorded_at=m["origin_recorded_at"],
     )
 
 
@@ -139,6 +143,8 @@ def _evidence_row(e: Evidence, status: EvidenceStatus, idempotency_key: str | No
         "anchor_cap": e.anchor_cap,
         "idempotency_key": idempotency_key,
         "status": status.value,
+        "subject_id": ids.subject_id(e.key.namespace, e.key.subject),
+        "origin_recorded_at": e.origin_recorded_at,
     }
 
 
@@ -156,6 +162,39 @@ def _stored_belief(m: Any) -> StoredBelief:
         state=BeliefState(m["state"]),
         updated_at=m["updated_at"],
     )
+
+
+def _vote(m: Any) -> Vote:
+    return Vote(
+        voter=m["voter"],
+        key=_key(m),
+        version_id=m["version_id"],
+        evidence_id=m["evidence_id"],
+        anchor=m["anchor"],
+        worth_milli=m["worth_milli"],
+        fresh_since=m["fresh_since"],
+        cast_at=m["cast_at"],
+    )
+
+
+def _vote_row(v: Vote) -> dict[str, Any]:
+    return {
+        "voter": v.voter,
+        **_key_cols(v.key),
+        "version_id": v.version_id,
+        "evidence_id": v.evidence_id,
+        "anchor": v.anchor,
+        "worth_milli": v.worth_milli,
+        "fresh_since": v.fresh_since,
+        "cast_at": v.cast_at,
+    }
+
+
+def _prefix(col: Any, prefix: str) -> list[Any]:
+    """Rows whose hex id starts with `prefix`, as an index-friendly range."""
+    if not prefix:
+        return []
+    return [col >= prefix, col < prefix + "g"]
 
 
 def _key_cols(key: Key) -> dict[str, str]:
@@ -231,7 +270,7 @@ class SqlTransaction:
                 erased_at[row[0]] = row[1]
         for e in evidence:
             for scope in (ids.key_id(e.key), ids.subject_id(e.key.namespace, e.key.subject)):
-                if scope in erased_at and e.recorded_at <= erased_at[scope]:
+                if scope in erased_at and e.first_recorded_at <= erased_at[scope]:
                     out.add(e.evidence_id)
         return out
 
@@ -487,6 +526,92 @@ class SqlTransaction:
         for part in chunks(sorted(evidence_ids)):
             out.update(self._c.scalars(select(EE.c.evidence_id).where(EE.c.evidence_id.in_(part))))
         return out
+
+    # -- federation -----------------------------------------------------------
+
+    def votes(self, keys: Collection[Key]) -> dict[Key, list[Vote]]:
+        by_id = {ids.key_id(k): k for k in keys}
+        out: dict[Key, list[Vote]] = {k: [] for k in keys}
+        for part in chunks(sorted(by_id)):
+            for row in self._c.execute(select(V).where(V.c.key_id.in_(part))):
+                v = _vote(row._mapping)
+                out[by_id[row._mapping["key_id"]]].append(v)
+        return out
+
+    def put_votes(self, votes: Sequence[Vote]) -> None:
+        for v in votes:
+            self._c.execute(delete(V).where(V.c.voter == v.voter, V.c.key_id == ids.key_id(v.key)))
+        if votes:
+            self._c.execute(insert(V), [_vote_row(v) for v in votes])
+
+    def delete_votes(self, voter: str, keys: Collection[Key]) -> None:
+        for part in chunks(sorted(ids.key_id(k) for k in keys)):
+            self._c.execute(delete(V).where(V.c.voter == voter, V.c.key_id.in_(part)))
+
+    def votes_on_evidence(self, evidence_ids: Collection[str]) -> list[Vote]:
+        out: list[Vote] = []
+        for part in chunks(sorted(evidence_ids)):
+            out.extend(_vote(r._mapping) for r in self._c.execute(select(V).where(V.c.evidence_id.in_(part))))
+        return out
+
+    def delete_votes_on_evidence(self, evidence_ids: Collection[str]) -> None:
+        for part in chunks(sorted(evidence_ids)):
+            self._c.execute(delete(V).where(V.c.evidence_id.in_(part)))
+
+    def all_evidence_ids(self) -> Iterator[str]:
+        yield from self._c.scalars(select(E.c.evidence_id))
+
+    def all_erasure_ids(self) -> Iterator[str]:
+        yield from self._c.scalars(select(ER.c.erasure_id))
+
+    def all_votes(self) -> Iterator[Vote]:
+        for r in self._c.execute(select(V)):
+            yield _vote(r._mapping)
+
+    def evidence_under(self, prefixes: Collection[str]) -> list[Evidence]:
+        out: list[Evidence] = []
+        for p in sorted(prefixes):
+            out.extend(_evidence(r) for r in self._c.execute(select(E).where(*_prefix(E.c.evidence_id, p))))
+        return out
+
+    def tombstones_under(self, prefixes: Collection[str]) -> list[Tombstone]:
+        out: list[Tombstone] = []
+        for p in sorted(prefixes):
+            for r in self._c.execute(select(ER).where(*_prefix(ER.c.erasure_id, p))):
+                m = r._mapping
+                erased = tuple(
+                    sorted(self._c.scalars(select(EE.c.evidence_id).where(EE.c.erasure_id == m["erasure_id"])))
+                )
+                out.append(
+                    Tombstone(m["erasure_id"], m["scope"], m["scope_hash"], m["erased_at"], m["operator"], m["reason"], erased)
+                )
+        return out
+
+    def votes_under(self, voter: str, prefixes: Collection[str]) -> list[Vote]:
+        out: list[Vote] = []
+        for p in sorted(prefixes):
+            q = select(V).where(V.c.voter == voter, *_prefix(V.c.key_id, p))
+            out.extend(_vote(r._mapping) for r in self._c.execute(q))
+        return out
+
+    def known_erasures(self, erasure_ids: Collection[str]) -> set[str]:
+        out: set[str] = set()
+        for part in chunks(sorted(erasure_ids)):
+            out.update(self._c.scalars(select(ER.c.erasure_id).where(ER.c.erasure_id.in_(part))))
+        return out
+
+    def evidence_covered(self, tombstone: Tombstone) -> list[Evidence]:
+        """Stored evidence a replicated erasure covers: its ids, or its scope recorded before it."""
+        found = list(self.evidence(tombstone.evidence_ids).values())
+        if tombstone.scope in ("key", "subject"):
+            col = E.c.key_id if tombstone.scope == "key" else E.c.subject_id
+            q = select(E).where(
+                col == tombstone.scope_hash,
+                func.coalesce(E.c.origin_recorded_at, E.c.recorded_at) <= tombstone.erased_at,
+            )
+            seen = {e.evidence_id for e in found}
+            found += [e for e in (_evidence(r) for r in self._c.execute(q)) if e.evidence_id not in seen]
+        return found
 
     def counts(self) -> Counts:
         def count(table: Any, *conds: Any) -> int:

@@ -1,0 +1,119 @@
+"""Alembic migrations: the head schema is the SQLModel schema, and re-running them is harmless."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, MetaData, inspect, text
+from sqlmodel import SQLModel
+
+import node.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+from node.core import Key, Policy, Submission
+from node.ledger import Ledger, ensure_node_id
+from node.store import SqlRepository
+from node.store.migrations import alembic_config, upgrade
+from node.testing import FakeClock
+
+LIVES_IN = Key("user:ana", "ana", "lives_in")
+TABLES = {
+    "belief",
+    "belief_change",
+    "decision",
+    "erased_evidence",
+    "erasure",
+    "evidence",
+    "node_meta",
+    "retraction",
+}
+
+
+def _head() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def _revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def _schema(engine: Engine) -> dict[str, object]:
+    """Every table's columns, indexes and primary key, as the database reports them."""
+    insp = inspect(engine)
+    return {
+        t: (
+            [(c["name"], str(c["type"]), c["nullable"]) for c in insp.get_columns(t)],
+            sorted(
+                (i["name"] or "", tuple(i["column_names"]), i["unique"])
+                for i in insp.get_indexes(t)
+            ),
+            insp.get_pk_constraint(t)["constrained_columns"],
+        )
+        for t in sorted(insp.get_table_names())
+    }
+
+
+def test_head_schema_matches_the_sqlmodel_tables(tmp_path: Path) -> None:
+    """A database migrated to head differs in nothing from SQLModel.metadata."""
+    repo = SqlRepository(f"sqlite:///{tmp_path}/factnode.db")
+    try:
+        assert _revision(repo.engine) == _head()
+        with repo.engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            diff = compare_metadata(ctx, SQLModel.metadata)
+        assert diff == []
+        assert set(inspect(repo.engine).get_table_names()) >= TABLES
+        # The control: the comparison does see the tables, so drift would show.
+        with repo.engine.connect() as conn:
+            ctx = MigrationContext.configure(conn)
+            diff = compare_metadata(ctx, MetaData())
+        removed = {d[1].name for d in diff if d[0] == "remove_table"}
+        assert removed >= TABLES
+    finally:
+        repo.close()
+
+
+def test_head_schema_matches_on_every_backend(repository: SqlRepository) -> None:
+    """On SQLite and PostgreSQL alike, the migrated schema has no drift from the tables."""
+    with repository.engine.connect() as conn:
+        ctx = MigrationContext.configure(
+            conn, opts={"compare_type": True, "compare_server_default": True}
+        )
+        assert compare_metadata(ctx, SQLModel.metadata) == []
+
+
+def test_migrating_a_migrated_database_is_a_no_op(repository_url: str) -> None:
+    """Upgrading an up-to-date database again changes no schema and keeps every row."""
+    clock = FakeClock()
+    repo = SqlRepository(repository_url)
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", clock)
+        ensure_node_id(repo, "node-a", "fresh")
+        ledger.submit(Submission("user:ana", "ana", "lives_in", "Lisbon", "user_stated", "ana"))
+        ledger.submit(Submission("user:ana", "ana", "lives_in", "Porto", "llm_generated", "gpt"))
+        before_schema = _schema(repo.engine)
+        before_counts = ledger.counts()
+        belief = ledger.belief(LIVES_IN)
+        upgrade(repo.engine)
+        upgrade(repo.engine, "head")
+        assert _revision(repo.engine) == _head()
+        assert _schema(repo.engine) == before_schema
+        assert ledger.counts() == before_counts
+    finally:
+        repo.close()
+
+    again = SqlRepository(repository_url)  # opening migrates once more
+    try:
+        assert _revision(again.engine) == _head()
+        with again.engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM alembic_version")).scalar() == 1
+        reopened = Ledger(again, Policy(), "node-test", clock)
+        assert reopened.counts() == before_counts
+        assert reopened.belief(LIVES_IN) == belief
+        assert ensure_node_id(again, None, "fresh") == "node-a"
+    finally:
+        again.close()

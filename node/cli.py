@@ -62,7 +62,11 @@ def _ts(text: str | None, option: str) -> Any:
     from google.protobuf.timestamp_pb2 import Timestamp
 
     ts = Timestamp()
-    ts.FromDatetime(parse_time(text, option))
+    try:
+        ts.FromDatetime(parse_time(text, option))
+    except (OverflowError, ValueError):
+        # In UTC the time falls outside 0001-01-01..9999-12-31 (e.g. 9999-12-31T23:00-05:00).
+        raise UsageError(f"{option}: {text!r} is outside 0001-01-01..9999-12-31 in UTC") from None
     return ts
 
 
@@ -363,6 +367,17 @@ def _add_key(p: argparse.ArgumentParser) -> None:
     p.add_argument("predicate", help="the property, e.g. lives_in")
 
 
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="factnode",
@@ -379,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument("--token", default=os.environ.get("FACTNODE_TOKEN"), help="bearer token (env FACTNODE_TOKEN)")
     common.add_argument("--ca-cert", default=os.environ.get("FACTNODE_CA_CERT"), help="CA certificate for a TLS node")
-    common.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default %(default)s)")
+    common.add_argument("--timeout", type=_seconds, default=10.0, help="seconds per call (default %(default)s)")
     common.add_argument("--json", action="store_true", help="print the response as JSON")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -497,7 +512,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)
-    client = Client(args)
+    try:
+        client = Client(args)
+    except OSError as exc:  # e.g. an unreadable --ca-cert
+        _fail(str(exc), EXIT_USAGE)
     try:
         response, text = args.run(client, args)
     except UsageError as exc:

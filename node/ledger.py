@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
@@ -44,7 +44,9 @@ from node.core import (
     representatives,
     visible,
 )
-from node.core.validation import check_instant, check_key
+from node.core.validation import _is_id, check_instant, check_key, relayed_violations
+from node.core.consensus import Served, Tally, Vote, hour_of, served, tally
+from node.federation._digest import FederationIndex, vote_item_hash
 from node.store import BeliefChange, Counts, LoggedDecision, Repository, StoredBelief, Tombstone
 from node.store.repository import Transaction
 
@@ -108,6 +110,14 @@ class Resolution:
 
 
 @dataclass(frozen=True, slots=True)
+class Received:
+    """What this node took from a peer's delta, and what it refused and why."""
+
+    accepted: int
+    rejected: list[tuple[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
 class ErasureReport:
     """What an erase removed."""
 
@@ -123,6 +133,24 @@ class DecayReport:
 
     decayed: int
     tombstoned: int
+
+
+@dataclass(slots=True)
+class _Effects:
+    """What a write transaction changed that the federation digests must follow after commit."""
+
+    evidence_added: set[str] = field(default_factory=set)
+    evidence_removed: set[str] = field(default_factory=set)
+    erasures_added: set[str] = field(default_factory=set)
+    votes_put: list[Vote] = field(default_factory=list)
+    votes_removed: list[tuple[str, Key]] = field(default_factory=list)
+
+
+def _vote_content(v: Vote | None) -> tuple[object, ...] | None:
+    """A vote without its cast time: re-casting the same vote is no change."""
+    if v is None:
+        return None
+    return (v.version_id, v.evidence_id, v.anchor, v.worth_milli, v.fresh_since)
 
 
 @dataclass(slots=True)
@@ -179,6 +207,168 @@ class Ledger:
         self.policy = policy
         self.node_id = node_id
         self.clock = clock
+        self._index: FederationIndex | None = None
+        self._counted_hour: Instant | None = None
+
+    # -- federation digests ---------------------------------------------------
+
+    def index(self) -> FederationIndex:
+        """The digests this node compares with peers, built from the store on first use."""
+        if self._index is None:
+            index = FederationIndex()
+            with index.lock, self.repo.read() as tx:
+                for eid in tx.all_evidence_ids():
+                    index.put_evidence(eid)
+                for erasure_id in tx.all_erasure_ids():
+                    index.put_tombstone(erasure_id)
+                for v in tx.all_votes():
+                    index.put_vote(v.voter, ids.key_id(v.key), _vote_hash(v))
+                self._index = index
+        return self._index
+
+    def _after(self, fx: _Effects) -> None:
+        """Brings the digests up to date with a committed transaction."""
+        index = self._index
+        if index is None:
+            return
+        with index.lock:
+            for eid in fx.evidence_added:
+                index.put_evidence(eid)
+            for eid in fx.evidence_removed:
+                index.evidence.discard(eid)
+            for erasure_id in fx.erasures_added:
+                index.put_tombstone(erasure_id)
+            for voter, key in fx.votes_removed:
+                index.discard_vote(voter, ids.key_id(key))
+            for v in fx.votes_put:
+                index.put_vote(v.voter, ids.key_id(v.key), _vote_hash(v))
+
+    def offer(
+        self, prefixes: dict[str, list[str]], have_ids: Collection[str] = ()
+    ) -> tuple[list[Tombstone], list[Evidence], list[Vote]]:
+        """What this node holds under the given buckets ("evidence", "tombstones", "votes":
+        its own votes), leaving out ids the caller already has."""
+        have = set(have_ids)
+        with self.repo.read() as tx:
+            tombstones = [
+                t for t in tx.tombstones_under(prefixes.get("tombstones", [])) if t.erasure_id not in have
+            ]
+            evidence = [
+                e for e in tx.evidence_under(prefixes.get("evidence", [])) if e.evidence_id not in have
+            ]
+            votes = tx.votes_under(self.node_id, prefixes.get("votes", []))
+        relayed = [replace(e, origin_recorded_at=e.first_recorded_at) for e in evidence]
+        return tombstones, relayed, votes
+
+    def receive(
+        self,
+        peer_id: str,
+        peer_cap: str | None,
+        tombstones: Sequence[Tombstone],
+        evidence: Sequence[Evidence],
+        votes: Sequence[Vote],
+    ) -> Received:
+        """Applies what a peer sent, tombstones first: erased evidence cannot come back in the
+        same delta. Relayed evidence counts with its anchor capped at the peer's ceiling; votes
+        count for `peer_id`, the node the connection proved, and must rest on evidence held here."""
+        cap_name = peer_cap or self.policy.default_max_anchor
+        rejected: list[tuple[str, str]] = []
+        accepted = 0
+        now = self.clock.now()
+        fx = _Effects()
+        with self.repo.write() as tx:
+            known = tx.known_erasures([t.erasure_id for t in tombstones])
+            for t in tombstones:
+                problem = _tombstone_problem(t)
+                if problem:
+                    rejected.append((t.erasure_id, problem))
+                    continue
+                accepted += 1
+                if t.erasure_id in known:
+                    continue
+                known.add(t.erasure_id)
+                self._apply_erasure(tx, t, tx.evidence_covered(t), fx)
+
+            items: list[tuple[Evidence, str | None]] = []
+            for e in evidence:
+                problems = relayed_violations(e, self.policy)
+                if problems:
+                    rejected.append((e.evidence_id, "; ".join(f"{p.field}: {p.reason}" for p in problems)))
+                    continue
+                cap = min(
+                    (c for c in (e.anchor_cap, cap_name) if c is not None),
+                    key=lambda name: self.policy.anchors[name],
+                )
+                items.append(
+                    (
+                        replace(
+                            e,
+                            version_id=ids.version_id(e.key, e.object),
+                            anchor_cap=cap,
+                            recorded_at=now,
+                            origin_recorded_at=e.first_recorded_at,
+                        ),
+                        None,
+                    )
+                )
+            for e, ruling in self._ingest_in(tx, items, fx):
+                if ruling.decision.rule is Rule.ERASED:
+                    rejected.append((e.evidence_id, "covered by an erasure"))
+                else:
+                    accepted += 1
+
+            held = tx.evidence([v.evidence_id for v in votes if v.version_id is not None])
+            good: list[Vote] = []
+            for v in votes:
+                problem = _vote_problem(v, held, self.policy)
+                if problem:
+                    rejected.append((ids.key_id(v.key), problem))
+                    continue
+                good.append(replace(v, voter=peer_id))
+            if good:
+                current = tx.votes({v.key for v in good})
+                fresh = [
+                    v
+                    for v in good
+                    if _vote_content(next((o for o in current[v.key] if o.voter == peer_id), None))
+                    != _vote_content(v)
+                ]
+                tx.put_votes(fresh)
+                fx.votes_put.extend(fresh)
+                self._refresh(tx, tx.key_states({v.key for v in fresh}), now, fx)
+            accepted += len(good)
+        self._after(fx)
+        return Received(accepted, rejected)
+
+    def tally_of(self, key: Key) -> Tally | None:
+        """The vote count for a key as this node sees it now."""
+        with self.repo.read() as tx:
+            votes = tx.votes([key])[key]
+        return tally(
+            votes,
+            now=self.clock.now(),
+            threshold=self.policy.consensus_threshold,
+            half_life_days=self.policy.vote_half_life_days,
+            self_id=self.node_id,
+        )
+
+    def reconsider_if_hour_changed(self) -> bool:
+        """Vote weights move with the UTC hour: recount every voted key once per hour."""
+        hour = hour_of(self.clock.now())
+        if hour == self._counted_hour:
+            return False
+        self._counted_hour = hour
+        self.reconsider()
+        return True
+
+    def reconsider(self, keys: Collection[Key] | None = None) -> None:
+        """Recounts votes (freshness moves with the UTC hour) for `keys`, or every voted key."""
+        fx = _Effects()
+        with self.repo.write() as tx:
+            if keys is None:
+                keys = {v.key for v in tx.all_votes()}
+            self._refresh(tx, tx.key_states(keys), self.clock.now(), fx)
+        self._after(fx)
 
     # -- writes -------------------------------------------------------------
 
@@ -203,58 +393,67 @@ class Ledger:
 
     def ingest(self, items: Sequence[tuple[Evidence, str | None]]) -> list[Submitted]:
         """Decides checked evidence in order, in one write transaction."""
+        fx = _Effects()
         with self.repo.write() as tx:
-            keys = {e.key for e, _ in items} | {e.contradicts for e, _ in items if e.contradicts}
-            batch = _Batch()
-            for key, state in tx.key_states(keys).items():
-                batch.evidence[key] = list(state.evidence)
-                batch.retractions[key] = list(state.retractions)
-            stored = tx.stored_evidence_ids([e.evidence_id for e, _ in items])
-            by_idempotency = tx.evidence_for_idempotency_keys([k for _, k in items if k])
-            erased = tx.erased([e for e, _ in items])
-
-            rows: list[tuple[Evidence, EvidenceStatus, str | None]] = []
-            rulings: list[tuple[Evidence, Ruling]] = []
-            touched: set[Key] = set()
-            for e, idem in items:
-                duplicate = e.evidence_id in stored or (idem is not None and idem in by_idempotency)
-                ruling = decide(
-                    e,
-                    batch.state(e.key),
-                    self.policy,
-                    duplicate=duplicate,
-                    erased=e.evidence_id in erased,
-                    contradicted=batch.state(e.contradicts) if e.contradicts else None,
-                )
-                if duplicate and idem is not None and idem in by_idempotency:
-                    # A retry answers, and logs, the evidence its idempotency key first stored.
-                    e = replace(e, evidence_id=by_idempotency[idem])
-                    ruling = replace(
-                        ruling, decision=replace(ruling.decision, evidence_id=e.evidence_id)
-                    )
-                if ruling.candidate is not None:
-                    status = EvidenceStatus.ACTIVE if ruling.candidate else EvidenceStatus.REJECTED
-                    rows.append((e, status, idem))
-                    stored.add(e.evidence_id)
-                    if idem is not None:
-                        by_idempotency[idem] = e.evidence_id
-                if ruling.candidate:
-                    batch.evidence[e.key].append(e)
-                    touched.add(e.key)
-                for r in ruling.retractions:
-                    batch.retractions.setdefault(r.key, []).append(r)
-                    touched.add(r.key)
-                rulings.append((e, ruling))
-
-            tx.add_evidence(rows)
-            tx.add_retractions([r for _, ruling in rulings for r in ruling.retractions])
-            tx.add_decisions([ruling.decision for _, ruling in rulings])
-            self._refresh(tx, {k: batch.state(k) for k in touched}, self.clock.now())
+            rulings = self._ingest_in(tx, items, fx)
             beliefs = self._beliefs(tx, {e.key for e, _ in items})
+        self._after(fx)
         return [
             Submitted(ruling.decision, e.evidence_id, e.version_id, beliefs.get(e.key))
             for e, ruling in rulings
         ]
+
+    def _ingest_in(
+        self, tx: Transaction, items: Sequence[tuple[Evidence, str | None]], fx: _Effects
+    ) -> list[tuple[Evidence, Ruling]]:
+        keys = {e.key for e, _ in items} | {e.contradicts for e, _ in items if e.contradicts}
+        batch = _Batch()
+        for key, state in tx.key_states(keys).items():
+            batch.evidence[key] = list(state.evidence)
+            batch.retractions[key] = list(state.retractions)
+        stored = tx.stored_evidence_ids([e.evidence_id for e, _ in items])
+        by_idempotency = tx.evidence_for_idempotency_keys([k for _, k in items if k])
+        erased = tx.erased([e for e, _ in items])
+
+        rows: list[tuple[Evidence, EvidenceStatus, str | None]] = []
+        rulings: list[tuple[Evidence, Ruling]] = []
+        touched: set[Key] = set()
+        for e, idem in items:
+            duplicate = e.evidence_id in stored or (idem is not None and idem in by_idempotency)
+            ruling = decide(
+                e,
+                batch.state(e.key),
+                self.policy,
+                duplicate=duplicate,
+                erased=e.evidence_id in erased,
+                contradicted=batch.state(e.contradicts) if e.contradicts else None,
+            )
+            if duplicate and idem is not None and idem in by_idempotency:
+                # A retry answers, and logs, the evidence its idempotency key first stored.
+                e = replace(e, evidence_id=by_idempotency[idem])
+                ruling = replace(
+                    ruling, decision=replace(ruling.decision, evidence_id=e.evidence_id)
+                )
+            if ruling.candidate is not None:
+                status = EvidenceStatus.ACTIVE if ruling.candidate else EvidenceStatus.REJECTED
+                rows.append((e, status, idem))
+                stored.add(e.evidence_id)
+                fx.evidence_added.add(e.evidence_id)
+                if idem is not None:
+                    by_idempotency[idem] = e.evidence_id
+            if ruling.candidate:
+                batch.evidence[e.key].append(e)
+                touched.add(e.key)
+            for r in ruling.retractions:
+                batch.retractions.setdefault(r.key, []).append(r)
+                touched.add(r.key)
+            rulings.append((e, ruling))
+
+        tx.add_evidence(rows)
+        tx.add_retractions([r for _, ruling in rulings for r in ruling.retractions])
+        tx.add_decisions([ruling.decision for _, ruling in rulings])
+        self._refresh(tx, {k: batch.state(k) for k in touched}, self.clock.now(), fx)
+        return rulings
 
     def retract(
         self,
@@ -289,35 +488,112 @@ class Ledger:
             )
             tx.add_retractions([retraction])
             tx.add_decisions([decision])
+            fx = _Effects()
             self._refresh(
-                tx, {key: KeyState(state.evidence, [*state.retractions, retraction])}, now
+                tx, {key: KeyState(state.evidence, [*state.retractions, retraction])}, now, fx
             )
+        self._after(fx)
         return decision
 
-    def _refresh(self, tx: Transaction, states: dict[Key, KeyState], now: Instant) -> None:
-        """Recomputes the served belief of each key and records the ones that changed."""
+    def _refresh(
+        self,
+        tx: Transaction,
+        states: dict[Key, KeyState],
+        now: Instant,
+        fx: _Effects,
+        *,
+        current: dict[Key, list[StoredBelief]] | None = None,
+        quiet: Collection[Key] = (),
+    ) -> None:
+        """Recomputes each key's local belief, this node's vote and the served belief,
+        and records what changed. `quiet` keys change without announcing (erased keys)."""
         if not states:
             return
-        current = tx.beliefs(list(states))
+        keys = list(states)
+        if current is None:
+            current = tx.beliefs(keys)
+        votes = tx.votes(keys)
         for key, state in states.items():
-            rows = self._served_rows(key, state, now)
+            evidence = visible(state.evidence, state.retractions)
+            verdict = arbitrate(evidence, self.policy)
+            reps = representatives(evidence, self.policy)
+            mine = self._own_vote(key, verdict, reps, now)
+            others = [v for v in votes.get(key, []) if v.voter != self.node_id]
+            old_mine = next((v for v in votes.get(key, []) if v.voter == self.node_id), None)
+            if _vote_content(old_mine) != _vote_content(mine):
+                if mine is None:
+                    tx.delete_votes(self.node_id, [key])
+                    fx.votes_removed.append((self.node_id, key))
+                else:
+                    tx.put_votes([mine])
+                    fx.votes_put.append(mine)
+            else:
+                mine = old_mine
+            rows = self._served_rows(key, verdict, reps, [*others, *([mine] if mine else [])], now)
             old = current.get(key, [])
             if [(b.version_id, b.evidence_id, b.rule, b.state) for b in old] != [
                 (b.version_id, b.evidence_id, b.rule, b.state) for b in rows
-            ]:
-                tx.replace_beliefs(key, rows, now)
+            ] or (key in quiet and old):
+                tx.replace_beliefs(key, rows, now, announce=key not in quiet)
 
-    def _served_rows(self, key: Key, state: KeyState, now: Instant) -> list[StoredBelief]:
-        evidence = visible(state.evidence, state.retractions)
-        verdict = arbitrate(evidence, self.policy)
-        if verdict is None:
+    def _own_vote(
+        self, key: Key, verdict: Verdict | None, reps: dict[str, Evidence], now: Instant
+    ) -> Vote | None:
+        """This node's vote is its local belief; it abstains where that is AMBIGUOUS."""
+        if verdict is None or self.policy.is_multi_valued(key.predicate):
+            return None
+        if verdict.ambiguous:
+            return Vote(self.node_id, key, None, "", 0, 0, 0, now)
+        rep = reps[verdict.version_id]
+        return Vote(
+            self.node_id,
+            key,
+            verdict.version_id,
+            rep.evidence_id,
+            self.policy.anchor_value(rep.attribution, rep.anchor_cap),
+            rep.worth_milli,
+            rep.valid_from,
+            now,
+        )
+
+    def _served_rows(
+        self,
+        key: Key,
+        verdict: Verdict | None,
+        reps: dict[str, Evidence],
+        votes: Sequence[Vote],
+        now: Instant,
+    ) -> list[StoredBelief]:
+        if verdict is not None and verdict.believed:
+            return [
+                StoredBelief(key, vid, reps[vid].object, reps[vid].evidence_id, verdict.rule, BeliefState.BELIEVED, now)
+                for vid in verdict.believed
+            ]
+        result = tally(
+            votes,
+            now=now,
+            threshold=self.policy.consensus_threshold,
+            half_life_days=self.policy.vote_half_life_days,
+            self_id=self.node_id,
+        )
+        local_rep = reps[verdict.version_id] if verdict else None
+        protected = local_rep is not None and self.policy.anchor_value(
+            local_rep.attribution, local_rep.anchor_cap
+        ) >= self.policy.anchors[self.policy.protect_anchor]
+        answer = served(
+            verdict.version_id if verdict else None,
+            verdict.rule if verdict else None,
+            verdict.ambiguous if verdict else False,
+            protected,
+            result,
+        )
+        if answer is not None and answer.version_id not in reps and verdict is not None:
+            # The consensus version's evidence has not reached this node yet.
+            answer = Served(verdict.version_id, BeliefState.CONTESTED, verdict.rule)
+        if answer is None or answer.version_id not in reps:
             return []
-        reps = representatives(evidence, self.policy)
-        served = BeliefState.AMBIGUOUS if verdict.ambiguous else BeliefState.BELIEVED
-        return [
-            StoredBelief(key, vid, reps[vid].object, reps[vid].evidence_id, verdict.rule, served, now)
-            for vid in believed_versions(verdict)
-        ]
+        rep = reps[answer.version_id]
+        return [StoredBelief(key, answer.version_id, rep.object, rep.evidence_id, answer.rule, answer.state, now)]
 
     # -- reads --------------------------------------------------------------
 
@@ -532,31 +808,55 @@ class Ledger:
             assert subject is not None
             scope, scope_hash = "subject", ids.subject_id(*subject)
         now = self.clock.now()
+        tombstone = Tombstone(
+            erasure_id=ids.value_hash(f"{scope}:{scope_hash}:{now}:{self.node_id}"),
+            scope=scope,
+            scope_hash=scope_hash,
+            erased_at=now,
+            operator=operator.strip(),
+            reason=reason,
+            evidence_ids=(),
+        )
+        fx = _Effects()
         with self.repo.write() as tx:
-            doomed = tx.evidence_in_scope(scope, evidence_id, key, subject)
-            keys = {e.key for e in doomed} | ({key} if key else set())
-            erased_ids = sorted({e.evidence_id for e in doomed} | ({evidence_id} if evidence_id else set()))
-            forget = keys if scope != "evidence" else set()
-            tombstone = Tombstone(
-                erasure_id=ids.value_hash(f"{scope}:{scope_hash}:{now}"),
-                scope=scope,
-                scope_hash=scope_hash,
-                erased_at=now,
-                operator=operator.strip(),
-                reason=reason,
-                evidence_ids=tuple(erased_ids),
-            )
-            # Read before erasing: belief rows resting on erased evidence no longer join to it.
-            current = tx.beliefs(list(keys))
-            tx.erase(erased_ids, forget)
-            tx.add_tombstone(tombstone)
-            states = tx.key_states(keys)
-            for k, state in states.items():
-                rows = self._served_rows(k, state, now)
-                if rows or current.get(k):
-                    tx.replace_beliefs(k, rows, now, announce=k not in forget)
+            if key is not None:
+                doomed = tx.evidence_in_scope("key", None, key, None)
+            elif subject is not None:
+                doomed = tx.evidence_in_scope("subject", None, None, subject)
+            else:
+                doomed = tx.evidence_in_scope("evidence", evidence_id, None, None)
+            erased_ids = {e.evidence_id for e in doomed} | ({evidence_id} if evidence_id else set())
+            tombstone = replace(tombstone, evidence_ids=tuple(sorted(erased_ids)))
+            keys = self._apply_erasure(tx, tombstone, doomed, fx, extra_keys={key} if key else set())
+        self._after(fx)
         self.repo.after_erase()
         return ErasureReport(tombstone.erasure_id, len(doomed), len(keys), now)
+
+    def _apply_erasure(
+        self,
+        tx: Transaction,
+        tombstone: Tombstone,
+        doomed: Sequence[Evidence],
+        fx: _Effects,
+        extra_keys: set[Key] | None = None,
+    ) -> set[Key]:
+        """Destroys the doomed evidence, records the tombstone and recomputes the keys."""
+        keys = {e.key for e in doomed} | (extra_keys or set())
+        ids_ = sorted({e.evidence_id for e in doomed} | set(tombstone.evidence_ids))
+        forget = keys if tombstone.scope != "evidence" else set()
+        # Read before erasing: belief rows resting on erased evidence no longer join to it.
+        current = tx.beliefs(list(keys))
+        for v in tx.votes_on_evidence(ids_):
+            keys.add(v.key)
+            fx.votes_removed.append((v.voter, v.key))
+        tx.delete_votes_on_evidence(ids_)
+        tx.erase(ids_, forget)
+        tx.add_tombstone(tombstone)
+        fx.evidence_removed.update(ids_)
+        fx.erasures_added.add(tombstone.erasure_id)
+        current.update({k: v for k, v in tx.beliefs([k for k in keys if k not in current]).items()})
+        self._refresh(tx, tx.key_states(keys), tombstone.erased_at, fx, current=current, quiet=forget)
+        return keys
 
     def run_decay(self, now: Instant | None = None, batch: int = 2000) -> DecayReport:
         """Tombstones evidence whose effective confidence fell below min_confidence."""
@@ -578,9 +878,11 @@ class Ledger:
                 continue
             tombstoned += len(cold)
             keys = {e.key for e in page if e.evidence_id in cold}
+            fx = _Effects()
             with self.repo.write() as tx:
                 tx.set_status(cold, EvidenceStatus.DECAYED)
-                self._refresh(tx, tx.key_states(keys), self.clock.now())
+                self._refresh(tx, tx.key_states(keys), self.clock.now(), fx)
+            self._after(fx)
         return DecayReport(decayed, tombstoned)
 
     # -- node identity --------------------------------------------------------
@@ -589,6 +891,36 @@ class Ledger:
         """A persisted node fact."""
         with self.repo.read() as tx:
             return tx.meta(name)
+
+
+def _tombstone_problem(t: Tombstone) -> str:
+    if t.scope not in ("evidence", "key", "subject"):
+        return f"unknown erasure scope {t.scope!r}"
+    if not _is_id(t.erasure_id) or not _is_id(t.scope_hash) or not all(_is_id(i) for i in t.evidence_ids):
+        return "erasure ids must be 32 lowercase hex digits"
+    out: list[FieldViolation] = []
+    check_instant(out, "erased_at", t.erased_at)
+    return out[0].reason if out else ""
+
+
+def _vote_problem(v: Vote, held: dict[str, Evidence], policy: Policy) -> str:
+    out: list[FieldViolation] = []
+    check_key(out, v.key)
+    check_instant(out, "fresh_since", v.fresh_since)
+    if out:
+        return "; ".join(f"{p.field}: {p.reason}" for p in out)
+    if not 0 <= v.worth_milli <= 1000 or not 0 <= v.anchor <= max(policy.anchors.values()):
+        return "vote weight out of range"
+    if v.version_id is None:
+        return ""
+    e = held.get(v.evidence_id)
+    if e is None or e.key != v.key or e.version_id != v.version_id:
+        return "unknown version: the vote does not rest on evidence this node holds"
+    return ""
+
+
+def _vote_hash(v: Vote) -> int:
+    return vote_item_hash(ids.key_id(v.key), v.version_id, v.evidence_id, v.anchor, v.worth_milli, v.fresh_since)
 
 
 def ensure_node_id(repo: Repository, configured: str | None, fresh: str) -> str:

@@ -106,8 +106,9 @@ def _fraction(name: str, value: Any) -> Fraction:
         frac = Fraction(str(value)) if isinstance(value, int | float | str) else None
     except (ValueError, ZeroDivisionError):
         frac = None
-    if frac is None or not 0 < frac < 1:
-        raise PolicyError(name, f"must be a fraction in (0, 1) such as \"66/100\", got {value!r}")
+    # Below one half two versions could both pass.
+    if frac is None or not Fraction(1, 2) <= frac < 1:
+        raise PolicyError(name, f"must be a fraction in [1/2, 1) such as \"66/100\", got {value!r}")
     return frac
 
 

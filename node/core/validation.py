@@ -146,3 +146,31 @@ def make_evidence(
         corrects=sub.corrects,
         contradicts=sub.contradicts,
     )
+
+
+def _is_id(text: str | None) -> bool:
+    return text is not None and len(text) == 32 and all(c in "0123456789abcdef" for c in text)
+
+
+def relayed_violations(e: Evidence, policy: Policy) -> list[FieldViolation]:
+    """What is wrong with evidence a peer relayed; empty when it may be decided."""
+    out: list[FieldViolation] = []
+    check_key(out, e.key)
+    _check_text(out, "object", e.object, MAX_OBJECT_BYTES, True)
+    _check_text(out, "source", e.source, MAX_SOURCE_BYTES, False)
+    if e.attribution not in policy.anchors:
+        out.append(FieldViolation("attribution", f"unknown trust anchor {e.attribution!r}"))
+    if e.anchor_cap is not None and e.anchor_cap not in policy.anchors:
+        out.append(FieldViolation("anchor_cap", f"unknown trust anchor {e.anchor_cap!r}"))
+    for name, value in (("worth_milli", e.worth_milli), ("confidence_milli", e.confidence_milli)):
+        if not 0 <= value <= 1000:
+            out.append(FieldViolation(name, "must be in 0..1000"))
+    check_instant(out, "valid_from", e.valid_from)
+    check_instant(out, "recorded_at", e.first_recorded_at)
+    if e.corrects is not None and not _is_id(e.corrects):
+        out.append(FieldViolation("corrects", "is not an evidence id"))
+    if not out:
+        expected = ids.evidence_id(e.key, e.object, e.attribution, e.source, e.valid_from)
+        if e.evidence_id != expected:
+            out.append(FieldViolation("evidence_id", "does not match the evidence's content"))
+    return out

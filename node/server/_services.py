@@ -16,7 +16,7 @@ from node.api.v1 import factnode_pb2_grpc as pb_grpc
 from node.core import BeliefState, Evidence, FieldViolation, InvalidInput, Key, Outcome
 from node.ledger import Belief, Ledger, NotFound
 from node.metrics import Metrics
-from node.server import _convert as cv
+from node import _wire as cv
 from node.server._auth import require_write
 from node.server._errors import PermissionDenied, status_for, streaming, unary
 

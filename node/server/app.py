@@ -81,6 +81,8 @@ class Node:
             port = server.add_insecure_port(s.listen)
         if port == 0:
             raise ConfigError("listen", f"could not bind {s.listen}")
+        # With port 0 the OS picked the port: GetStatus reports the address clients can use.
+        ctx.listen = f"{s.listen.rsplit(':', 1)[0]}:{port}"
         await server.start()
         self.server, self.port = server, port
         for name in ("", *SERVICE_NAMES):

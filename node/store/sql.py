@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+import threading
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
-from sqlalchemy import Engine, and_, delete, event, func, insert, or_, select, update
+from sqlalchemy import Engine, and_, bindparam, delete, event, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.pool import StaticPool
 from sqlmodel import create_engine
@@ -56,6 +57,11 @@ ER = ErasureRow.__table__  # type: ignore[attr-defined]
 EE = ErasedEvidenceRow.__table__  # type: ignore[attr-defined]
 M = NodeMetaRow.__table__  # type: ignore[attr-defined]
 V = VoteRow.__table__  # type: ignore[attr-defined]
+
+# Statements run once per key on the write path, built once: constructing and cache-keying a
+# fresh statement per call cost more than SQLite's own work (bench/arbitration.py).
+_DELETE_BELIEFS = delete(B).where(B.c.key_id == bindparam("b_key_id"))
+_DELETE_VOTE = delete(V).where(V.c.voter == bindparam("b_voter"), V.c.key_id == bindparam("b_key_id"))
 
 
 def make_engine(url: str) -> Engine:
@@ -333,14 +339,14 @@ class SqlTransaction:
     def replace_beliefs(
         self, key: Key, rows: Sequence[StoredBelief], changed_at: Instant, announce: bool = True
     ) -> None:
-        kid = ids.key_id(key)
-        self._c.execute(delete(B).where(B.c.key_id == kid))
+        cols = _key_cols(key)
+        self._c.execute(_DELETE_BELIEFS, {"b_key_id": cols["key_id"]})
         if rows:
             self._c.execute(
                 insert(B),
                 [
                     {
-                        **_key_cols(key),
+                        **cols,
                         "version_id": b.version_id,
                         "evidence_id": b.evidence_id,
                         "rule": b.rule.value,
@@ -356,7 +362,7 @@ class SqlTransaction:
         self._c.execute(
             insert(BC),
             {
-                **_key_cols(key),
+                **cols,
                 "version_id": first.version_id if first else None,
                 "state": first.state.value if first else None,
                 "rule": first.rule.value if first else None,
@@ -539,9 +545,10 @@ class SqlTransaction:
         return out
 
     def put_votes(self, votes: Sequence[Vote]) -> None:
-        for v in votes:
-            self._c.execute(delete(V).where(V.c.voter == v.voter, V.c.key_id == ids.key_id(v.key)))
         if votes:
+            self._c.execute(
+                _DELETE_VOTE, [{"b_voter": v.voter, "b_key_id": ids.key_id(v.key)} for v in votes]
+            )
             self._c.execute(insert(V), [_vote_row(v) for v in votes])
 
     def delete_votes(self, voter: str, keys: Collection[Key]) -> None:
@@ -642,6 +649,10 @@ class SqlRepository:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
+        # An in-memory database is one shared connection: one transaction at a time.
+        self._serial: AbstractContextManager[Any] = (
+            threading.RLock() if isinstance(self.engine.pool, StaticPool) else nullcontext()
+        )
         upgrade(self.engine)
 
     @property
@@ -650,7 +661,7 @@ class SqlRepository:
 
     @contextmanager
     def write(self) -> Iterator[SqlTransaction]:
-        with self.engine.connect().execution_options(write=True) as conn, conn.begin():
+        with self._serial, self.engine.connect().execution_options(write=True) as conn, conn.begin():
             if not self.is_sqlite:
                 # One writer at a time, as SQLite's BEGIN IMMEDIATE gives.
                 conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7210432)")
@@ -658,7 +669,7 @@ class SqlRepository:
 
     @contextmanager
     def read(self) -> Iterator[SqlTransaction]:
-        with self.engine.connect() as conn, conn.begin():
+        with self._serial, self.engine.connect() as conn, conn.begin():
             yield SqlTransaction(conn)
 
     def after_erase(self) -> None:

@@ -17,7 +17,9 @@ from node.core import (
     Submission,
     VersionHistory,
 )
+from node.core.consensus import Vote
 from node.ledger import Belief
+from node.store import Tombstone
 
 _MIN_SECONDS = -62_135_596_800
 _MAX_SECONDS = 253_402_300_799
@@ -157,4 +159,112 @@ def comparison_pb(c: Comparison) -> pb.Comparison:
         reason=c.reason,
         winner_evidence=evidence_pb(c.winner),
         loser_evidence=evidence_pb(c.loser),
+    )
+
+
+# -- federation ------------------------------------------------------------------
+
+_SCOPES = {"evidence": pb.ERASURE_SCOPE_EVIDENCE, "key": pb.ERASURE_SCOPE_KEY, "subject": pb.ERASURE_SCOPE_SUBJECT}
+_SCOPE_NAMES = {v: k for k, v in _SCOPES.items()}
+
+
+def tombstone_pb(t: Tombstone) -> pb.ErasureTombstone:
+    return pb.ErasureTombstone(
+        erasure_id=t.erasure_id,
+        scope=_SCOPES[t.scope],  # type: ignore[arg-type]
+        scope_hash=t.scope_hash,
+        erased_at=timestamp(t.erased_at),
+        evidence_ids=list(t.evidence_ids),
+        operator=t.operator,
+        reason=t.reason,
+    )
+
+
+def tombstone(msg: pb.ErasureTombstone) -> Tombstone:
+    """A relayed tombstone; an unknown scope or bad time is kept visible for the receiver to refuse."""
+    ts = msg.erased_at
+    erased_at = ts.seconds * 1_000_000 + ts.nanos // 1000
+    return Tombstone(
+        erasure_id=msg.erasure_id,
+        scope=_SCOPE_NAMES.get(msg.scope, f"unknown:{msg.scope}"),
+        scope_hash=msg.scope_hash,
+        erased_at=erased_at,
+        operator=msg.operator,
+        reason=msg.reason,
+        evidence_ids=tuple(msg.evidence_ids),
+    )
+
+
+def relayed_pb(e: Evidence) -> pb.RelayedEvidence:
+    msg = pb.RelayedEvidence(
+        evidence_id=e.evidence_id,
+        key=key_pb(e.key),
+        object=e.object,
+        attribution=e.attribution,
+        source=e.source,
+        worth_milli=e.worth_milli,
+        confidence_milli=e.confidence_milli,
+        valid_from=timestamp(e.valid_from),
+        valid_from_defaulted=e.valid_from_defaulted,
+        recorded_at=timestamp(e.first_recorded_at),
+        origin_node=e.origin_node,
+        corrects=e.corrects or "",
+        anchor_cap=e.anchor_cap or "",
+    )
+    if e.contradicts is not None:
+        msg.contradicts.CopyFrom(key_pb(e.contradicts))
+    return msg
+
+
+def _micros(ts: Timestamp) -> Instant:
+    return ts.seconds * 1_000_000 + ts.nanos // 1000
+
+
+def relayed(msg: pb.RelayedEvidence) -> Evidence:
+    """Relayed evidence as the sender describes it; the receiver checks it before deciding."""
+    k = key(msg.key)
+    recorded = _micros(msg.recorded_at)
+    return Evidence(
+        evidence_id=msg.evidence_id,
+        key=k,
+        object=msg.object,
+        version_id="",
+        attribution=msg.attribution,
+        source=msg.source,
+        worth_milli=msg.worth_milli,
+        confidence_milli=msg.confidence_milli,
+        valid_from=_micros(msg.valid_from),
+        valid_from_defaulted=msg.valid_from_defaulted,
+        recorded_at=recorded,
+        origin_node=msg.origin_node,
+        corrects=msg.corrects or None,
+        contradicts=key(msg.contradicts) if msg.HasField("contradicts") else None,
+        anchor_cap=msg.anchor_cap or None,
+        origin_recorded_at=recorded,
+    )
+
+
+def vote_pb(v: Vote) -> pb.Vote:
+    return pb.Vote(
+        key=key_pb(v.key),
+        version_id=v.version_id or "",
+        evidence_id=v.evidence_id,
+        anchor=v.anchor,
+        worth_milli=v.worth_milli,
+        fresh_since=timestamp(v.fresh_since),
+        cast_at=timestamp(v.cast_at),
+    )
+
+
+def vote(msg: pb.Vote, voter: str) -> Vote:
+    """A vote, always credited to the node the connection proved."""
+    return Vote(
+        voter=voter,
+        key=key(msg.key),
+        version_id=msg.version_id or None,
+        evidence_id=msg.evidence_id,
+        anchor=msg.anchor,
+        worth_milli=msg.worth_milli,
+        fresh_since=_micros(msg.fresh_since),
+        cast_at=_micros(msg.cast_at),
     )

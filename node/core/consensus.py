@@ -1,0 +1,162 @@
+"""Consensus: nodes' beliefs as weighted votes, adopted only on a supermajority.
+
+Pure: votes in, outcome out. Weights are integers (`anchor x worth_milli x
+freshness_milli`) and the threshold is an exact fraction, so no float rounding
+decides; the same vote set in any order gives the same outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from node.core._model import MICROS_PER_DAY, BeliefState, Instant, Key, Rule
+from node.core.decay import freshness_milli
+
+MICROS_PER_HOUR = 3600 * 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """One node's local belief for a key; `version_id` None means it abstains."""
+
+    voter: str
+    key: Key
+    version_id: str | None
+    evidence_id: str
+    anchor: int
+    worth_milli: int
+    fresh_since: Instant
+    cast_at: Instant
+
+
+@dataclass(frozen=True, slots=True)
+class VersionTally:
+    """The weight behind one version and the nodes whose votes carry it."""
+
+    version_id: str
+    weight: int
+    voters: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """The outcome for one key: the consensus version, or none (contested)."""
+
+    consensus: str | None
+    total: int
+    versions: tuple[VersionTally, ...]
+    peer_voted: bool
+
+    def share_milli(self, version_id: str) -> int:
+        """A version's share of the total weight in thousandths (for display only)."""
+        for v in self.versions:
+            if v.version_id == version_id and self.total:
+                return v.weight * 1000 // self.total
+        return 0
+
+
+def hour_of(now: Instant) -> Instant:
+    """The start of the UTC hour: every node evaluating in the same hour agrees."""
+    return now - now % MICROS_PER_HOUR
+
+
+def vote_weight(vote: Vote, now: Instant, half_life_days: int) -> int:
+    """anchor x worth_milli x freshness_milli, freshness measured at the current UTC hour."""
+    fresh = freshness_milli(hour_of(now) - vote.fresh_since, half_life_days * MICROS_PER_DAY)
+    return vote.anchor * vote.worth_milli * fresh
+
+
+def latest_votes(votes: Iterable[Vote]) -> dict[str, Vote]:
+    """One vote per node: its latest (ties broken by content, so order never matters)."""
+    out: dict[str, Vote] = {}
+    for v in votes:
+        cur = out.get(v.voter)
+        if cur is None or _vote_order(v) > _vote_order(cur):
+            out[v.voter] = v
+    return out
+
+
+def _vote_order(v: Vote) -> tuple[int, str, str, int, int, int]:
+    # Every field that can differ between one node's votes on a key, so no tie is left to order.
+    return (v.cast_at, v.version_id or "", v.evidence_id, v.anchor, v.worth_milli, v.fresh_since)
+
+
+def tally(
+    votes: Iterable[Vote],
+    *,
+    now: Instant,
+    threshold: Fraction,
+    half_life_days: int,
+    self_id: str = "",
+) -> Tally | None:
+    """Consensus for one key's votes, or None when no node votes for any version.
+
+    Votes resting on the same evidence id count once, at the highest weight
+    among them: relays and echoes add nothing, only independent evidence adds.
+    """
+    latest = [v for v in latest_votes(votes).values() if v.version_id is not None]
+    if not latest:
+        return None
+    by_evidence: dict[str, tuple[int, Vote]] = {}
+    voters: dict[str, set[str]] = {}
+    for v in sorted(latest, key=lambda v: v.voter):
+        assert v.version_id is not None
+        voters.setdefault(v.version_id, set()).add(v.voter)
+        w = vote_weight(v, now, half_life_days)
+        cur = by_evidence.get(v.evidence_id)
+        if cur is None or (w, v.version_id) > (cur[0], cur[1].version_id or ""):
+            by_evidence[v.evidence_id] = (w, v)
+    weights: dict[str, int] = dict.fromkeys(voters, 0)
+    for w, v in by_evidence.values():
+        assert v.version_id is not None
+        weights[v.version_id] += w
+    total = sum(weights.values())
+    consensus = None
+    for vid, w in weights.items():
+        # 100·W_v > 66·W_total, in integers.
+        if w * threshold.denominator > threshold.numerator * total:
+            consensus = vid
+    versions = tuple(
+        VersionTally(vid, weights[vid], tuple(sorted(voters[vid])))
+        for vid in sorted(weights, key=lambda vid: (-weights[vid], vid))
+    )
+    peer_voted = any(v.voter != self_id for v in latest)
+    return Tally(consensus, total, versions, peer_voted)
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What a node answers for a key once votes are counted."""
+
+    version_id: str
+    state: BeliefState
+    rule: Rule
+
+
+def served(
+    local_version: str | None,
+    local_rule: Rule | None,
+    local_ambiguous: bool,
+    local_protected: bool,
+    result: Tally | None,
+) -> Served | None:
+    """The served belief: consensus where there is one, unless it would overwrite protected
+    first-party truth; otherwise the local belief, marked CONTESTED where votes disagree."""
+    local = None
+    if local_version is not None:
+        assert local_rule is not None
+        local_state = BeliefState.AMBIGUOUS if local_ambiguous else BeliefState.BELIEVED
+        local = Served(local_version, local_state, local_rule)
+    if result is None or not result.peer_voted:
+        return local
+    if result.consensus is not None:
+        if local is not None and local.version_id != result.consensus and local_protected:
+            # A relayed majority never overwrites first-party truth.
+            return Served(local.version_id, BeliefState.CONTESTED, local.rule)
+        return Served(result.consensus, BeliefState.BELIEVED, Rule.FEDERATION_CONSENSUS)
+    if local is not None:
+        return Served(local.version_id, BeliefState.CONTESTED, local.rule)
+    top = result.versions[0]
+    return Served(top.version_id, BeliefState.CONTESTED, Rule.TIEBREAK)

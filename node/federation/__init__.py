@@ -1,0 +1,1 @@
+"""Federation: peer sync by digests, weighted votes and supermajority consensus."""

@@ -1,0 +1,325 @@
+"""Anti-entropy sync: compare digests, descend where they differ, move only the difference.
+
+Transport-independent: the server side is `FederationEndpoint`, called with the node id
+the connection proved; the client side talks to a `PeerLink` (gRPC over mTLS in a
+node, an in-process link in simulations and benchmarks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from node import _wire as wire
+from node.api.v1 import factnode_pb2 as pb
+from node.config import Peer
+from node.federation._digest import DEPTH, SetDigest
+from node.ledger import Ledger
+
+log = logging.getLogger("factnode.federation")
+
+EVIDENCE = pb.DIGEST_SET_EVIDENCE
+TOMBSTONES = pb.DIGEST_SET_TOMBSTONES
+PEER_VOTES = pb.DIGEST_SET_PEER_VOTES
+YOUR_VOTES = pb.DIGEST_SET_YOUR_VOTES
+SETS = (EVIDENCE, TOMBSTONES, PEER_VOTES, YOUR_VOTES)
+
+LEAF_ITEMS = 32  # stop descending once a bucket holds at most this many items
+DESCEND_BATCH = 16  # buckets per GetDigest when descending
+DELTA_ITEMS = 512  # about this many items per PullDelta / PushDelta
+MAX_BACKOFF_SECONDS = 300.0
+
+
+class PeerLink(Protocol):
+    """The client side of one authenticated peer connection."""
+
+    async def get_digest(self, request: pb.DigestRequest) -> pb.Digest: ...
+
+    async def pull_delta(self, request: pb.DeltaRequest) -> pb.Delta: ...
+
+    async def push_delta(self, delta: pb.Delta) -> pb.PushDeltaResponse: ...
+
+
+class FederationEndpoint:
+    """The server side of sync for one node; `caller` is the peer the connection proved."""
+
+    def __init__(self, ledger: Ledger, peers: Sequence[Peer]) -> None:
+        self.ledger = ledger
+        self.peers = {p.node_id: p for p in peers}
+
+    def _digest(self, caller: str, digest_set: int) -> SetDigest:
+        index = self.ledger.index()
+        if digest_set == EVIDENCE:
+            return index.evidence
+        if digest_set == TOMBSTONES:
+            return index.tombstones
+        if digest_set == PEER_VOTES:
+            return index.votes(self.ledger.node_id)
+        if digest_set == YOUR_VOTES:
+            return index.votes(caller)
+        raise ValueError(f"unknown digest set {digest_set}")
+
+    def get_digest(self, caller: str, request: pb.DigestRequest) -> pb.Digest:
+        """Root buckets of every set, or the children of the requested buckets."""
+        refs = list(request.buckets) or [pb.BucketRef(set=s, prefix="") for s in SETS]  # type: ignore[arg-type]
+        depth = min(request.depth, 2)
+        out = pb.Digest()
+        index = self.ledger.index()
+        with index.lock:
+            for ref in refs:
+                _check_prefix(ref.prefix)
+                for prefix, digest, count in self._digest(caller, ref.set).children(ref.prefix, depth):
+                    out.buckets.add(set=ref.set, prefix=prefix, hash=digest, count=count)
+        return out
+
+    def pull_delta(self, caller: str, request: pb.DeltaRequest) -> pb.Delta:
+        """What this node holds under the requested buckets, less what the caller has."""
+        prefixes: dict[str, list[str]] = {"evidence": [], "tombstones": [], "votes": []}
+        names = {EVIDENCE: "evidence", TOMBSTONES: "tombstones", PEER_VOTES: "votes"}
+        for ref in request.buckets:
+            _check_prefix(ref.prefix)
+            if ref.set not in names:
+                raise ValueError(f"cannot pull digest set {ref.set}")
+            prefixes[names[ref.set]].append(ref.prefix)
+        tombstones, evidence, votes = self.ledger.offer(prefixes, request.have_ids)
+        return pb.Delta(
+            tombstones=[wire.tombstone_pb(t) for t in tombstones],
+            evidence=[wire.relayed_pb(e) for e in evidence],
+            votes=[wire.vote_pb(v) for v in votes],
+        )
+
+    def push_delta(self, caller: str, delta: pb.Delta) -> pb.PushDeltaResponse:
+        """Takes what the caller offers; its votes count for the caller only."""
+        peer = self.peers.get(caller)
+        result = self.ledger.receive(
+            caller,
+            peer.max_anchor if peer else None,
+            [wire.tombstone(t) for t in delta.tombstones],
+            [wire.relayed(e) for e in delta.evidence],
+            [wire.vote(v, caller) for v in delta.votes],
+        )
+        return pb.PushDeltaResponse(
+            accepted=result.accepted,
+            rejected=[pb.RejectedItem(id=i, reason=r) for i, r in result.rejected],
+        )
+
+
+def _check_prefix(prefix: str) -> None:
+    if len(prefix) > DEPTH or any(c not in "0123456789abcdef" for c in prefix):
+        raise ValueError(f"bucket prefix {prefix!r} is not up to {DEPTH} lowercase hex digits")
+
+
+@dataclass
+class PeerState:
+    """What this node knows about syncing with one peer."""
+
+    peer: Peer
+    last_sync: float | None = None  # wall-clock seconds of the last successful round
+    last_error: str = ""
+    failures: int = 0
+    next_attempt: float = 0.0  # monotonic seconds
+
+
+@dataclass
+class RoundResult:
+    """What one round with one peer did."""
+
+    node_id: str
+    address: str
+    ok: bool = True
+    error: str = ""
+    differing_buckets: int = 0
+    evidence_received: int = 0
+    evidence_sent: int = 0
+    votes_received: int = 0
+    votes_sent: int = 0
+    tombstones_received: int = 0
+    tombstones_sent: int = 0
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+
+
+class Syncer:
+    """Runs anti-entropy rounds with peers: each round pulls from and pushes to a peer."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        peers: Sequence[Peer],
+        link_for: Callable[[Peer], PeerLink],
+        *,
+        fanout: int = 0,
+        interval: float = 10.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.states = {p.node_id: PeerState(p) for p in peers}
+        self.link_for = link_for
+        self.fanout = fanout
+        self.interval = interval
+        self.rng = rng or random.Random()
+
+    def _choose(self, only: str | None) -> list[PeerState]:
+        if only:
+            return [self.states[only]] if only in self.states else []
+        due = [s for s in self.states.values() if s.next_attempt <= time.monotonic()]
+        if self.fanout and len(due) > self.fanout:
+            due = self.rng.sample(sorted(due, key=lambda s: s.peer.node_id), self.fanout)
+        return due
+
+    async def sync_round(self, only: str | None = None, timeout: float = 30.0) -> list[RoundResult]:
+        """One round with every due peer (or `fanout` random ones), concurrently."""
+        chosen = self._choose(only)
+        return list(await asyncio.gather(*(self._guarded(s, timeout) for s in chosen)))
+
+    async def _guarded(self, state: PeerState, timeout: float) -> RoundResult:
+        try:
+            result = await asyncio.wait_for(self.round_with(state.peer), timeout)
+        except Exception as exc:  # noqa: BLE001 - a failing peer must not stop the others
+            state.failures += 1
+            state.last_error = f"{type(exc).__name__}: {exc}"[:500]
+            backoff = min(self.interval * 2 ** (state.failures - 1), MAX_BACKOFF_SECONDS)
+            state.next_attempt = time.monotonic() + backoff
+            log.warning("sync with %s failed (%s); retrying in %.0fs", state.peer.node_id, state.last_error, backoff)
+            return RoundResult(state.peer.node_id, state.peer.address, ok=False, error=state.last_error)
+        state.failures = 0
+        state.last_error = ""
+        state.next_attempt = 0.0
+        state.last_sync = time.time()
+        return result
+
+    async def run_forever(self) -> None:
+        """Periodic rounds until cancelled."""
+        while True:
+            await self.sync_round()
+            await asyncio.to_thread(self.ledger.reconsider_if_hour_changed)
+            await asyncio.sleep(self.interval)
+
+    async def round_with(self, peer: Peer) -> RoundResult:
+        """Compares digests with `peer` and exchanges only what differs."""
+        link = self.link_for(peer)
+        result = RoundResult(peer.node_id, peer.address)
+        mine = self._mine(peer.node_id)
+        roots = await link.get_digest(pb.DigestRequest())
+        frontier = [b for b in roots.buckets if b.set in mine and _differs(b, mine[b.set])]
+        leaves: dict[int, list[str]] = {s: [] for s in SETS}
+        while frontier:
+            descend = [b for b in frontier if len(b.prefix) < DEPTH and max(b.count, mine[b.set].bucket(b.prefix)[1]) > LEAF_ITEMS]
+            for b in frontier:
+                if b not in descend:
+                    leaves[b.set].append(b.prefix)
+            frontier = []
+            for i in range(0, len(descend), DESCEND_BATCH):
+                chunk = descend[i : i + DESCEND_BATCH]
+                reply = await link.get_digest(
+                    pb.DigestRequest(buckets=[pb.BucketRef(set=b.set, prefix=b.prefix) for b in chunk], depth=2)
+                )
+                theirs = {(b.set, b.prefix): b for b in reply.buckets}
+                for b in chunk:
+                    for prefix, digest, count in mine[b.set].children(b.prefix, 2):
+                        if (b.set, prefix) not in theirs:
+                            # Only this node has items here: a leaf to push.
+                            theirs[(b.set, prefix)] = pb.Bucket(set=b.set, prefix=prefix, hash=b"", count=0)
+                frontier.extend(
+                    c for c in theirs.values() if _differs(c, mine[c.set])
+                )
+        result.differing_buckets = sum(len(v) for v in leaves.values())
+        if not result.differing_buckets:
+            return result
+        await self._pull(link, peer, mine, leaves, result)
+        await self._push(link, mine, leaves, result)
+        return result
+
+    def _mine(self, peer_id: str) -> dict[int, SetDigest]:
+        index = self.ledger.index()
+        return {
+            EVIDENCE: index.evidence,
+            TOMBSTONES: index.tombstones,
+            PEER_VOTES: index.votes(peer_id),
+            YOUR_VOTES: index.votes(self.ledger.node_id),
+        }
+
+    async def _pull(
+        self,
+        link: PeerLink,
+        peer: Peer,
+        mine: dict[int, SetDigest],
+        leaves: dict[int, list[str]],
+        result: RoundResult,
+    ) -> None:
+        refs = [(s, p) for s in (TOMBSTONES, EVIDENCE, PEER_VOTES) for p in leaves[s]]
+        for chunk in _chunks(refs, mine):
+            have: list[str] = []
+            for s, p in chunk:
+                if s in (EVIDENCE, TOMBSTONES):
+                    have.extend(mine[s].ids_under([p]))
+            delta = await link.pull_delta(
+                pb.DeltaRequest(buckets=[pb.BucketRef(set=s, prefix=p) for s, p in chunk], have_ids=have)  # type: ignore[misc]
+            )
+            received = await asyncio.to_thread(
+                self.ledger.receive,
+                peer.node_id,
+                peer.max_anchor,
+                [wire.tombstone(t) for t in delta.tombstones],
+                [wire.relayed(e) for e in delta.evidence],
+                [wire.vote(v, peer.node_id) for v in delta.votes],
+            )
+            result.tombstones_received += len(delta.tombstones)
+            result.evidence_received += len(delta.evidence)
+            result.votes_received += len(delta.votes)
+            result.rejected.extend(received.rejected)
+
+    async def _push(
+        self,
+        link: PeerLink,
+        mine: dict[int, SetDigest],
+        leaves: dict[int, list[str]],
+        result: RoundResult,
+    ) -> None:
+        refs = [(s, p) for s in (TOMBSTONES, EVIDENCE, YOUR_VOTES) for p in leaves[s]]
+        for chunk in _chunks(refs, mine):
+            prefixes = {
+                "tombstones": [p for s, p in chunk if s == TOMBSTONES],
+                "evidence": [p for s, p in chunk if s == EVIDENCE],
+                "votes": [p for s, p in chunk if s == YOUR_VOTES],
+            }
+            tombstones, evidence, votes = await asyncio.to_thread(self.ledger.offer, prefixes)
+            if not (tombstones or evidence or votes):
+                continue
+            reply = await link.push_delta(
+                pb.Delta(
+                    tombstones=[wire.tombstone_pb(t) for t in tombstones],
+                    evidence=[wire.relayed_pb(e) for e in evidence],
+                    votes=[wire.vote_pb(v) for v in votes],
+                )
+            )
+            result.tombstones_sent += len(tombstones)
+            result.evidence_sent += len(evidence)
+            result.votes_sent += len(votes)
+            result.rejected.extend((r.id, r.reason) for r in reply.rejected)
+
+
+def _differs(bucket: pb.Bucket, mine: SetDigest) -> bool:
+    digest, count = mine.bucket(bucket.prefix)
+    return (digest, count) != (bucket.hash, bucket.count)
+
+
+def _chunks(refs: list[tuple[int, str]], mine: dict[int, SetDigest]) -> list[list[tuple[int, str]]]:
+    """Groups buckets so that each delta carries about DELTA_ITEMS items."""
+    out: list[list[tuple[int, str]]] = []
+    current: list[tuple[int, str]] = []
+    size = 0
+    for s, p in refs:
+        n = max(mine[s].bucket(p)[1], 1)
+        if current and size + n > DELTA_ITEMS:
+            out.append(current)
+            current, size = [], 0
+        current.append((s, p))
+        size += n
+    if current:
+        out.append(current)
+    return out

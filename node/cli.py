@@ -334,6 +334,25 @@ def cmd_sync(c: Client, args: argparse.Namespace) -> tuple[Message, str]:
     return r, table(rows, ("peer", "result", "evidence in", "evidence out"))
 
 
+def cmd_certs(args: argparse.Namespace) -> int:
+    from node.certs import ensure_ca, issue_node_cert
+
+    out = Path(args.out)
+    try:
+        ensure_ca(out)
+        made = [issue_node_cert(out, node_id, tuple(args.host)) for node_id in args.node_ids]
+    except (ValueError, OSError) as exc:
+        print(f"factnode certs: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps({"ca": str(out / "ca.crt"), "nodes": {n: {"cert": str(c), "key": str(k)} for n, (c, k) in zip(args.node_ids, made, strict=True)}}, indent=2))
+    else:
+        print(f"CA: {out / 'ca.crt'} (key {out / 'ca.key'}: keep it private)")
+        for node_id, (crt, key) in zip(args.node_ids, made, strict=True):
+            print(f"{node_id}: {crt}, {key}")
+    return EXIT_OK
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from node.config import ConfigError, load_settings
     from node.server.app import serve
@@ -404,6 +423,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="where the SQLite store lives")
     p.add_argument("--database-url", help="SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db")
     p.add_argument("--node-id", help="this node's id (persisted on first start)")
+    p.set_defaults(run=None)
+
+    p = sub.add_parser("certs", help="make a development CA and node certificates for peer mTLS")
+    p.add_argument("node_ids", nargs="+", metavar="NODE_ID", help="node ids to issue certificates for")
+    p.add_argument("--out", default="certs", help="directory (default %(default)s); an existing ca.crt/ca.key there is reused")
+    p.add_argument("--host", action="append", default=["localhost", "127.0.0.1"], help="extra host name or IP for the certificates")
+    p.add_argument("--json", action="store_true", help="print the file paths as JSON")
     p.set_defaults(run=None)
 
     p = sub.add_parser("submit", parents=[common], help="submit a fact and print the decision")
@@ -512,6 +538,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)
+    if args.command == "certs":
+        return cmd_certs(args)
     try:
         client = Client(args)
     except OSError as exc:  # e.g. an unreadable --ca-cert

@@ -80,6 +80,10 @@ class Settings:
     tls_client_ca: Path | None = None
     tokens: Mapping[str, TokenGrant] = field(default_factory=dict)
     peers: tuple[Peer, ...] = ()
+    federation_listen: str | None = None
+    federation_cert: Path | None = None
+    federation_key: Path | None = None
+    federation_ca: Path | None = None
     sync_interval_seconds: float = 10.0
     fanout: int = 0  # 0: every peer each round
     grace_seconds: float = 5.0
@@ -98,6 +102,10 @@ class Settings:
     @property
     def tls_enabled(self) -> bool:
         return self.tls_cert is not None
+
+    @property
+    def federated(self) -> bool:
+        return self.federation_listen is not None
 
 
 def default_data_dir() -> Path:
@@ -186,6 +194,10 @@ _ENV = {
     "FACTNODE_TLS_CLIENT_CA": "tls.client_ca",
     "FACTNODE_TOKENS": "tokens",
     "FACTNODE_PEERS": "peers",
+    "FACTNODE_FEDERATION_LISTEN": "federation.listen",
+    "FACTNODE_FEDERATION_CERT": "federation.cert",
+    "FACTNODE_FEDERATION_KEY": "federation.key",
+    "FACTNODE_FEDERATION_CA": "federation.ca",
     "FACTNODE_SYNC_INTERVAL_SECONDS": "federation.sync_interval_seconds",
     "FACTNODE_FANOUT": "federation.fanout",
     "FACTNODE_GRACE_SECONDS": "grace_seconds",
@@ -279,6 +291,27 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     if "peers" in data:
         changes["peers"] = _peers(data["peers"], policy)
     fed = data.get("federation", {})
+    unknown_fed = sorted(set(fed) - {"listen", "cert", "key", "ca", "sync_interval_seconds", "fanout"})
+    if unknown_fed:
+        raise ConfigError(f"federation.{unknown_fed[0]}", "unknown setting")
+    if "listen" in fed:
+        listen = _str("federation.listen", fed["listen"])
+        if ":" not in listen:
+            raise ConfigError("federation.listen", f"must be host:port, got {listen!r}")
+        changes["federation_listen"] = listen
+    for name in ("cert", "key", "ca"):
+        if name in fed:
+            changes[f"federation_{name}"] = rel(fed[name], f"federation.{name}")
+    if "federation_listen" in changes or changes.get("peers"):
+        missing = [n for n in ("cert", "key", "ca") if f"federation_{n}" not in changes]
+        if missing:
+            raise ConfigError(
+                f"federation.{missing[0]}",
+                "peer links are mutually authenticated: give federation cert, key and ca "
+                "(`factnode certs` makes development ones)",
+            )
+        if "federation_listen" not in changes:
+            raise ConfigError("federation.listen", "peers are configured but no federation listen address")
     if "sync_interval_seconds" in fed:
         changes["sync_interval_seconds"] = _positive(
             "federation.sync_interval_seconds", fed["sync_interval_seconds"]

@@ -18,6 +18,7 @@ from typing import Protocol
 from node import _wire as wire
 from node.api.v1 import factnode_pb2 as pb
 from node.config import Peer
+from node.core import FieldViolation, InvalidInput
 from node.federation._digest import DEPTH, SetDigest
 from node.ledger import Ledger
 
@@ -62,7 +63,7 @@ class FederationEndpoint:
             return index.votes(self.ledger.node_id)
         if digest_set == YOUR_VOTES:
             return index.votes(caller)
-        raise ValueError(f"unknown digest set {digest_set}")
+        raise InvalidInput([FieldViolation("buckets.set", f"unknown digest set {digest_set}")])
 
     def get_digest(self, caller: str, request: pb.DigestRequest) -> pb.Digest:
         """Root buckets of every set, or the children of the requested buckets."""
@@ -84,7 +85,7 @@ class FederationEndpoint:
         for ref in request.buckets:
             _check_prefix(ref.prefix)
             if ref.set not in names:
-                raise ValueError(f"cannot pull digest set {ref.set}")
+                raise InvalidInput([FieldViolation("buckets.set", f"cannot pull digest set {ref.set}")])
             prefixes[names[ref.set]].append(ref.prefix)
         tombstones, evidence, votes = self.ledger.offer(prefixes, request.have_ids)
         return pb.Delta(
@@ -111,7 +112,9 @@ class FederationEndpoint:
 
 def _check_prefix(prefix: str) -> None:
     if len(prefix) > DEPTH or any(c not in "0123456789abcdef" for c in prefix):
-        raise ValueError(f"bucket prefix {prefix!r} is not up to {DEPTH} lowercase hex digits")
+        raise InvalidInput(
+            [FieldViolation("buckets.prefix", f"{prefix[:40]!r} is not up to {DEPTH} lowercase hex digits")]
+        )
 
 
 @dataclass
@@ -163,17 +166,21 @@ class Syncer:
         self.interval = interval
         self.rng = rng or random.Random()
 
-    def _choose(self, only: str | None) -> list[PeerState]:
+    def _choose(self, only: str | None, force: bool) -> list[PeerState]:
         if only:
             return [self.states[only]] if only in self.states else []
-        due = [s for s in self.states.values() if s.next_attempt <= time.monotonic()]
+        due = [s for s in self.states.values() if force or s.next_attempt <= time.monotonic()]
         if self.fanout and len(due) > self.fanout:
             due = self.rng.sample(sorted(due, key=lambda s: s.peer.node_id), self.fanout)
         return due
 
-    async def sync_round(self, only: str | None = None, timeout: float = 30.0) -> list[RoundResult]:
-        """One round with every due peer (or `fanout` random ones), concurrently."""
-        chosen = self._choose(only)
+    async def sync_round(
+        self, only: str | None = None, timeout: float = 60.0, force: bool = False
+    ) -> list[RoundResult]:
+        """One round with every due peer (or `fanout` random ones), concurrently.
+
+        Peers in backoff after a failure are skipped unless `force` (an operator's SyncNow)."""
+        chosen = self._choose(only, force)
         return list(await asyncio.gather(*(self._guarded(s, timeout) for s in chosen)))
 
     async def _guarded(self, state: PeerState, timeout: float) -> RoundResult:
@@ -181,7 +188,7 @@ class Syncer:
             result = await asyncio.wait_for(self.round_with(state.peer), timeout)
         except Exception as exc:  # noqa: BLE001 - a failing peer must not stop the others
             state.failures += 1
-            state.last_error = f"{type(exc).__name__}: {exc}"[:500]
+            state.last_error = _describe(exc)
             backoff = min(self.interval * 2 ** (state.failures - 1), MAX_BACKOFF_SECONDS)
             state.next_attempt = time.monotonic() + backoff
             log.warning("sync with %s failed (%s); retrying in %.0fs", state.peer.node_id, state.last_error, backoff)
@@ -301,6 +308,17 @@ class Syncer:
             result.evidence_sent += len(evidence)
             result.votes_sent += len(votes)
             result.rejected.extend((r.id, r.reason) for r in reply.rejected)
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line reason for a failed round (gRPC errors by status code and details)."""
+    code = getattr(exc, "code", None)
+    details = getattr(exc, "details", None)
+    if callable(code) and callable(details):
+        return f"{code().name}: {details()}"[:300]
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 def _differs(bucket: pb.Bucket, mine: SetDigest) -> bool:

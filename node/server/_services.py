@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -15,6 +16,7 @@ from node.api.v1 import factnode_pb2 as pb
 from node.api.v1 import factnode_pb2_grpc as pb_grpc
 from node.core import BeliefState, Evidence, FieldViolation, InvalidInput, Key, Outcome
 from node.ledger import Belief, Ledger, NotFound
+from node.federation.sync import Syncer
 from node.metrics import Metrics
 from node import _wire as cv
 from node.server._auth import require_write
@@ -58,6 +60,7 @@ class NodeContext:
     changes: Changes
     listen: str
     database: str
+    syncer: Syncer | None = None
 
 
 def _key_of(msg: pb.Key, field: str = "key") -> Key:
@@ -337,7 +340,21 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     @unary
     async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.GetStatusResponse:
         counts = await _run(self.ctx.ledger.counts)
+        peers = []
+        now = time.time()
+        for state in self.ctx.syncer.states.values() if self.ctx.syncer else ():
+            peer = pb.PeerStatus(
+                node_id=state.peer.node_id,
+                address=state.peer.address,
+                last_error=state.last_error,
+                max_anchor=state.peer.max_anchor or self.ctx.ledger.policy.default_max_anchor,
+            )
+            if state.last_sync is not None:
+                peer.last_sync.FromNanoseconds(int(state.last_sync * 1e9))
+                peer.lag_seconds = int(now - state.last_sync)
+            peers.append(peer)
         return pb.GetStatusResponse(
+            peers=peers,
             node_id=self.ctx.ledger.node_id,
             version=node.__version__,
             listen_address=self.ctx.listen,
@@ -354,8 +371,31 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
 
     @unary
     async def SyncNow(self, request: pb.SyncNowRequest, context: grpc.aio.ServicerContext) -> pb.SyncNowResponse:
-        # Federation is not built yet: a node with no peers has nothing to sync.
-        return pb.SyncNowResponse(results=[])
+        syncer = self.ctx.syncer
+        if syncer is None:
+            return pb.SyncNowResponse(results=[])
+        if request.peer_node_id and request.peer_node_id not in syncer.states:
+            raise NotFound(f"no configured peer {request.peer_node_id!r}")
+        results = await syncer.sync_round(only=request.peer_node_id or None, force=True)
+        self.ctx.changes.notify()
+        return pb.SyncNowResponse(
+            results=[
+                pb.PeerSyncResult(
+                    node_id=r.node_id,
+                    address=r.address,
+                    ok=r.ok,
+                    error=r.error,
+                    differing_buckets=r.differing_buckets,
+                    evidence_received=r.evidence_received,
+                    evidence_sent=r.evidence_sent,
+                    votes_received=r.votes_received,
+                    votes_sent=r.votes_sent,
+                    tombstones_received=r.tombstones_received,
+                    tombstones_sent=r.tombstones_sent,
+                )
+                for r in results
+            ]
+        )
 
 
 __all__ = ["AdminServicer", "Changes", "FactServicer", "NodeContext", "Outcome", "ReviewServicer"]

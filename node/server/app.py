@@ -15,7 +15,9 @@ from grpc_reflection.v1alpha import reflection
 from node.api.v1 import factnode_pb2 as pb
 from node.api.v1 import factnode_pb2_grpc as pb_grpc
 from node.clock import Clock, SystemClock
-from node.config import ConfigError, Settings, check_exposure, redact_url
+from node.config import ConfigError, Peer, Settings, check_exposure, redact_url
+from node.federation.sync import FederationEndpoint, Syncer
+from node.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles
 from node.ledger import Ledger, ensure_node_id
 from node.metrics import Metrics
 from node.server._auth import AuthInterceptor
@@ -44,8 +46,49 @@ class Node:
         self.metrics = Metrics()
         self.health = health.aio.HealthServicer()
         self.server: grpc.aio.Server | None = None
+        self.federation_server: grpc.aio.Server | None = None
         self.port = 0
+        self.federation_port = 0
         self._tasks: list[asyncio.Task[None]] = []
+        self._links: dict[str, GrpcPeerLink] = {}
+        self.syncer: Syncer | None = None
+        if settings.federated:
+            self.ledger.index()  # digests are kept from the first write on
+            self.syncer = Syncer(
+                self.ledger,
+                settings.peers,
+                self._link,
+                fanout=settings.fanout,
+                interval=settings.sync_interval_seconds,
+            )
+
+    def _tls(self) -> TlsFiles:
+        s = self.settings
+        assert s.federation_cert and s.federation_key and s.federation_ca
+        return TlsFiles(s.federation_cert.read_bytes(), s.federation_key.read_bytes(), s.federation_ca.read_bytes())
+
+    def _link(self, peer: Peer) -> GrpcPeerLink:
+        link = self._links.get(peer.node_id)
+        if link is None:
+            link = self._links[peer.node_id] = GrpcPeerLink(peer, self._tls(), self.settings.max_message_bytes)
+        return link
+
+    async def _start_federation(self, options: list[tuple[str, int]]) -> None:
+        """Peers talk on their own port, over mutual TLS only: client tokens cannot reach it."""
+        s = self.settings
+        assert s.federation_listen is not None
+        tls = self._tls()
+        server = grpc.aio.server(options=options)
+        endpoint = FederationEndpoint(self.ledger, s.peers)
+        pb_grpc.add_FederationServiceServicer_to_server(FederationServicer(endpoint), server)
+        creds = grpc.ssl_server_credentials(
+            [(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=True
+        )
+        port = server.add_secure_port(s.federation_listen, creds)
+        if port == 0:
+            raise ConfigError("federation.listen", f"could not bind {s.federation_listen}")
+        await server.start()
+        self.federation_server, self.federation_port = server, port
 
     @property
     def node_id(self) -> str:
@@ -60,7 +103,7 @@ class Node:
             ("grpc.so_reuseport", 0),
         ]
         server = grpc.aio.server(interceptors=[AuthInterceptor(s)], options=options)
-        ctx = NodeContext(self.ledger, self.metrics, Changes(), s.listen, redact_url(s.db_url))
+        ctx = NodeContext(self.ledger, self.metrics, Changes(), s.listen, redact_url(s.db_url), self.syncer)
         pb_grpc.add_FactServiceServicer_to_server(FactServicer(ctx), server)
         pb_grpc.add_ReviewServiceServicer_to_server(ReviewServicer(ctx), server)
         pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(ctx), server)
@@ -88,6 +131,10 @@ class Node:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._tasks.append(asyncio.create_task(self._decay_loop()))
+        if s.federated:
+            await self._start_federation(options)
+            assert self.syncer is not None
+            self._tasks.append(asyncio.create_task(self.syncer.run_forever()))
         return port
 
     async def _decay_loop(self) -> None:
@@ -104,8 +151,13 @@ class Node:
         await self.health.enter_graceful_shutdown()
         for task in self._tasks:
             task.cancel()
+        grace = self.settings.grace_seconds if grace is None else grace
+        if self.federation_server is not None:
+            await self.federation_server.stop(grace)
         if self.server is not None:
-            await self.server.stop(self.settings.grace_seconds if grace is None else grace)
+            await self.server.stop(grace)
+        for link in self._links.values():
+            await link.close()
         self.repo.close()
 
     async def wait(self) -> None:
@@ -120,6 +172,9 @@ async def serve(settings: Settings, announce: Callable[[str], None] = print) -> 
     host = settings.listen.rsplit(":", 1)[0]
     announce(f"factnode {node.node_id} listening on {host}:{port}")
     announce(f"store: {redact_url(settings.db_url)}")
+    if node.federation_port:
+        fed_host = (settings.federation_listen or "").rsplit(":", 1)[0]
+        announce(f"federation (mTLS) on {fed_host}:{node.federation_port} with {len(settings.peers)} peer(s)")
     if not settings.auth_enabled:
         announce("no client tokens configured: listening on loopback only, every local caller is an operator")
     stop = asyncio.Event()

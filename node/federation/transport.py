@@ -1,0 +1,89 @@
+"""gRPC over mutual TLS between peers: the client link and the FederationService servicer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import grpc
+
+from node.api.v1 import factnode_pb2 as pb
+from node.api.v1 import factnode_pb2_grpc as pb_grpc
+from node.config import Peer
+from node.federation.sync import FederationEndpoint
+from node.server._errors import PermissionDenied, unary
+
+CALL_TIMEOUT_SECONDS = 20.0
+
+
+class TlsFiles:
+    """This node's certificate, key and the CA that signs every peer's certificate."""
+
+    def __init__(self, cert: bytes, key: bytes, ca: bytes) -> None:
+        self.cert, self.key, self.ca = cert, key, ca
+
+
+class GrpcPeerLink:
+    """A channel to one peer whose certificate must name the peer's node id."""
+
+    def __init__(self, peer: Peer, tls: TlsFiles, max_message_bytes: int) -> None:
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=tls.ca, private_key=tls.key, certificate_chain=tls.cert
+        )
+        options = [
+            # The server must prove it is the node we expect, whatever address it is at.
+            ("grpc.ssl_target_name_override", peer.node_id),
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+        ]
+        self.channel = grpc.aio.secure_channel(peer.address, creds, options=options)
+        self.stub = pb_grpc.FederationServiceStub(self.channel)
+
+    async def get_digest(self, request: pb.DigestRequest) -> pb.Digest:
+        return await self.stub.GetDigest(request, timeout=CALL_TIMEOUT_SECONDS)
+
+    async def pull_delta(self, request: pb.DeltaRequest) -> pb.Delta:
+        return await self.stub.PullDelta(request, timeout=CALL_TIMEOUT_SECONDS)
+
+    async def push_delta(self, delta: pb.Delta) -> pb.PushDeltaResponse:
+        return await self.stub.PushDelta(delta, timeout=CALL_TIMEOUT_SECONDS)
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+
+def proven_peer(context: grpc.aio.ServicerContext, peers: Sequence[str]) -> str:  # type: ignore[type-arg]
+    """The node id the caller's verified certificate names; it must be a configured peer."""
+    for key, _ in context.invocation_metadata() or ():
+        if key == "authorization":
+            raise PermissionDenied("FederationService is for peer nodes, not client tokens")
+    names = context.auth_context().get("x509_common_name") or []
+    if not names:
+        raise PermissionDenied("peer calls need a client certificate signed by the federation CA")
+    node_id = names[0].decode() if isinstance(names[0], bytes) else str(names[0])
+    if node_id not in peers:
+        raise PermissionDenied(f"certificate names {node_id!r}, which is not a configured peer")
+    return node_id
+
+
+class FederationServicer(pb_grpc.FederationServiceServicer):
+    """Serves digests and deltas to peers; the caller is who its certificate proves."""
+
+    def __init__(self, endpoint: FederationEndpoint) -> None:
+        self.endpoint = endpoint
+        self.peer_ids = list(endpoint.peers)
+
+    @unary
+    async def GetDigest(self, request: pb.DigestRequest, context: grpc.aio.ServicerContext) -> pb.Digest:  # type: ignore[type-arg]
+        caller = proven_peer(context, self.peer_ids)
+        return await asyncio.to_thread(self.endpoint.get_digest, caller, request)
+
+    @unary
+    async def PullDelta(self, request: pb.DeltaRequest, context: grpc.aio.ServicerContext) -> pb.Delta:  # type: ignore[type-arg]
+        caller = proven_peer(context, self.peer_ids)
+        return await asyncio.to_thread(self.endpoint.pull_delta, caller, request)
+
+    @unary
+    async def PushDelta(self, request: pb.Delta, context: grpc.aio.ServicerContext) -> pb.PushDeltaResponse:  # type: ignore[type-arg]
+        caller = proven_peer(context, self.peer_ids)
+        return await asyncio.to_thread(self.endpoint.push_delta, caller, request)

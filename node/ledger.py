@@ -529,12 +529,15 @@ class Ledger:
                     fx.votes_put.append(mine)
             else:
                 mine = old_mine
-            rows = self._served_rows(key, verdict, reps, [*others, *([mine] if mine else [])], now)
+            rows, result = self._served_rows(key, verdict, reps, [*others, *([mine] if mine else [])], now)
             old = current.get(key, [])
             if [(b.version_id, b.evidence_id, b.rule, b.state) for b in old] != [
                 (b.version_id, b.evidence_id, b.rule, b.state) for b in rows
             ] or (key in quiet and old):
                 tx.replace_beliefs(key, rows, now, announce=key not in quiet)
+                transition = _consensus_transition(key, old, rows, result, now)
+                if transition is not None:
+                    tx.add_decisions([transition])
 
     def _own_vote(
         self, key: Key, verdict: Verdict | None, reps: dict[str, Evidence], now: Instant
@@ -563,12 +566,12 @@ class Ledger:
         reps: dict[str, Evidence],
         votes: Sequence[Vote],
         now: Instant,
-    ) -> list[StoredBelief]:
+    ) -> tuple[list[StoredBelief], Tally | None]:
         if verdict is not None and verdict.believed:
             return [
                 StoredBelief(key, vid, reps[vid].object, reps[vid].evidence_id, verdict.rule, BeliefState.BELIEVED, now)
                 for vid in verdict.believed
-            ]
+            ], None
         result = tally(
             votes,
             now=now,
@@ -591,9 +594,10 @@ class Ledger:
             # The consensus version's evidence has not reached this node yet.
             answer = Served(verdict.version_id, BeliefState.CONTESTED, verdict.rule)
         if answer is None or answer.version_id not in reps:
-            return []
+            return [], result
         rep = reps[answer.version_id]
-        return [StoredBelief(key, answer.version_id, rep.object, rep.evidence_id, answer.rule, answer.state, now)]
+        row = StoredBelief(key, answer.version_id, rep.object, rep.evidence_id, answer.rule, answer.state, now)
+        return [row], result
 
     # -- reads --------------------------------------------------------------
 
@@ -891,6 +895,39 @@ class Ledger:
         """A persisted node fact."""
         with self.repo.read() as tx:
             return tx.meta(name)
+
+
+def _consensus_transition(
+    key: Key, old: Sequence[StoredBelief], new: Sequence[StoredBelief], result: Tally | None, now: Instant
+) -> Decision | None:
+    """A decision-log entry, with the tallies, when votes change what a key serves."""
+    if result is None or not result.peer_voted or not new:
+        return None
+    row = new[0]
+    before = old[0] if old else None
+    if row.state is BeliefState.CONTESTED:
+        if before is not None and before.state is BeliefState.CONTESTED and before.version_id == row.version_id:
+            return None
+        outcome = Outcome.CONTESTED
+    elif row.rule is Rule.FEDERATION_CONSENSUS:
+        if before is not None and before.rule is Rule.FEDERATION_CONSENSUS and before.version_id == row.version_id:
+            return None
+        outcome = Outcome.SUPERSEDED if before and before.version_id != row.version_id else Outcome.CORROBORATED
+    else:
+        return None
+    tallies = "; ".join(
+        f"{t.version_id}: {result.share_milli(t.version_id) / 10:.1f}% by {', '.join(t.voters)}"
+        for t in result.versions
+    )
+    return Decision(
+        key=key,
+        outcome=outcome,
+        rule=Rule.FEDERATION_CONSENSUS,
+        decided_at=now,
+        version_id=row.version_id,
+        supersedes=before.version_id if before and before.version_id != row.version_id else None,
+        detail=f"tally: {tallies}",
+    )
 
 
 def _tombstone_problem(t: Tombstone) -> str:

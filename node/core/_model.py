@@ -31,6 +31,8 @@ class Outcome(enum.StrEnum):
     # Not submission outcomes: explicit operator/agent operations in the log.
     RETRACTED = "RETRACTED"
     RESOLVED = "RESOLVED"
+    # Federation transitions of the served belief.
+    CONTESTED = "CONTESTED"
 
 
 class Rule(enum.StrEnum):

@@ -23,6 +23,7 @@ class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTCOME_AMBIGUOUS: _ClassVar[Outcome]
     OUTCOME_RETRACTED: _ClassVar[Outcome]
     OUTCOME_RESOLVED: _ClassVar[Outcome]
+    OUTCOME_CONTESTED: _ClassVar[Outcome]
 
 class BeliefState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -66,6 +67,7 @@ OUTCOME_DISBELIEVED: Outcome
 OUTCOME_AMBIGUOUS: Outcome
 OUTCOME_RETRACTED: Outcome
 OUTCOME_RESOLVED: Outcome
+OUTCOME_CONTESTED: Outcome
 BELIEF_STATE_UNSPECIFIED: BeliefState
 BELIEF_STATE_BELIEVED: BeliefState
 BELIEF_STATE_AMBIGUOUS: BeliefState

@@ -432,6 +432,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the file paths as JSON")
     p.set_defaults(run=None)
 
+    p = sub.add_parser("demo", help="start a small local federation and walk through a conflict, a consensus and a contested key")
+    p.set_defaults(run=None)
+
     p = sub.add_parser("submit", parents=[common], help="submit a fact and print the decision")
     _add_key(p)
     p.add_argument("value", help="the object of the fact, e.g. Lisbon")
@@ -540,6 +543,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_serve(args)
     if args.command == "certs":
         return cmd_certs(args)
+    if args.command == "demo":
+        from node.demo import main as demo
+
+        demo()
+        return EXIT_OK
     try:
         client = Client(args)
     except OSError as exc:  # e.g. an unreadable --ca-cert

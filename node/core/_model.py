@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 Instant = int
 """Microseconds since 1970-01-01T00:00:00Z."""
 
 MICROS_PER_SECOND = 1_000_000
 MICROS_PER_DAY = 86_400 * MICROS_PER_SECOND
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def iso(at: Instant) -> str:
+    """An instant as ISO 8601 UTC, e.g. 2025-03-01T00:00:00Z."""
+    return (_EPOCH + timedelta(microseconds=at)).isoformat().replace("+00:00", "Z")
 
 
 class Outcome(enum.StrEnum):

@@ -20,6 +20,7 @@ from node.core._model import (
     Rule,
     Verdict,
     VersionHistory,
+    iso,
 )
 from node.core.policy import Policy
 
@@ -182,7 +183,7 @@ def describe(rule: Rule, winner: Evidence, loser: Evidence, policy: Policy) -> s
         lo = policy.anchor_value(loser.attribution, loser.anchor_cap)
         return f"anchor {winner.attribution} ({w}) outranks {loser.attribution} ({lo})"
     if rule is Rule.RECENCY:
-        return f"event time {winner.valid_from} is later than {loser.valid_from}"
+        return f"event time {iso(winner.valid_from)} is later than {iso(loser.valid_from)}"
     if rule is Rule.WORTH:
         return (
             f"worth {winner.worth_milli / 1000:.3f} leads {loser.worth_milli / 1000:.3f} "

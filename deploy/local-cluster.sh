@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Starts an N-node federation on this machine (loopback only), with development
+# certificates, and prints how to reach each node. Ctrl-C stops them all.
+#   deploy/local-cluster.sh [N] [DIR]
+set -euo pipefail
+n="${1:-3}"
+dir="${2:-$(mktemp -d -t factnode-cluster-XXXX)}"
+factnode="${FACTNODE_BIN:-factnode}"
+base_port="${FACTNODE_BASE_PORT:-17400}"
+
+if ! [[ "$n" =~ ^[0-9]+$ ]] || (( n < 1 || n > 20 )); then
+  echo "usage: $0 [N (1-20)] [DIR]" >&2
+  exit 2
+fi
+ids=()
+for i in $(seq 1 "$n"); do ids+=("node-$i"); done
+"$factnode" certs --out "$dir/certs" "${ids[@]}" >/dev/null
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+for i in $(seq 1 "$n"); do
+  cfg="$dir/node-$i.toml"
+  {
+    echo "listen = \"127.0.0.1:$((base_port + 2 * i))\""
+    echo "node_id = \"node-$i\""
+    echo "data_dir = \"$dir/data-$i\""
+    echo "[federation]"
+    echo "listen = \"127.0.0.1:$((base_port + 2 * i + 1))\""
+    echo "cert = \"$dir/certs/node-$i.crt\""
+    echo "key = \"$dir/certs/node-$i.key\""
+    echo "ca = \"$dir/certs/ca.crt\""
+    echo "sync_interval_seconds = ${FACTNODE_SYNC_INTERVAL:-2}"
+    for j in $(seq 1 "$n"); do
+      [[ "$i" == "$j" ]] && continue
+      echo ""
+      echo "[[peers]]"
+      echo "address = \"127.0.0.1:$((base_port + 2 * j + 1))\""
+      echo "node_id = \"node-$j\""
+    done
+  } > "$cfg"
+  "$factnode" serve --config "$cfg" > "$dir/node-$i.log" 2>&1 &
+  pids+=("$!")
+  echo "node-$i: factnode status --address 127.0.0.1:$((base_port + 2 * i))   (log $dir/node-$i.log)"
+done
+echo "cluster files in $dir; Ctrl-C stops the nodes"
+wait

@@ -267,10 +267,15 @@ class Ledger:
         tombstones: Sequence[Tombstone],
         evidence: Sequence[Evidence],
         votes: Sequence[Vote],
+        votes_complete_under: Collection[str] = (),
     ) -> Received:
         """Applies what a peer sent, tombstones first: erased evidence cannot come back in the
         same delta. Relayed evidence counts with its anchor capped at the peer's ceiling; votes
-        count for `peer_id`, the node the connection proved, and must rest on evidence held here."""
+        count for `peer_id`, the node the connection proved, and must rest on evidence held here.
+
+        `votes_complete_under` names key-id prefixes under which `votes` are all the peer's
+        votes (a pull answers with every vote the peer holds there): a vote of the peer's held
+        under them and not sent is one the peer withdrew, and it stops counting."""
         cap_name = peer_cap or self.policy.default_max_anchor
         rejected: list[tuple[str, str]] = []
         accepted = 0
@@ -325,6 +330,16 @@ class Ledger:
                     rejected.append((ids.key_id(v.key), problem))
                     continue
                 good.append(replace(v, voter=peer_id))
+            withdrawn: set[Key] = set()
+            if votes_complete_under:
+                sent = {v.key for v in votes}
+                withdrawn = {
+                    v.key for v in tx.votes_under(peer_id, votes_complete_under) if v.key not in sent
+                }
+                if withdrawn:
+                    tx.delete_votes(peer_id, withdrawn)
+                    fx.votes_removed.extend((peer_id, k) for k in withdrawn)
+            fresh: list[Vote] = []
             if good:
                 current = tx.votes({v.key for v in good})
                 fresh = [
@@ -335,9 +350,12 @@ class Ledger:
                 ]
                 tx.put_votes(fresh)
                 fx.votes_put.extend(fresh)
-                self._refresh(tx, tx.key_states({v.key for v in fresh}), now, fx)
+            self._refresh(tx, tx.key_states({v.key for v in fresh} | withdrawn), now, fx)
             accepted += len(good)
         self._after(fx)
+        if fx.erasures_added:
+            # As after a local erase: the erased bytes must not linger in the WAL or old pages.
+            self.repo.after_erase()
         return Received(accepted, rejected)
 
     def tally_of(self, key: Key) -> Tally | None:
@@ -770,8 +788,18 @@ class Ledger:
         )
         chosen = ids.version_id(key, obj)
         belief = submitted.belief
-        if belief is not None and chosen in {v for v, _ in belief.values} | {belief.version_id}:
+        if belief is not None and chosen in {v for v, _ in belief.values}:
             return Resolution(submitted, True, f"{key} now believes {obj!r} (rule {belief.rule})")
+        if belief is not None and belief.version_id == chosen:
+            if belief.state is BeliefState.BELIEVED:
+                return Resolution(submitted, True, f"{key} now believes {obj!r} (rule {belief.rule})")
+            return Resolution(
+                submitted,
+                False,
+                f"{key} serves {obj!r} but is still {belief.state.value} (rule {belief.rule}): "
+                "the operator's user_confirmed evidence does not outrank what keeps the key "
+                "under review; retract or correct the competing evidence",
+            )
         keeper = belief.version_id if belief else "none"
         return Resolution(
             submitted,

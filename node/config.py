@@ -89,6 +89,7 @@ class Settings:
     grace_seconds: float = 5.0
     max_message_bytes: int = 4 * 1024 * 1024
     decay_interval_seconds: float = 3600.0
+    metrics_listen: str | None = None  # host:port for Prometheus /metrics; off when unset
 
     @property
     def db_url(self) -> str:
@@ -201,6 +202,7 @@ _ENV = {
     "FACTNODE_SYNC_INTERVAL_SECONDS": "federation.sync_interval_seconds",
     "FACTNODE_FANOUT": "federation.fanout",
     "FACTNODE_GRACE_SECONDS": "grace_seconds",
+    "FACTNODE_METRICS_LISTEN": "metrics_listen",
 }
 
 
@@ -254,7 +256,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
 
     known = {"listen", "data_dir", "database_url", "node_id", "policy_file", "policy", "tls",
              "tokens", "peers", "federation", "grace_seconds", "max_message_bytes",
-             "decay_interval_seconds"}
+             "decay_interval_seconds", "metrics_listen"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(unknown[0], f"unknown setting; known: {', '.join(sorted(known))}")
@@ -324,6 +326,11 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     for name in ("grace_seconds", "decay_interval_seconds"):
         if name in data:
             changes[name] = _positive(name, data[name])
+    if "metrics_listen" in data:
+        metrics = _str("metrics_listen", data["metrics_listen"])
+        if ":" not in metrics or not metrics.rsplit(":", 1)[1].isdigit():
+            raise ConfigError("metrics_listen", f"must be host:port, got {metrics!r}")
+        changes["metrics_listen"] = metrics
     if "max_message_bytes" in data:
         changes["max_message_bytes"] = int(_positive("max_message_bytes", data["max_message_bytes"]))
     return replace(settings, **changes)

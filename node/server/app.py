@@ -8,7 +8,10 @@ import signal
 import uuid
 from collections.abc import Callable
 
+from typing import Any
+
 import grpc
+from prometheus_client import start_http_server
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -51,6 +54,7 @@ class Node:
         self.federation_port = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._links: dict[str, GrpcPeerLink] = {}
+        self._metrics_server: Any = None
         self.syncer: Syncer | None = None
         if settings.federated:
             self.ledger.index()  # digests are kept from the first write on
@@ -131,6 +135,11 @@ class Node:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._tasks.append(asyncio.create_task(self._decay_loop()))
+        if s.metrics_listen:
+            host, _, metrics_port = s.metrics_listen.rpartition(":")
+            self._metrics_server, _ = start_http_server(
+                int(metrics_port), addr=host.strip("[]"), registry=self.metrics.registry
+            )
         if s.federated:
             await self._start_federation(options)
             assert self.syncer is not None
@@ -158,6 +167,9 @@ class Node:
             await self.server.stop(grace)
         for link in self._links.values():
             await link.close()
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
         self.repo.close()
 
     async def wait(self) -> None:

@@ -27,19 +27,30 @@ class GrpcPeerLink:
     """A channel to one peer whose certificate must name the peer's node id."""
 
     def __init__(self, peer: Peer, tls: TlsFiles, max_message_bytes: int) -> None:
-        creds = grpc.ssl_channel_credentials(
+        self._address = peer.address
+        self._creds = grpc.ssl_channel_credentials(
             root_certificates=tls.ca, private_key=tls.key, certificate_chain=tls.cert
         )
-        options = [
+        self._options = [
             # The server must prove it is the node we expect, whatever address it is at.
             ("grpc.ssl_target_name_override", peer.node_id),
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
         ]
-        self.channel = grpc.aio.secure_channel(peer.address, creds, options=options)
+        self._dial()
+
+    def _dial(self) -> None:
+        self.channel = grpc.aio.secure_channel(self._address, self._creds, options=self._options)
         self.stub = pb_grpc.FederationServiceStub(self.channel)
 
     async def get_digest(self, request: pb.DigestRequest) -> pb.Digest:
+        # Every round starts here. A channel that failed to connect fails each call at once
+        # until gRPC's own reconnect backoff (up to two minutes) runs out; the syncer keeps
+        # its own backoff, so a round that is due dials the peer afresh instead.
+        failed = self.channel
+        if failed.get_state() is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+            self._dial()  # before any await, so a concurrent round does not dial twice
+            await failed.close(None)
         return await self.stub.GetDigest(request, timeout=CALL_TIMEOUT_SECONDS)
 
     async def pull_delta(self, request: pb.DeltaRequest) -> pb.Delta:

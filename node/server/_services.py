@@ -15,7 +15,7 @@ import node
 from node.api.v1 import factnode_pb2 as pb
 from node.api.v1 import factnode_pb2_grpc as pb_grpc
 from node.core import BeliefState, Evidence, FieldViolation, InvalidInput, Key, Outcome
-from node.ledger import Belief, Ledger, NotFound
+from node.ledger import Belief, Explanation, Ledger, NotFound
 from node.federation.sync import Syncer
 from node.metrics import Metrics
 from node import _wire as cv
@@ -133,7 +133,11 @@ class FactServicer(pb_grpc.FactServiceServicer):
         known_at = cv.optional_instant(request, "known_at", "known_at", out)
         cv.raise_if(out)
         belief = await _run(self.ctx.ledger.belief, cv.key(request.key), as_of, known_at)
-        return cv.belief_pb(belief)
+        msg = cv.belief_pb(belief)
+        if as_of is None and known_at is None:
+            explanation = await _run(self.ctx.ledger.explain, belief.key)
+            msg.tallies.extend(await _run(version_tallies, self.ctx.ledger, belief, explanation))
+        return msg
 
     @unary
     async def ListBeliefs(self, request: pb.ListBeliefsRequest, context: grpc.aio.ServicerContext) -> pb.ListBeliefsResponse:
@@ -218,6 +222,37 @@ class FactServicer(pb_grpc.FactServiceServicer):
                 await self.ctx.changes.wait(WATCH_POLL_SECONDS)
 
 
+def version_tallies(ledger: Ledger, belief: Belief, explanation: Explanation) -> list[pb.VersionTally]:
+    """Every version of a key: the local winner and the versions it beats, with the votes
+    behind each (weight, share, voters) where the key has votes."""
+    local_winner = (
+        explanation.comparisons[0].winner.version_id if explanation.comparisons else belief.version_id
+    )
+    objects = {c.version_id: c.object for c in explanation.comparisons}
+    rules = {c.version_id: c.rule.value for c in explanation.comparisons}
+    objects.setdefault(belief.version_id, belief.object)
+    if explanation.comparisons:
+        objects.setdefault(local_winner, explanation.comparisons[0].winner.object)
+    result = ledger.tally_of(belief.key)
+    votes = {t.version_id: t for t in result.versions} if result and result.peer_voted else {}
+    order = [local_winner, *(v for v in objects if v != local_winner), *(v for v in votes if v not in objects)]
+    out = []
+    for vid in order:
+        t = votes.get(vid)
+        out.append(
+            pb.VersionTally(
+                version_id=vid,
+                object=objects.get(vid, ""),
+                weight=t.weight if t else 0,
+                share_milli=result.share_milli(vid) if t and result else 0,
+                voters=list(t.voters) if t else [],
+                local_belief=vid == local_winner,
+                local_rule=rules.get(vid, explanation.belief.rule.value if explanation.belief else ""),
+            )
+        )
+    return out
+
+
 def _maybe_belief(ledger: Ledger, key: Key) -> Belief | None:
     try:
         return ledger.belief(key)
@@ -244,23 +279,13 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
 
     def _contested(self, belief: Belief) -> pb.ContestedKey:
         explanation = self.ctx.ledger.explain(belief.key)
-        versions = [
-            pb.VersionTally(
-                version_id=belief.version_id,
-                object=belief.object,
-                local_belief=True,
-                local_rule=belief.rule.value,
-            )
-        ] + [
-            pb.VersionTally(version_id=c.version_id, object=c.object, local_rule=c.rule.value)
-            for c in explanation.comparisons
-        ]
+        tallies = version_tallies(self.ctx.ledger, belief, explanation)
         return pb.ContestedKey(
             key=cv.key_pb(belief.key),
             state=cv.state_pb(belief.state),  # type: ignore[arg-type]
             served_version_id=belief.version_id,
             detail="; ".join(f"{c.object!r}: {c.rule.value} ({c.reason})" for c in explanation.comparisons),
-            versions=versions,
+            versions=tallies,
         )
 
     @unary

@@ -137,6 +137,12 @@ def test_a_contested_key_is_queued_with_both_versions_on_every_node(
         assert {v.version_id for v in entry.versions} == both, node.node_id
         assert {v.object for v in entry.versions} == {"Porto", "Lisbon"}
         assert entry.served_version_id == node.belief(keys.three_to_two).version_id  # type: ignore[union-attr]
+        # Every version is kept with its tally: equal weights, three voters against two.
+        tally = {v.object: v for v in entry.versions}
+        assert sorted(tally["Porto"].voters) == ["n1", "n2", "n3"], node.node_id
+        assert sorted(tally["Lisbon"].voters) == ["n4", "n5"], node.node_id
+        assert (tally["Porto"].share_milli, tally["Lisbon"].share_milli) == (600, 400)
+        assert 2 * tally["Porto"].weight == 3 * tally["Lisbon"].weight
 
 
 def test_three_to_one_is_adopted_on_every_node(fed5: Federation, keys: Keys) -> None:

@@ -316,7 +316,7 @@ class Ledger:
                         None,
                     )
                 )
-            for e, ruling in self._ingest_in(tx, items, fx):
+            for e, ruling in self._ingest_in(tx, items, fx)[0]:
                 if ruling.decision.rule is Rule.ERASED:
                     rejected.append((e.evidence_id, "covered by an erasure"))
                 else:
@@ -413,8 +413,9 @@ class Ledger:
         """Decides checked evidence in order, in one write transaction."""
         fx = _Effects()
         with self.repo.write() as tx:
-            rulings = self._ingest_in(tx, items, fx)
-            beliefs = self._beliefs(tx, {e.key for e, _ in items})
+            rulings, beliefs = self._ingest_in(tx, items, fx)
+            untouched = {e.key for e, _ in items} - set(beliefs)
+            beliefs.update(self._beliefs(tx, untouched))
         self._after(fx)
         return [
             Submitted(ruling.decision, e.evidence_id, e.version_id, beliefs.get(e.key))
@@ -423,7 +424,9 @@ class Ledger:
 
     def _ingest_in(
         self, tx: Transaction, items: Sequence[tuple[Evidence, str | None]], fx: _Effects
-    ) -> list[tuple[Evidence, Ruling]]:
+    ) -> tuple[list[tuple[Evidence, Ruling]], dict[Key, Belief]]:
+        """Decides `items` in order; returns the rulings and the served beliefs of the keys
+        whose evidence changed (built from what was just computed, not read back)."""
         keys = {e.key for e, _ in items} | {e.contradicts for e, _ in items if e.contradicts}
         batch = _Batch()
         for key, state in tx.key_states(keys).items():
@@ -470,8 +473,13 @@ class Ledger:
         tx.add_evidence(rows)
         tx.add_retractions([r for _, ruling in rulings for r in ruling.retractions])
         tx.add_decisions([ruling.decision for _, ruling in rulings])
-        self._refresh(tx, {k: batch.state(k) for k in touched}, self.clock.now(), fx)
-        return rulings
+        served = self._refresh(tx, {k: batch.state(k) for k in touched}, self.clock.now(), fx)
+        beliefs: dict[Key, Belief] = {}
+        for key, served_rows in served.items():
+            if served_rows:
+                by_id = {e.evidence_id: e for e in batch.evidence[key]}
+                beliefs[key] = _belief_from_rows(served_rows, by_id)
+        return rulings, beliefs
 
     def retract(
         self,
@@ -522,15 +530,21 @@ class Ledger:
         *,
         current: dict[Key, list[StoredBelief]] | None = None,
         quiet: Collection[Key] = (),
-    ) -> None:
+    ) -> dict[Key, list[StoredBelief]]:
         """Recomputes each key's local belief, this node's vote and the served belief,
-        and records what changed. `quiet` keys change without announcing (erased keys)."""
+        records what changed, and returns every key's served rows. `quiet` keys change
+        without announcing (erased keys)."""
         if not states:
-            return
+            return {}
         keys = list(states)
         if current is None:
             current = tx.beliefs(keys)
         votes = tx.votes(keys)
+        served: dict[Key, list[StoredBelief]] = {}
+        changes: list[tuple[Key, Sequence[StoredBelief], bool]] = []
+        put: list[Vote] = []
+        removed: list[Key] = []
+        transitions: list[Decision] = []
         for key, state in states.items():
             evidence = visible(state.evidence, state.retractions)
             verdict = arbitrate(evidence, self.policy)
@@ -540,22 +554,30 @@ class Ledger:
             old_mine = next((v for v in votes.get(key, []) if v.voter == self.node_id), None)
             if _vote_content(old_mine) != _vote_content(mine):
                 if mine is None:
-                    tx.delete_votes(self.node_id, [key])
-                    fx.votes_removed.append((self.node_id, key))
+                    removed.append(key)
                 else:
-                    tx.put_votes([mine])
-                    fx.votes_put.append(mine)
+                    put.append(mine)
             else:
                 mine = old_mine
             rows, result = self._served_rows(key, verdict, reps, [*others, *([mine] if mine else [])], now)
+            served[key] = rows
             old = current.get(key, [])
             if [(b.version_id, b.evidence_id, b.rule, b.state) for b in old] != [
                 (b.version_id, b.evidence_id, b.rule, b.state) for b in rows
             ] or (key in quiet and old):
-                tx.replace_beliefs(key, rows, now, announce=key not in quiet)
+                changes.append((key, rows, key not in quiet))
                 transition = _consensus_transition(key, old, rows, result, now)
                 if transition is not None:
-                    tx.add_decisions([transition])
+                    transitions.append(transition)
+        if removed:
+            tx.delete_votes(self.node_id, removed)
+            fx.votes_removed.extend((self.node_id, k) for k in removed)
+        if put:
+            tx.put_votes(put)
+            fx.votes_put.extend(put)
+        tx.replace_beliefs(changes, now)
+        tx.add_decisions(transitions)
+        return served
 
     def _own_vote(
         self, key: Key, verdict: Verdict | None, reps: dict[str, Evidence], now: Instant

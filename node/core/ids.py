@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 from node.core._model import Instant, Key
@@ -17,6 +18,7 @@ def _digest(kind: str, *parts: str) -> str:
     return h.hexdigest()[:32]
 
 
+@functools.lru_cache(maxsize=65_536)
 def key_id(key: Key) -> str:
     """Stable id of a key, used to index and to erase by key without its text."""
     return _digest("key", key.namespace, key.subject, key.predicate)

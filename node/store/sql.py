@@ -60,8 +60,9 @@ V = VoteRow.__table__  # type: ignore[attr-defined]
 
 # Statements run once per key on the write path, built once: constructing and cache-keying a
 # fresh statement per call cost more than SQLite's own work (bench/arbitration.py).
-_DELETE_BELIEFS = delete(B).where(B.c.key_id == bindparam("b_key_id"))
-_DELETE_VOTE = delete(V).where(V.c.voter == bindparam("b_voter"), V.c.key_id == bindparam("b_key_id"))
+_DELETE_VOTE = delete(V).where(
+    V.c.voter == bindparam("b_voter"), V.c.key_id == bindparam("b_key_id")
+)
 
 
 def make_engine(url: str) -> Engine:
@@ -300,9 +301,9 @@ class SqlTransaction:
                 ],
             )
 
-    def add_decisions(self, decisions: Sequence[Decision]) -> list[int]:
+    def add_decisions(self, decisions: Sequence[Decision]) -> None:
         if not decisions:
-            return []
+            return
         rows = [
             {
                 **_key_cols(d.key),
@@ -316,8 +317,7 @@ class SqlTransaction:
             }
             for d in decisions
         ]
-        result = self._c.execute(insert(D).returning(D.c.seq, sort_by_parameter_order=True), rows)
-        return [int(seq) for seq in result.scalars()]
+        self._c.execute(insert(D), rows)
 
     def _beliefs_where(self, *conds: Any) -> list[StoredBelief]:
         q = (
@@ -337,38 +337,41 @@ class SqlTransaction:
         return out
 
     def replace_beliefs(
-        self, key: Key, rows: Sequence[StoredBelief], changed_at: Instant, announce: bool = True
+        self, changes: Sequence[tuple[Key, Sequence[StoredBelief], bool]], changed_at: Instant
     ) -> None:
-        cols = _key_cols(key)
-        self._c.execute(_DELETE_BELIEFS, {"b_key_id": cols["key_id"]})
-        if rows:
-            self._c.execute(
-                insert(B),
-                [
-                    {
-                        **cols,
-                        "version_id": b.version_id,
-                        "evidence_id": b.evidence_id,
-                        "rule": b.rule.value,
-                        "state": b.state.value,
-                        "updated_at": b.updated_at,
-                    }
-                    for b in rows
-                ],
-            )
-        if not announce:
+        """Replaces the served rows of each key; announced changes go to the change log."""
+        if not changes:
             return
-        first = rows[0] if rows else None
-        self._c.execute(
-            insert(BC),
+        cols = {key: _key_cols(key) for key, _, _ in changes}
+        for part in chunks(sorted(c["key_id"] for c in cols.values())):
+            self._c.execute(delete(B).where(B.c.key_id.in_(part)))
+        rows = [
             {
-                **cols,
-                "version_id": first.version_id if first else None,
-                "state": first.state.value if first else None,
-                "rule": first.rule.value if first else None,
+                **cols[key],
+                "version_id": b.version_id,
+                "evidence_id": b.evidence_id,
+                "rule": b.rule.value,
+                "state": b.state.value,
+                "updated_at": b.updated_at,
+            }
+            for key, served, _ in changes
+            for b in served
+        ]
+        if rows:
+            self._c.execute(insert(B), rows)
+        announced = [
+            {
+                **cols[key],
+                "version_id": served[0].version_id if served else None,
+                "state": served[0].state.value if served else None,
+                "rule": served[0].rule.value if served else None,
                 "changed_at": changed_at,
-            },
-        )
+            }
+            for key, served, announce in changes
+            if announce
+        ]
+        if announced:
+            self._c.execute(insert(BC), announced)
 
     def evidence(self, evidence_ids: Collection[str]) -> dict[str, Evidence]:
         out: dict[str, Evidence] = {}

@@ -33,7 +33,9 @@ def instant(ts: Timestamp, field: str, out: list[FieldViolation]) -> Instant | N
     return ts.seconds * 1_000_000 + ts.nanos // 1000
 
 
-def optional_instant(msg: object, name: str, field: str, out: list[FieldViolation]) -> Instant | None:
+def optional_instant(
+    msg: object, name: str, field: str, out: list[FieldViolation]
+) -> Instant | None:
     """An optional Timestamp field of `msg`, or None when unset."""
     if not msg.HasField(name):  # type: ignore[attr-defined]
         return None
@@ -164,7 +166,11 @@ def comparison_pb(c: Comparison) -> pb.Comparison:
 
 # -- federation ------------------------------------------------------------------
 
-_SCOPES = {"evidence": pb.ERASURE_SCOPE_EVIDENCE, "key": pb.ERASURE_SCOPE_KEY, "subject": pb.ERASURE_SCOPE_SUBJECT}
+_SCOPES = {
+    "evidence": pb.ERASURE_SCOPE_EVIDENCE,
+    "key": pb.ERASURE_SCOPE_KEY,
+    "subject": pb.ERASURE_SCOPE_SUBJECT,
+}
 _SCOPE_NAMES = {v: k for k, v in _SCOPES.items()}
 
 

@@ -38,7 +38,9 @@ def _load(out: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | No
     return x509.load_pem_x509_certificate(crt.read_bytes()), private
 
 
-def ensure_ca(out: Path, name: str = "factnode development CA") -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+def ensure_ca(
+    out: Path, name: str = "factnode development CA"
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     """Loads `out/ca.crt` and `out/ca.key`, or makes them."""
     out.mkdir(parents=True, exist_ok=True)
     found = _load(out)
@@ -57,7 +59,8 @@ def ensure_ca(out: Path, name: str = "factnode development CA") -> tuple[x509.Ce
         .not_valid_after(now + dt.timedelta(days=VALID_DAYS))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+            critical=True,
         )
         .sign(key, hashes.SHA256())
     )
@@ -91,7 +94,9 @@ def issue_node_cert(
         .not_valid_after(now + dt.timedelta(days=VALID_DAYS))
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
             critical=False,
         )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)

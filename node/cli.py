@@ -27,7 +27,9 @@ import node
 from node.api.v1 import factnode_pb2 as pb
 from node.api.v1 import factnode_pb2_grpc as pb_grpc
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_REFUSED, EXIT_NOT_FOUND, EXIT_INVALID = range(7)
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_REFUSED, EXIT_NOT_FOUND, EXIT_INVALID = (
+    range(7)
+)
 DEFAULT_ADDRESS = "127.0.0.1:7420"
 
 _EXIT_FOR = {
@@ -52,7 +54,9 @@ def parse_time(text: str, option: str) -> datetime:
     try:
         value = datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"{option}: {text!r} is not an ISO 8601 date or time (e.g. 2025-03-01T12:00Z)") from None
+        raise UsageError(
+            f"{option}: {text!r} is not an ISO 8601 date or time (e.g. 2025-03-01T12:00Z)"
+        ) from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
@@ -169,7 +173,10 @@ def cmd_submit(c: Client, args: argparse.Namespace) -> tuple[Message, str]:
         if len(parts) != 3:
             raise UsageError("--contradicts: give the other key as NAMESPACE/SUBJECT/PREDICATE")
         fact.contradicts.CopyFrom(pb.Key(namespace=parts[0], subject=parts[1], predicate=parts[2]))
-    r = c(c.facts.SubmitFact, pb.SubmitFactRequest(fact=fact, idempotency_key=args.idempotency_key or ""))
+    r = c(
+        c.facts.SubmitFact,
+        pb.SubmitFactRequest(fact=fact, idempotency_key=args.idempotency_key or ""),
+    )
     d = r.decision
     lines = [f"{outcome(d)} by rule {d.rule}" + (f": {d.detail}" if d.detail else "")]
     lines.append(f"evidence {r.evidence_id}, version {r.version_id}")
@@ -197,7 +204,8 @@ def cmd_history(c: Client, args: argparse.Namespace) -> tuple[Message, str]:
     rows = []
     for v in r.versions:
         spans = ", ".join(
-            f"{show_time(i.start)} .. {show_time(i.end) if i.HasField('end') else 'now'}" for i in v.intervals
+            f"{show_time(i.start)} .. {show_time(i.end) if i.HasField('end') else 'now'}"
+            for i in v.intervals
         )
         rows.append(
             (
@@ -237,12 +245,21 @@ def cmd_retract(c: Client, args: argparse.Namespace) -> tuple[Message, str]:
 
 
 def cmd_decisions(c: Client, args: argparse.Namespace) -> tuple[Message, str]:
-    req = pb.ListDecisionsRequest(namespace=args.namespace or "", page_size=args.limit, page_token=args.page_token or "")
+    req = pb.ListDecisionsRequest(
+        namespace=args.namespace or "", page_size=args.limit, page_token=args.page_token or ""
+    )
     if args.key:
         req.key.CopyFrom(pb.Key(namespace=args.key[0], subject=args.key[1], predicate=args.key[2]))
     r = c(c.facts.ListDecisions, req)
     rows = [
-        (str(d.seq), show_time(d.decided_at), key_text(d.key), outcome(d), d.rule, d.evidence_id[:12])
+        (
+            str(d.seq),
+            show_time(d.decided_at),
+            key_text(d.key),
+            outcome(d),
+            d.rule,
+            d.evidence_id[:12],
+        )
         for d in r.decisions
     ]
     text = table(rows, ("seq", "decided", "key", "outcome", "rule", "evidence"))
@@ -261,7 +278,10 @@ def _contested_text(k: pb.ContestedKey) -> str:
 
 def cmd_review(c: Client, args: argparse.Namespace) -> tuple[Message, str]:
     if args.review_command == "list":
-        r = c(c.review.ListContested, pb.ListContestedRequest(namespace=args.namespace or "", page_size=args.limit))
+        r = c(
+            c.review.ListContested,
+            pb.ListContestedRequest(namespace=args.namespace or "", page_size=args.limit),
+        )
         if not r.keys:
             return r, "the review queue is empty"
         return r, "\n".join(_contested_text(k) for k in r.keys)
@@ -291,7 +311,10 @@ def cmd_erase(c: Client, args: argparse.Namespace) -> tuple[Message, str]:
     else:
         req.subject.CopyFrom(pb.SubjectScope(namespace=args.subject[0], subject=args.subject[1]))
     r = c(c.admin.Erase, req)
-    return r, f"erased {r.evidence_erased} evidence across {r.keys_affected} key(s); tombstone {r.erasure_id}"
+    return (
+        r,
+        f"erased {r.evidence_erased} evidence across {r.keys_affected} key(s); tombstone {r.erasure_id}",
+    )
 
 
 def cmd_decay(c: Client, args: argparse.Namespace) -> tuple[Message, str]:
@@ -314,7 +337,10 @@ def cmd_status(c: Client, args: argparse.Namespace) -> tuple[Message, str]:
     if r.peers:
         lines.append(
             table(
-                [(p.node_id, p.address, show_time(p.last_sync), str(p.lag_seconds), p.last_error) for p in r.peers],
+                [
+                    (p.node_id, p.address, show_time(p.last_sync), str(p.lag_seconds), p.last_error)
+                    for p in r.peers
+                ],
                 ("peer", "address", "last sync", "lag s", "last error"),
             )
         )
@@ -328,7 +354,12 @@ def cmd_sync(c: Client, args: argparse.Namespace) -> tuple[Message, str]:
     if not r.results:
         return r, "no peers to sync with"
     rows = [
-        (p.node_id, "ok" if p.ok else f"failed: {p.error}", str(p.evidence_received), str(p.evidence_sent))
+        (
+            p.node_id,
+            "ok" if p.ok else f"failed: {p.error}",
+            str(p.evidence_received),
+            str(p.evidence_sent),
+        )
         for p in r.results
     ]
     return r, table(rows, ("peer", "result", "evidence in", "evidence out"))
@@ -345,7 +376,18 @@ def cmd_certs(args: argparse.Namespace) -> int:
         print(f"factnode certs: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
-        print(json.dumps({"ca": str(out / "ca.crt"), "nodes": {n: {"cert": str(c), "key": str(k)} for n, (c, k) in zip(args.node_ids, made, strict=True)}}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "ca": str(out / "ca.crt"),
+                    "nodes": {
+                        n: {"cert": str(c), "key": str(k)}
+                        for n, (c, k) in zip(args.node_ids, made, strict=True)
+                    },
+                },
+                indent=2,
+            )
+        )
     else:
         print(f"CA: {out / 'ca.crt'} (key {out / 'ca.key'}: keep it private)")
         for node_id, (crt, key) in zip(args.node_ids, made, strict=True):
@@ -411,9 +453,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("FACTNODE_ADDRESS", DEFAULT_ADDRESS),
         help="node to talk to (env FACTNODE_ADDRESS; default %(default)s)",
     )
-    common.add_argument("--token", default=os.environ.get("FACTNODE_TOKEN"), help="bearer token (env FACTNODE_TOKEN)")
-    common.add_argument("--ca-cert", default=os.environ.get("FACTNODE_CA_CERT"), help="CA certificate for a TLS node")
-    common.add_argument("--timeout", type=_seconds, default=10.0, help="seconds per call (default %(default)s)")
+    common.add_argument(
+        "--token",
+        default=os.environ.get("FACTNODE_TOKEN"),
+        help="bearer token (env FACTNODE_TOKEN)",
+    )
+    common.add_argument(
+        "--ca-cert",
+        default=os.environ.get("FACTNODE_CA_CERT"),
+        help="CA certificate for a TLS node",
+    )
+    common.add_argument(
+        "--timeout", type=_seconds, default=10.0, help="seconds per call (default %(default)s)"
+    )
     common.add_argument("--json", action="store_true", help="print the response as JSON")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -426,25 +478,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=None)
 
     p = sub.add_parser("certs", help="make a development CA and node certificates for peer mTLS")
-    p.add_argument("node_ids", nargs="+", metavar="NODE_ID", help="node ids to issue certificates for")
-    p.add_argument("--out", default="certs", help="directory (default %(default)s); an existing ca.crt/ca.key there is reused")
-    p.add_argument("--host", action="append", default=["localhost", "127.0.0.1"], help="extra host name or IP for the certificates")
+    p.add_argument(
+        "node_ids", nargs="+", metavar="NODE_ID", help="node ids to issue certificates for"
+    )
+    p.add_argument(
+        "--out",
+        default="certs",
+        help="directory (default %(default)s); an existing ca.crt/ca.key there is reused",
+    )
+    p.add_argument(
+        "--host",
+        action="append",
+        default=["localhost", "127.0.0.1"],
+        help="extra host name or IP for the certificates",
+    )
     p.add_argument("--json", action="store_true", help="print the file paths as JSON")
     p.set_defaults(run=None)
 
-    p = sub.add_parser("demo", help="start a small local federation and walk through a conflict, a consensus and a contested key")
+    p = sub.add_parser(
+        "demo",
+        help="start a small local federation and walk through a conflict, a consensus and a contested key",
+    )
     p.set_defaults(run=None)
 
     p = sub.add_parser("submit", parents=[common], help="submit a fact and print the decision")
     _add_key(p)
     p.add_argument("value", help="the object of the fact, e.g. Lisbon")
     p.add_argument("--anchor", required=True, help="trust anchor (attribution), e.g. user_stated")
-    p.add_argument("--source", help="who or what said it; without one the fact is REJECTED (no_provenance)")
+    p.add_argument(
+        "--source", help="who or what said it; without one the fact is REJECTED (no_provenance)"
+    )
     p.add_argument("--worth", type=float, help="worth in [0, 1] (default 0.5)")
     p.add_argument("--confidence", type=float, help="confidence in [0, 1] (default 0.5)")
     p.add_argument("--valid-from", help="event time (ISO 8601); default: now")
     p.add_argument("--corrects", help="evidence id this corrects (it was never true)")
-    p.add_argument("--contradicts", help="another key NAMESPACE/SUBJECT/PREDICATE this fact moves from")
+    p.add_argument(
+        "--contradicts", help="another key NAMESPACE/SUBJECT/PREDICATE this fact moves from"
+    )
     p.add_argument("--idempotency-key", help="resubmissions with this key are DUPLICATE")
     p.set_defaults(run=cmd_submit)
 
@@ -458,7 +528,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--known-at", help="what the node knew at this time (ISO 8601)")
         p.set_defaults(run=fn)
 
-    p = sub.add_parser("history", parents=[common], help="every version of a key and when it was believed")
+    p = sub.add_parser(
+        "history", parents=[common], help="every version of a key and when it was believed"
+    )
     _add_key(p)
     p.add_argument("--known-at", help="as the node knew it at this time (ISO 8601)")
     p.set_defaults(run=cmd_history)
@@ -472,7 +544,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("decisions", parents=[common], help="the decision log")
     p.add_argument("--namespace", help="only this namespace")
-    p.add_argument("--key", nargs=3, metavar=("NAMESPACE", "SUBJECT", "PREDICATE"), help="only this key")
+    p.add_argument(
+        "--key", nargs=3, metavar=("NAMESPACE", "SUBJECT", "PREDICATE"), help="only this key"
+    )
     p.add_argument("--limit", type=int, default=50, help="page size (default %(default)s)")
     p.add_argument("--page-token", help="continue a listing")
     p.set_defaults(run=cmd_decisions)
@@ -491,15 +565,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", help="version id to believe")
     p.add_argument("--value", help="value to believe")
     p.add_argument("--reason", required=True, help="why (kept in the log)")
-    p.add_argument("--operator", default=os.environ.get("USER", "operator"), help="your name (default $USER)")
+    p.add_argument(
+        "--operator", default=os.environ.get("USER", "operator"), help="your name (default $USER)"
+    )
     p.set_defaults(run=cmd_review)
 
     p = sub.add_parser("erase", parents=[common], help="destroy personal data (operator)")
     p.add_argument("--evidence", help="one evidence id")
-    p.add_argument("--key", nargs=3, metavar=("NAMESPACE", "SUBJECT", "PREDICATE"), help="every fact of a key")
-    p.add_argument("--subject", nargs=2, metavar=("NAMESPACE", "SUBJECT"), help="every fact about a subject")
+    p.add_argument(
+        "--key", nargs=3, metavar=("NAMESPACE", "SUBJECT", "PREDICATE"), help="every fact of a key"
+    )
+    p.add_argument(
+        "--subject", nargs=2, metavar=("NAMESPACE", "SUBJECT"), help="every fact about a subject"
+    )
     p.add_argument("--reason", required=True, help="why (kept in the tombstone)")
-    p.add_argument("--operator", default=os.environ.get("USER", "operator"), help="your name (default $USER)")
+    p.add_argument(
+        "--operator", default=os.environ.get("USER", "operator"), help="your name (default $USER)"
+    )
     p.set_defaults(run=cmd_erase)
 
     p = sub.add_parser("decay", parents=[common], help="run the decay job now (operator)")
@@ -524,7 +606,10 @@ def _rpc_failure(err: grpc.RpcError, address: str) -> NoReturn:
     code = err.code()  # type: ignore[attr-defined]
     details = err.details() or ""  # type: ignore[attr-defined]
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        _fail(f"cannot reach a factnode at {address} ({code.name.lower()}): is `factnode serve` running?", EXIT_UNREACHABLE)
+        _fail(
+            f"cannot reach a factnode at {address} ({code.name.lower()}): is `factnode serve` running?",
+            EXIT_UNREACHABLE,
+        )
     lines = [f"{code.name}: {details}"]
     status = rpc_status.from_call(err)  # type: ignore[arg-type]
     for detail in status.details if status else ():

@@ -161,7 +161,9 @@ def _tokens(raw: Any) -> dict[str, TokenGrant]:
         if not isinstance(roles, list) or not roles or any(r not in ROLES for r in roles):
             raise ConfigError(f"{where}.roles", f"must be a non-empty list of {', '.join(ROLES)}")
         namespaces = item.get("namespaces", ["*"])
-        if not isinstance(namespaces, list) or not all(isinstance(n, str) and n for n in namespaces):
+        if not isinstance(namespaces, list) or not all(
+            isinstance(n, str) and n for n in namespaces
+        ):
             raise ConfigError(f"{where}.namespaces", "must be a list of namespace patterns")
         out[token] = TokenGrant(frozenset(roles), tuple(namespaces), str(item.get("name", "")))
     return out
@@ -179,7 +181,11 @@ def _peers(raw: Any, policy: Policy) -> tuple[Peer, ...]:
         if cap is not None and cap not in policy.anchors:
             raise ConfigError(f"{where}.max_anchor", f"unknown anchor {cap!r}")
         out.append(
-            Peer(_str(f"{where}.address", item.get("address")), _str(f"{where}.node_id", item.get("node_id")), cap)
+            Peer(
+                _str(f"{where}.address", item.get("address")),
+                _str(f"{where}.node_id", item.get("node_id")),
+                cap,
+            )
         )
     return tuple(out)
 
@@ -254,9 +260,22 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         p = Path(_str(name, value)).expanduser()
         return p if p.is_absolute() else base_dir / p
 
-    known = {"listen", "data_dir", "database_url", "node_id", "policy_file", "policy", "tls",
-             "tokens", "peers", "federation", "grace_seconds", "max_message_bytes",
-             "decay_interval_seconds", "metrics_listen"}
+    known = {
+        "listen",
+        "data_dir",
+        "database_url",
+        "node_id",
+        "policy_file",
+        "policy",
+        "tls",
+        "tokens",
+        "peers",
+        "federation",
+        "grace_seconds",
+        "max_message_bytes",
+        "decay_interval_seconds",
+        "metrics_listen",
+    }
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(unknown[0], f"unknown setting; known: {', '.join(sorted(known))}")
@@ -293,7 +312,9 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     if "peers" in data:
         changes["peers"] = _peers(data["peers"], policy)
     fed = data.get("federation", {})
-    unknown_fed = sorted(set(fed) - {"listen", "cert", "key", "ca", "sync_interval_seconds", "fanout"})
+    unknown_fed = sorted(
+        set(fed) - {"listen", "cert", "key", "ca", "sync_interval_seconds", "fanout"}
+    )
     if unknown_fed:
         raise ConfigError(f"federation.{unknown_fed[0]}", "unknown setting")
     if "listen" in fed:
@@ -313,7 +334,9 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
                 "(`factnode certs` makes development ones)",
             )
         if "federation_listen" not in changes:
-            raise ConfigError("federation.listen", "peers are configured but no federation listen address")
+            raise ConfigError(
+                "federation.listen", "peers are configured but no federation listen address"
+            )
     if "sync_interval_seconds" in fed:
         changes["sync_interval_seconds"] = _positive(
             "federation.sync_interval_seconds", fed["sync_interval_seconds"]
@@ -332,7 +355,9 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
             raise ConfigError("metrics_listen", f"must be host:port, got {metrics!r}")
         changes["metrics_listen"] = metrics
     if "max_message_bytes" in data:
-        changes["max_message_bytes"] = int(_positive("max_message_bytes", data["max_message_bytes"]))
+        changes["max_message_bytes"] = int(
+            _positive("max_message_bytes", data["max_message_bytes"])
+        )
     return replace(settings, **changes)
 
 

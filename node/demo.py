@@ -44,8 +44,12 @@ class _Client:
         self.admin = pb_grpc.AdminServiceStub(self.channel)
         self.review = pb_grpc.ReviewServiceStub(self.channel)
 
-    async def submit(self, key: pb.Key, value: str, anchor: str, source: str, days_ago: float) -> pb.SubmitFactResponse:
-        fact = pb.FactInput(key=key, object=value, attribution=anchor, source=source, confidence=0.9)
+    async def submit(
+        self, key: pb.Key, value: str, anchor: str, source: str, days_ago: float
+    ) -> pb.SubmitFactResponse:
+        fact = pb.FactInput(
+            key=key, object=value, attribution=anchor, source=source, confidence=0.9
+        )
         fact.valid_from.CopyFrom(_when(days_ago))
         return await self.facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=TIMEOUT)
 
@@ -79,7 +83,9 @@ async def run_demo(say: Callable[[str], None] = print) -> None:
             for n, node in nodes.items():
                 port = await node.start()
                 clients[n] = _Client(port)
-                say(f"started node {n} on 127.0.0.1:{port} (peers over mTLS on port {fed_ports[n]})")
+                say(
+                    f"started node {n} on 127.0.0.1:{port} (peers over mTLS on port {fed_ports[n]})"
+                )
 
             async def sync() -> None:
                 for _ in range(2):
@@ -95,12 +101,20 @@ async def run_demo(say: Callable[[str], None] = print) -> None:
             say("\n1. A conflict on one node, decided by rule (no LLM, no votes)")
             home = pb.Key(namespace="user:ana", subject="ana", predicate="lives_in")
             r = await clients["alpha"].submit(home, "Porto", "user_stated", "ana", 200)
-            say(f"  alpha: Ana says she lives in Porto -> {pb.Outcome.Name(r.decision.outcome)[8:]} ({r.decision.rule})")
+            say(
+                f"  alpha: Ana says she lives in Porto -> {pb.Outcome.Name(r.decision.outcome)[8:]} ({r.decision.rule})"
+            )
             r = await clients["alpha"].submit(home, "Lisbon", "llm_generated", "scraper", 10)
-            say(f"  alpha: a scraper's newer guess: Lisbon -> {pb.Outcome.Name(r.decision.outcome)[8:]} ({r.decision.rule})")
+            say(
+                f"  alpha: a scraper's newer guess: Lisbon -> {pb.Outcome.Name(r.decision.outcome)[8:]} ({r.decision.rule})"
+            )
             r = await clients["alpha"].submit(home, "Faro", "user_stated", "ana", 5)
-            say(f"  alpha: Ana says she moved to Faro -> {pb.Outcome.Name(r.decision.outcome)[8:]} ({r.decision.rule})")
-            explained = await clients["alpha"].facts.Explain(pb.ExplainRequest(key=home), timeout=TIMEOUT)
+            say(
+                f"  alpha: Ana says she moved to Faro -> {pb.Outcome.Name(r.decision.outcome)[8:]} ({r.decision.rule})"
+            )
+            explained = await clients["alpha"].facts.Explain(
+                pb.ExplainRequest(key=home), timeout=TIMEOUT
+            )
             for c in explained.comparisons:
                 say(f"  why not {c.object!r}? {c.rule}: {c.reason}")
 
@@ -119,9 +133,15 @@ async def run_demo(say: Callable[[str], None] = print) -> None:
             await clients["gamma"].submit(team, "Mei", "agent_inferred", "chat", 1)
             await sync()
             await show(team)
-            queue = await clients["alpha"].review.ListContested(pb.ListContestedRequest(), timeout=TIMEOUT)
-            say(f"  alpha's review queue: {', '.join(k.key.predicate + ' of ' + k.key.subject for k in queue.keys)}")
-            say("  an operator would now run: factnode review resolve team:infra oncall lead --value Mei --reason ...")
+            queue = await clients["alpha"].review.ListContested(
+                pb.ListContestedRequest(), timeout=TIMEOUT
+            )
+            say(
+                f"  alpha's review queue: {', '.join(k.key.predicate + ' of ' + k.key.subject for k in queue.keys)}"
+            )
+            say(
+                "  an operator would now run: factnode review resolve team:infra oncall lead --value Mei --reason ..."
+            )
         finally:
             for c in clients.values():
                 await c.channel.close()

@@ -21,7 +21,9 @@ class Metrics:
             registry=self.registry,
         )
         self.decayed = Counter(
-            "memory_decayed", "Evidence whose effective confidence has decayed.", registry=self.registry
+            "memory_decayed",
+            "Evidence whose effective confidence has decayed.",
+            registry=self.registry,
         )
         self.tombstoned = Counter(
             "memory_tombstoned",

@@ -125,9 +125,7 @@ def arbitrate_reps(reps: dict[str, Evidence], policy: Policy) -> Verdict | None:
         # Nothing discriminates: the lowest version id is the provisional belief.
         winner = survivors[0]
         beaten.extend((v, Rule.TIEBREAK) for v in survivors[1:])
-        return Verdict(
-            winner, reps[winner].evidence_id, Rule.TIEBREAK, True, tuple(sorted(beaten))
-        )
+        return Verdict(winner, reps[winner].evidence_id, Rule.TIEBREAK, True, tuple(sorted(beaten)))
     winner = survivors[0]
     return Verdict(winner, reps[winner].evidence_id, decided, False, tuple(sorted(beaten)))
 
@@ -209,7 +207,14 @@ def explain(
     reps = representatives(evidence, policy)
     winner = reps[verdict.version_id]
     comparisons = tuple(
-        Comparison(vid, reps[vid].object, rule, winner, reps[vid], describe(rule, winner, reps[vid], policy))
+        Comparison(
+            vid,
+            reps[vid].object,
+            rule,
+            winner,
+            reps[vid],
+            describe(rule, winner, reps[vid], policy),
+        )
         for vid, rule in verdict.beaten_by
     )
     return verdict, comparisons

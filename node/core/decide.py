@@ -131,7 +131,9 @@ def decide(
     after_visible = visible(after_state.evidence, after_state.retractions)
     after = arbitrate(after_visible, policy)
 
-    def ruling(outcome: Outcome, rule: Rule, supersedes: str | None = None, detail: str = "") -> Ruling:
+    def ruling(
+        outcome: Outcome, rule: Rule, supersedes: str | None = None, detail: str = ""
+    ) -> Ruling:
         return Ruling(
             _decision(new, outcome, rule, supersedes=supersedes, detail=detail),
             True,

@@ -108,7 +108,7 @@ def _fraction(name: str, value: Any) -> Fraction:
         frac = None
     # Below one half two versions could both pass.
     if frac is None or not Fraction(1, 2) <= frac < 1:
-        raise PolicyError(name, f"must be a fraction in [1/2, 1) such as \"66/100\", got {value!r}")
+        raise PolicyError(name, f'must be a fraction in [1/2, 1) such as "66/100", got {value!r}')
     return frac
 
 
@@ -116,7 +116,9 @@ def _days(name: str, value: Any) -> int | None:
     if value in ("never", None):
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise PolicyError(name, f"must be a positive whole number of days or \"never\", got {value!r}")
+        raise PolicyError(
+            name, f'must be a positive whole number of days or "never", got {value!r}'
+        )
     return value
 
 
@@ -145,7 +147,9 @@ def policy_from_mapping(data: Mapping[str, Any], base: Policy | None = None) -> 
     policy = base or Policy()
     unknown = sorted(set(data) - _KNOWN_FIELDS)
     if unknown:
-        raise PolicyError(unknown[0], f"unknown field; known fields: {', '.join(sorted(_KNOWN_FIELDS))}")
+        raise PolicyError(
+            unknown[0], f"unknown field; known fields: {', '.join(sorted(_KNOWN_FIELDS))}"
+        )
 
     anchors = dict(policy.anchors)
     raw_anchors = data.get("anchors", {})
@@ -155,7 +159,9 @@ def policy_from_mapping(data: Mapping[str, Any], base: Policy | None = None) -> 
         if not name or not name.replace("_", "").isalnum():
             raise PolicyError(f"anchors.{name}", "anchor names are letters, digits and '_'")
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1000:
-            raise PolicyError(f"anchors.{name}", f"must be a whole number in [0, 1000], got {value!r}")
+            raise PolicyError(
+                f"anchors.{name}", f"must be a whole number in [0, 1000], got {value!r}"
+            )
         anchors[name] = value
 
     half_lives = dict(policy.half_life_days)
@@ -179,7 +185,9 @@ def policy_from_mapping(data: Mapping[str, Any], base: Policy | None = None) -> 
             raise PolicyError("multi_valued", "must be a list of predicate names")
         changes["multi_valued"] = frozenset(raw)
     if "consensus_threshold" in data:
-        changes["consensus_threshold"] = _fraction("consensus_threshold", data["consensus_threshold"])
+        changes["consensus_threshold"] = _fraction(
+            "consensus_threshold", data["consensus_threshold"]
+        )
     if "vote_half_life_days" in data:
         days = _days("vote_half_life_days", data["vote_half_life_days"])
         if days is None:

@@ -95,9 +95,18 @@ class SetDigest:
         return sorted(i for i in self._items if i.startswith(pre))
 
 
-def vote_item_hash(key_id: str, version_id: str | None, evidence_id: str, anchor: int, worth_milli: int, fresh_since: int) -> int:
+def vote_item_hash(
+    key_id: str,
+    version_id: str | None,
+    evidence_id: str,
+    anchor: int,
+    worth_milli: int,
+    fresh_since: int,
+) -> int:
     """A vote's digest hash: its content without cast_at, so re-casting the same vote changes nothing."""
-    return item_hash(key_id, version_id or "", evidence_id, str(anchor), str(worth_milli), str(fresh_since))
+    return item_hash(
+        key_id, version_id or "", evidence_id, str(anchor), str(worth_milli), str(fresh_since)
+    )
 
 
 class FederationIndex:
@@ -114,10 +123,14 @@ class FederationIndex:
         return self._votes.setdefault(voter, SetDigest())
 
     def put_evidence(self, evidence_id: str) -> None:
-        self.evidence.put(evidence_id, int(evidence_id, 16) if _is_hex(evidence_id) else item_hash(evidence_id))
+        self.evidence.put(
+            evidence_id, int(evidence_id, 16) if _is_hex(evidence_id) else item_hash(evidence_id)
+        )
 
     def put_tombstone(self, erasure_id: str) -> None:
-        self.tombstones.put(erasure_id, int(erasure_id, 16) if _is_hex(erasure_id) else item_hash(erasure_id))
+        self.tombstones.put(
+            erasure_id, int(erasure_id, 16) if _is_hex(erasure_id) else item_hash(erasure_id)
+        )
 
     def put_vote(self, voter: str, key_id: str, h: int) -> None:
         self.votes(voter).put(key_id, h)

@@ -85,16 +85,22 @@ class FederationServicer(pb_grpc.FederationServiceServicer):
         self.peer_ids = list(endpoint.peers)
 
     @unary
-    async def GetDigest(self, request: pb.DigestRequest, context: grpc.aio.ServicerContext) -> pb.Digest:  # type: ignore[type-arg]
+    async def GetDigest(
+        self, request: pb.DigestRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Digest:  # type: ignore[type-arg]
         caller = proven_peer(context, self.peer_ids)
         return await asyncio.to_thread(self.endpoint.get_digest, caller, request)
 
     @unary
-    async def PullDelta(self, request: pb.DeltaRequest, context: grpc.aio.ServicerContext) -> pb.Delta:  # type: ignore[type-arg]
+    async def PullDelta(
+        self, request: pb.DeltaRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Delta:  # type: ignore[type-arg]
         caller = proven_peer(context, self.peer_ids)
         return await asyncio.to_thread(self.endpoint.pull_delta, caller, request)
 
     @unary
-    async def PushDelta(self, request: pb.Delta, context: grpc.aio.ServicerContext) -> pb.PushDeltaResponse:  # type: ignore[type-arg]
+    async def PushDelta(
+        self, request: pb.Delta, context: grpc.aio.ServicerContext
+    ) -> pb.PushDeltaResponse:  # type: ignore[type-arg]
         caller = proven_peer(context, self.peer_ids)
         return await asyncio.to_thread(self.endpoint.push_delta, caller, request)

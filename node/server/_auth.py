@@ -62,7 +62,9 @@ def _bearer(metadata: Any) -> str | None:
     return None
 
 
-def _wrap(handler: grpc.RpcMethodHandler, grant: TokenGrant | None, error: Exception | None) -> grpc.RpcMethodHandler:
+def _wrap(
+    handler: grpc.RpcMethodHandler, grant: TokenGrant | None, error: Exception | None
+) -> grpc.RpcMethodHandler:
     """The same handler, run with `grant` in context, or refusing with `error`."""
 
     def around(inner: Callable[..., Any], streaming_response: bool) -> Callable[..., Any]:
@@ -122,7 +124,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         token = _bearer(details.invocation_metadata)
         if method.lstrip("/").startswith(FEDERATION_SERVICE + "/"):
             if token is not None:
-                return _wrap(handler, None, PermissionDenied("FederationService is for peer nodes, not client tokens"))
+                return _wrap(
+                    handler,
+                    None,
+                    PermissionDenied("FederationService is for peer nodes, not client tokens"),
+                )
             return handler
         role = required_role(method)
         if role is None:
@@ -130,7 +136,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if not self._tokens:
             return _wrap(handler, LOCAL_OPERATOR, None)
         if not token:
-            return _wrap(handler, None, Unauthenticated("missing bearer token (metadata 'authorization: Bearer <token>')"))
+            return _wrap(
+                handler,
+                None,
+                Unauthenticated("missing bearer token (metadata 'authorization: Bearer <token>')"),
+            )
         grant = self._tokens.get(token)
         if grant is None:
             return _wrap(handler, None, Unauthenticated("unknown bearer token"))

@@ -73,7 +73,7 @@ def unary(
             return await method(self, request, context)
         except grpc.aio.AbortError:
             raise
-        except Exception as exc:  # noqa: BLE001 - every error becomes a status
+        except Exception as exc:
             await abort(context, exc)
 
     return wrapper
@@ -85,13 +85,15 @@ def streaming(
     """Maps a server-streaming RPC's exceptions to statuses."""
 
     @functools.wraps(method)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[R]:
+    async def wrapper(
+        self: Any, request: Any, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[R]:
         try:
             async for item in method(self, request, context):
                 yield item
         except grpc.aio.AbortError:
             raise
-        except Exception as exc:  # noqa: BLE001 - every error becomes a status
+        except Exception as exc:
             await abort(context, exc)
 
     return wrapper

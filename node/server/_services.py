@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -12,13 +13,13 @@ import grpc
 from google.rpc import code_pb2
 
 import node
+from node import _wire as cv
 from node.api.v1 import factnode_pb2 as pb
 from node.api.v1 import factnode_pb2_grpc as pb_grpc
 from node.core import BeliefState, Evidence, FieldViolation, InvalidInput, Key, Outcome
-from node.ledger import Belief, Explanation, Ledger, NotFound
 from node.federation.sync import Syncer
+from node.ledger import Belief, Explanation, Ledger, NotFound
 from node.metrics import Metrics
-from node import _wire as cv
 from node.server._auth import require_write
 from node.server._errors import PermissionDenied, status_for, streaming, unary
 
@@ -45,10 +46,8 @@ class Changes:
 
     async def wait(self, timeout: float) -> None:
         event = self._event
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout)
-        except TimeoutError:
-            pass
 
 
 @dataclass
@@ -74,7 +73,9 @@ class FactServicer(pb_grpc.FactServiceServicer):
         self.ctx = ctx
 
     @unary
-    async def SubmitFact(self, request: pb.SubmitFactRequest, context: grpc.aio.ServicerContext) -> pb.SubmitFactResponse:
+    async def SubmitFact(
+        self, request: pb.SubmitFactRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SubmitFactResponse:
         sub = cv.submission(request)
         require_write(sub.namespace)
         evidence = self.ctx.ledger.evidence_of(sub)
@@ -90,7 +91,9 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
     @unary
     async def SubmitFacts(
-        self, request_iterator: AsyncIterator[pb.SubmitFactRequest], context: grpc.aio.ServicerContext
+        self,
+        request_iterator: AsyncIterator[pb.SubmitFactRequest],
+        context: grpc.aio.ServicerContext,
     ) -> pb.SubmitFactsResponse:
         results: list[pb.ItemResult] = []
         pending: list[tuple[int, Evidence, str | None]] = []
@@ -127,7 +130,9 @@ class FactServicer(pb_grpc.FactServiceServicer):
         )
 
     @unary
-    async def GetBelief(self, request: pb.GetBeliefRequest, context: grpc.aio.ServicerContext) -> pb.Belief:
+    async def GetBelief(
+        self, request: pb.GetBeliefRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Belief:
         out: list[FieldViolation] = []
         as_of = cv.optional_instant(request, "as_of", "as_of", out)
         known_at = cv.optional_instant(request, "known_at", "known_at", out)
@@ -140,29 +145,41 @@ class FactServicer(pb_grpc.FactServiceServicer):
         return msg
 
     @unary
-    async def ListBeliefs(self, request: pb.ListBeliefsRequest, context: grpc.aio.ServicerContext) -> pb.ListBeliefsResponse:
+    async def ListBeliefs(
+        self, request: pb.ListBeliefsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListBeliefsResponse:
         subject = request.subject if request.HasField("subject") else None
         page = await _run(
-            self.ctx.ledger.list_beliefs, request.namespace, subject, request.page_size, request.page_token
+            self.ctx.ledger.list_beliefs,
+            request.namespace,
+            subject,
+            request.page_size,
+            request.page_token,
         )
         return pb.ListBeliefsResponse(
             beliefs=[cv.belief_pb(b) for b in page.items], next_page_token=page.next_page_token
         )
 
     @unary
-    async def GetHistory(self, request: pb.GetHistoryRequest, context: grpc.aio.ServicerContext) -> pb.GetHistoryResponse:
+    async def GetHistory(
+        self, request: pb.GetHistoryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetHistoryResponse:
         out: list[FieldViolation] = []
         known_at = cv.optional_instant(request, "known_at", "known_at", out)
         cv.raise_if(out)
         key = cv.key(request.key)
         versions = await _run(self.ctx.ledger.history, key, known_at)
-        evidence = await _run(self.ctx.ledger.evidence_by_ids, [i for v in versions for i in v.evidence_ids])
+        evidence = await _run(
+            self.ctx.ledger.evidence_by_ids, [i for v in versions for i in v.evidence_ids]
+        )
         return pb.GetHistoryResponse(
             key=cv.key_pb(key), versions=[cv.history_pb(v, evidence) for v in versions]
         )
 
     @unary
-    async def Explain(self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext) -> pb.ExplainResponse:
+    async def Explain(
+        self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ExplainResponse:
         out: list[FieldViolation] = []
         as_of = cv.optional_instant(request, "as_of", "as_of", out)
         known_at = cv.optional_instant(request, "known_at", "known_at", out)
@@ -174,7 +191,9 @@ class FactServicer(pb_grpc.FactServiceServicer):
         )
 
     @unary
-    async def Retract(self, request: pb.RetractRequest, context: grpc.aio.ServicerContext) -> pb.RetractResponse:
+    async def Retract(
+        self, request: pb.RetractRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RetractResponse:
         key = cv.key(request.key)
         require_write(key.namespace)
         out: list[FieldViolation] = []
@@ -190,7 +209,9 @@ class FactServicer(pb_grpc.FactServiceServicer):
         )
 
     @unary
-    async def ListDecisions(self, request: pb.ListDecisionsRequest, context: grpc.aio.ServicerContext) -> pb.ListDecisionsResponse:
+    async def ListDecisions(
+        self, request: pb.ListDecisionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListDecisionsResponse:
         key = cv.key(request.key) if request.HasField("key") else None
         page = await _run(
             self.ctx.ledger.decisions, key, request.namespace, request.page_size, request.page_token
@@ -201,12 +222,16 @@ class FactServicer(pb_grpc.FactServiceServicer):
         )
 
     @streaming
-    async def WatchBeliefs(self, request: pb.WatchBeliefsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.BeliefChange]:
+    async def WatchBeliefs(
+        self, request: pb.WatchBeliefsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.BeliefChange]:
         namespace = request.namespace if request.HasField("namespace") else ""
         after = 0
         if request.resume_token:
             if not request.resume_token.isdigit():
-                raise InvalidInput([FieldViolation("resume_token", "is not a token this node issued")])
+                raise InvalidInput(
+                    [FieldViolation("resume_token", "is not a token this node issued")]
+                )
             after = int(request.resume_token)
         while not context.done():
             changes = await _run(self.ctx.ledger.changes, namespace, after, 100)
@@ -222,11 +247,15 @@ class FactServicer(pb_grpc.FactServiceServicer):
                 await self.ctx.changes.wait(WATCH_POLL_SECONDS)
 
 
-def version_tallies(ledger: Ledger, belief: Belief, explanation: Explanation) -> list[pb.VersionTally]:
+def version_tallies(
+    ledger: Ledger, belief: Belief, explanation: Explanation
+) -> list[pb.VersionTally]:
     """Every version of a key: the local winner and the versions it beats, with the votes
     behind each (weight, share, voters) where the key has votes."""
     local_winner = (
-        explanation.comparisons[0].winner.version_id if explanation.comparisons else belief.version_id
+        explanation.comparisons[0].winner.version_id
+        if explanation.comparisons
+        else belief.version_id
     )
     objects = {c.version_id: c.object for c in explanation.comparisons}
     rules = {c.version_id: c.rule.value for c in explanation.comparisons}
@@ -235,7 +264,11 @@ def version_tallies(ledger: Ledger, belief: Belief, explanation: Explanation) ->
         objects.setdefault(local_winner, explanation.comparisons[0].winner.object)
     result = ledger.tally_of(belief.key)
     votes = {t.version_id: t for t in result.versions} if result and result.peer_voted else {}
-    order = [local_winner, *(v for v in objects if v != local_winner), *(v for v in votes if v not in objects)]
+    order = [
+        local_winner,
+        *(v for v in objects if v != local_winner),
+        *(v for v in votes if v not in objects),
+    ]
     out = []
     for vid in order:
         t = votes.get(vid)
@@ -247,7 +280,9 @@ def version_tallies(ledger: Ledger, belief: Belief, explanation: Explanation) ->
                 share_milli=result.share_milli(vid) if t and result else 0,
                 voters=list(t.voters) if t else [],
                 local_belief=vid == local_winner,
-                local_rule=rules.get(vid, explanation.belief.rule.value if explanation.belief else ""),
+                local_rule=rules.get(
+                    vid, explanation.belief.rule.value if explanation.belief else ""
+                ),
             )
         )
     return out
@@ -267,7 +302,9 @@ def _item_error(exc: Exception) -> pb.ItemError:
         if isinstance(exc, InvalidInput)
         else []
     )
-    code = code_pb2.INVALID_ARGUMENT if isinstance(exc, InvalidInput) else code_pb2.PERMISSION_DENIED
+    code = (
+        code_pb2.INVALID_ARGUMENT if isinstance(exc, InvalidInput) else code_pb2.PERMISSION_DENIED
+    )
     return pb.ItemError(code=code, message=status.details, field_violations=violations)
 
 
@@ -284,12 +321,16 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
             key=cv.key_pb(belief.key),
             state=cv.state_pb(belief.state),  # type: ignore[arg-type]
             served_version_id=belief.version_id,
-            detail="; ".join(f"{c.object!r}: {c.rule.value} ({c.reason})" for c in explanation.comparisons),
+            detail="; ".join(
+                f"{c.object!r}: {c.rule.value} ({c.reason})" for c in explanation.comparisons
+            ),
             versions=tallies,
         )
 
     @unary
-    async def ListContested(self, request: pb.ListContestedRequest, context: grpc.aio.ServicerContext) -> pb.ListContestedResponse:
+    async def ListContested(
+        self, request: pb.ListContestedRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListContestedResponse:
         page = await _run(
             self.ctx.ledger.review_queue, request.namespace, request.page_size, request.page_token
         )
@@ -297,7 +338,9 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
         return pb.ListContestedResponse(keys=keys, next_page_token=page.next_page_token)
 
     @unary
-    async def GetContested(self, request: pb.GetContestedRequest, context: grpc.aio.ServicerContext) -> pb.ContestedKey:
+    async def GetContested(
+        self, request: pb.GetContestedRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ContestedKey:
         key = cv.key(request.key)
         belief = await _run(self.ctx.ledger.belief, key)
         if belief.state is BeliefState.BELIEVED:
@@ -305,7 +348,9 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
         return await _run(self._contested, belief)
 
     @unary
-    async def ResolveContested(self, request: pb.ResolveContestedRequest, context: grpc.aio.ServicerContext) -> pb.ResolveContestedResponse:
+    async def ResolveContested(
+        self, request: pb.ResolveContestedRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResolveContestedResponse:
         choice = request.WhichOneof("choice")
         resolution = await _run(
             self.ctx.ledger.resolve,
@@ -332,7 +377,9 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self.ctx = ctx
 
     @unary
-    async def Erase(self, request: pb.EraseRequest, context: grpc.aio.ServicerContext) -> pb.EraseResponse:
+    async def Erase(
+        self, request: pb.EraseRequest, context: grpc.aio.ServicerContext
+    ) -> pb.EraseResponse:
         scope = request.WhichOneof("scope")
         if scope is None:
             raise InvalidInput([FieldViolation("scope", "give one of evidence_id, key or subject")])
@@ -340,7 +387,9 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             self.ctx.ledger.erase,
             evidence_id=request.evidence_id if scope == "evidence_id" else None,
             key=cv.key(request.key) if scope == "key" else None,
-            subject=(request.subject.namespace, request.subject.subject) if scope == "subject" else None,
+            subject=(request.subject.namespace, request.subject.subject)
+            if scope == "subject"
+            else None,
             operator=request.operator,
             reason=request.reason,
         )
@@ -353,7 +402,9 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         )
 
     @unary
-    async def RunDecay(self, request: pb.RunDecayRequest, context: grpc.aio.ServicerContext) -> pb.RunDecayResponse:
+    async def RunDecay(
+        self, request: pb.RunDecayRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RunDecayResponse:
         out: list[FieldViolation] = []
         now = cv.optional_instant(request, "now", "now", out)
         cv.raise_if(out)
@@ -363,7 +414,9 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         return pb.RunDecayResponse(decayed=report.decayed, tombstoned=report.tombstoned)
 
     @unary
-    async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.GetStatusResponse:
+    async def GetStatus(
+        self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetStatusResponse:
         counts = await _run(self.ctx.ledger.counts)
         peers = []
         now = time.time()
@@ -395,7 +448,9 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         )
 
     @unary
-    async def SyncNow(self, request: pb.SyncNowRequest, context: grpc.aio.ServicerContext) -> pb.SyncNowResponse:
+    async def SyncNow(
+        self, request: pb.SyncNowRequest, context: grpc.aio.ServicerContext
+    ) -> pb.SyncNowResponse:
         syncer = self.ctx.syncer
         if syncer is None:
             return pb.SyncNowResponse(results=[])

@@ -7,13 +7,12 @@ import logging
 import signal
 import uuid
 from collections.abc import Callable
-
 from typing import Any
 
 import grpc
-from prometheus_client import start_http_server
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
 
 from node.api.v1 import factnode_pb2 as pb
 from node.api.v1 import factnode_pb2_grpc as pb_grpc
@@ -69,12 +68,18 @@ class Node:
     def _tls(self) -> TlsFiles:
         s = self.settings
         assert s.federation_cert and s.federation_key and s.federation_ca
-        return TlsFiles(s.federation_cert.read_bytes(), s.federation_key.read_bytes(), s.federation_ca.read_bytes())
+        return TlsFiles(
+            s.federation_cert.read_bytes(),
+            s.federation_key.read_bytes(),
+            s.federation_ca.read_bytes(),
+        )
 
     def _link(self, peer: Peer) -> GrpcPeerLink:
         link = self._links.get(peer.node_id)
         if link is None:
-            link = self._links[peer.node_id] = GrpcPeerLink(peer, self._tls(), self.settings.max_message_bytes)
+            link = self._links[peer.node_id] = GrpcPeerLink(
+                peer, self._tls(), self.settings.max_message_bytes
+            )
         return link
 
     async def _start_federation(self, options: list[tuple[str, int]]) -> None:
@@ -107,13 +112,19 @@ class Node:
             ("grpc.so_reuseport", 0),
         ]
         server = grpc.aio.server(interceptors=[AuthInterceptor(s)], options=options)
-        ctx = NodeContext(self.ledger, self.metrics, Changes(), s.listen, redact_url(s.db_url), self.syncer)
+        ctx = NodeContext(
+            self.ledger, self.metrics, Changes(), s.listen, redact_url(s.db_url), self.syncer
+        )
         pb_grpc.add_FactServiceServicer_to_server(FactServicer(ctx), server)
         pb_grpc.add_ReviewServiceServicer_to_server(ReviewServicer(ctx), server)
         pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(ctx), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
-            (*SERVICE_NAMES, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+            (
+                *SERVICE_NAMES,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
             server,
         )
         if s.tls_enabled:
@@ -152,7 +163,7 @@ class Node:
             try:
                 report = await asyncio.to_thread(self.ledger.run_decay)
                 self.metrics.decay(report.decayed, report.tombstoned)
-            except Exception:  # noqa: BLE001 - a failed round must not stop the loop
+            except Exception:
                 log.exception("decay round failed")
 
     async def stop(self, grace: float | None = None) -> None:
@@ -186,9 +197,13 @@ async def serve(settings: Settings, announce: Callable[[str], None] = print) -> 
     announce(f"store: {redact_url(settings.db_url)}")
     if node.federation_port:
         fed_host = (settings.federation_listen or "").rsplit(":", 1)[0]
-        announce(f"federation (mTLS) on {fed_host}:{node.federation_port} with {len(settings.peers)} peer(s)")
+        announce(
+            f"federation (mTLS) on {fed_host}:{node.federation_port} with {len(settings.peers)} peer(s)"
+        )
     if not settings.auth_enabled:
-        announce("no client tokens configured: listening on loopback only, every local caller is an operator")
+        announce(
+            "no client tokens configured: listening on loopback only, every local caller is an operator"
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Sequence
-import threading
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
@@ -24,8 +24,8 @@ from node.core import (
     Outcome,
     Retraction,
     Rule,
+    ids,
 )
-from node.core import ids
 from node.core.consensus import Vote
 from node.store._tables import (
     BeliefChangeRow,
@@ -125,7 +125,9 @@ def _evidence(row: Row[Any]) -> Evidence:
     )
 
 
-def _evidence_row(e: Evidence, status: EvidenceStatus, idempotency_key: str | None) -> dict[str, Any]:
+def _evidence_row(
+    e: Evidence, status: EvidenceStatus, idempotency_key: str | None
+) -> dict[str, Any]:
     c = e.contradicts
     return {
         "evidence_id": e.evidence_id,
@@ -444,7 +446,9 @@ class SqlTransaction:
             )
         return out
 
-    def belief_changes(self, namespace: str | None, after_seq: int, limit: int) -> list[BeliefChange]:
+    def belief_changes(
+        self, namespace: str | None, after_seq: int, limit: int
+    ) -> list[BeliefChange]:
         conds: list[Any] = [BC.c.seq > after_seq]
         if namespace:
             conds.append(BC.c.namespace == namespace)
@@ -461,7 +465,9 @@ class SqlTransaction:
             for m in (r._mapping for r in self._c.execute(q))
         ]
 
-    def decaying_evidence(self, attributions: Collection[str], after: str, limit: int) -> list[Evidence]:
+    def decaying_evidence(
+        self, attributions: Collection[str], after: str, limit: int
+    ) -> list[Evidence]:
         q = (
             select(E)
             .where(
@@ -561,7 +567,10 @@ class SqlTransaction:
     def votes_on_evidence(self, evidence_ids: Collection[str]) -> list[Vote]:
         out: list[Vote] = []
         for part in chunks(sorted(evidence_ids)):
-            out.extend(_vote(r._mapping) for r in self._c.execute(select(V).where(V.c.evidence_id.in_(part))))
+            out.extend(
+                _vote(r._mapping)
+                for r in self._c.execute(select(V).where(V.c.evidence_id.in_(part)))
+            )
         return out
 
     def delete_votes_on_evidence(self, evidence_ids: Collection[str]) -> None:
@@ -581,7 +590,9 @@ class SqlTransaction:
     def evidence_under(self, prefixes: Collection[str]) -> list[Evidence]:
         out: list[Evidence] = []
         for p in sorted(prefixes):
-            out.extend(_evidence(r) for r in self._c.execute(select(E).where(*_prefix(E.c.evidence_id, p))))
+            out.extend(
+                _evidence(r) for r in self._c.execute(select(E).where(*_prefix(E.c.evidence_id, p)))
+            )
         return out
 
     def tombstones_under(self, prefixes: Collection[str]) -> list[Tombstone]:
@@ -590,10 +601,22 @@ class SqlTransaction:
             for r in self._c.execute(select(ER).where(*_prefix(ER.c.erasure_id, p))):
                 m = r._mapping
                 erased = tuple(
-                    sorted(self._c.scalars(select(EE.c.evidence_id).where(EE.c.erasure_id == m["erasure_id"])))
+                    sorted(
+                        self._c.scalars(
+                            select(EE.c.evidence_id).where(EE.c.erasure_id == m["erasure_id"])
+                        )
+                    )
                 )
                 out.append(
-                    Tombstone(m["erasure_id"], m["scope"], m["scope_hash"], m["erased_at"], m["operator"], m["reason"], erased)
+                    Tombstone(
+                        m["erasure_id"],
+                        m["scope"],
+                        m["scope_hash"],
+                        m["erased_at"],
+                        m["operator"],
+                        m["reason"],
+                        erased,
+                    )
                 )
         return out
 
@@ -620,7 +643,9 @@ class SqlTransaction:
                 func.coalesce(E.c.origin_recorded_at, E.c.recorded_at) <= tombstone.erased_at,
             )
             seen = {e.evidence_id for e in found}
-            found += [e for e in (_evidence(r) for r in self._c.execute(q)) if e.evidence_id not in seen]
+            found += [
+                e for e in (_evidence(r) for r in self._c.execute(q)) if e.evidence_id not in seen
+            ]
         return found
 
     def counts(self) -> Counts:
@@ -664,7 +689,11 @@ class SqlRepository:
 
     @contextmanager
     def write(self) -> Iterator[SqlTransaction]:
-        with self._serial, self.engine.connect().execution_options(write=True) as conn, conn.begin():
+        with (
+            self._serial,
+            self.engine.connect().execution_options(write=True) as conn,
+            conn.begin(),
+        ):
             if not self.is_sqlite:
                 # One writer at a time, as SQLite's BEGIN IMMEDIATE gives.
                 conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7210432)")
@@ -686,4 +715,3 @@ class SqlRepository:
 
     def close(self) -> None:
         self.engine.dispose()
-

@@ -7,7 +7,6 @@ Revises: 0001
 from __future__ import annotations
 
 import sqlalchemy as sa
-import sqlmodel
 from alembic import op
 
 from node.core import ids
@@ -21,13 +20,13 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "vote",
-        sa.Column("voter", sqlmodel.sql.sqltypes.AutoString(length=256), nullable=False),
-        sa.Column("key_id", sqlmodel.sql.sqltypes.AutoString(length=32), nullable=False),
-        sa.Column("namespace", sqlmodel.sql.sqltypes.AutoString(length=256), nullable=False),
-        sa.Column("subject", sqlmodel.sql.sqltypes.AutoString(length=256), nullable=False),
-        sa.Column("predicate", sqlmodel.sql.sqltypes.AutoString(length=256), nullable=False),
-        sa.Column("version_id", sqlmodel.sql.sqltypes.AutoString(length=32), nullable=True),
-        sa.Column("evidence_id", sqlmodel.sql.sqltypes.AutoString(length=32), nullable=False),
+        sa.Column("voter", sa.String(length=256), nullable=False),
+        sa.Column("key_id", sa.String(length=32), nullable=False),
+        sa.Column("namespace", sa.String(length=256), nullable=False),
+        sa.Column("subject", sa.String(length=256), nullable=False),
+        sa.Column("predicate", sa.String(length=256), nullable=False),
+        sa.Column("version_id", sa.String(length=32), nullable=True),
+        sa.Column("evidence_id", sa.String(length=32), nullable=False),
         sa.Column("anchor", sa.Integer(), nullable=False),
         sa.Column("worth_milli", sa.Integer(), nullable=False),
         sa.Column("fresh_since", sa.BigInteger(), nullable=False),
@@ -39,9 +38,7 @@ def upgrade() -> None:
         batch_op.create_index("ix_vote_key", ["key_id"], unique=False)
 
     with op.batch_alter_table("evidence", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column("subject_id", sqlmodel.sql.sqltypes.AutoString(length=32), nullable=True)
-        )
+        batch_op.add_column(sa.Column("subject_id", sa.String(length=32), nullable=True))
         batch_op.add_column(sa.Column("origin_recorded_at", sa.BigInteger(), nullable=True))
         batch_op.create_index("ix_evidence_subject_id", ["subject_id"], unique=False)
 

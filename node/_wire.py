@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from node.api.v1 import factnode_pb2 as pb
@@ -110,7 +112,7 @@ def evidence_pb(e: Evidence) -> pb.Evidence:
 def decision_pb(d: Decision, seq: int = 0) -> pb.Decision:
     return pb.Decision(
         key=key_pb(d.key),
-        outcome=pb.Outcome.Value(f"OUTCOME_{d.outcome.value}"),
+        outcome=cast(pb.Outcome, pb.Outcome.Value(f"OUTCOME_{d.outcome.value}")),
         rule=d.rule.value,
         decided_at=timestamp(d.decided_at),
         evidence_id=d.evidence_id or "",
@@ -121,8 +123,9 @@ def decision_pb(d: Decision, seq: int = 0) -> pb.Decision:
     )
 
 
-def state_pb(state: BeliefState) -> int:
-    return pb.BeliefState.Value(f"BELIEF_STATE_{state.value}")
+def state_pb(state: BeliefState) -> pb.BeliefState:
+    # EnumTypeWrapper.Value is typed as returning int; the value is one of the enum's.
+    return cast(pb.BeliefState, pb.BeliefState.Value(f"BELIEF_STATE_{state.value}"))
 
 
 def belief_pb(b: Belief) -> pb.Belief:
@@ -130,7 +133,7 @@ def belief_pb(b: Belief) -> pb.Belief:
         key=key_pb(b.key),
         version_id=b.version_id,
         object=b.object,
-        state=state_pb(b.state),  # type: ignore[arg-type]
+        state=state_pb(b.state),
         rule=b.rule.value,
         evidence=evidence_pb(b.evidence),
         believed_values=[pb.BelievedValue(version_id=v, object=o) for v, o in b.values],
@@ -141,7 +144,7 @@ def history_pb(h: VersionHistory, evidence: dict[str, Evidence]) -> pb.VersionHi
     msg = pb.VersionHistory(
         version_id=h.version_id,
         object=h.object,
-        status=pb.VersionStatus.Value(f"VERSION_STATUS_{h.status}"),
+        status=cast(pb.VersionStatus, pb.VersionStatus.Value(f"VERSION_STATUS_{h.status}")),
         evidence=[evidence_pb(evidence[i]) for i in h.evidence_ids if i in evidence],
         supersedes=list(h.supersedes),
         superseded_by=list(h.superseded_by),
@@ -177,7 +180,7 @@ _SCOPE_NAMES = {v: k for k, v in _SCOPES.items()}
 def tombstone_pb(t: Tombstone) -> pb.ErasureTombstone:
     return pb.ErasureTombstone(
         erasure_id=t.erasure_id,
-        scope=_SCOPES[t.scope],  # type: ignore[arg-type]
+        scope=_SCOPES[t.scope],
         scope_hash=t.scope_hash,
         erased_at=timestamp(t.erased_at),
         evidence_ids=list(t.evidence_ids),

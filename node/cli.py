@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
 from google.protobuf import json_format
@@ -26,6 +26,9 @@ from grpc_status import rpc_status
 import node
 from node.api.v1 import factnode_pb2 as pb
 from node.api.v1 import factnode_pb2_grpc as pb_grpc
+
+if TYPE_CHECKING:
+    from google.protobuf.timestamp_pb2 import Timestamp
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_REFUSED, EXIT_NOT_FOUND, EXIT_INVALID = (
     range(7)
@@ -74,7 +77,7 @@ def _ts(text: str | None, option: str) -> Any:
     return ts
 
 
-def show_time(ts: Any) -> str:
+def show_time(ts: Timestamp | None) -> str:
     if ts is None or (ts.seconds == 0 and ts.nanos == 0):
         return "-"
     return ts.ToDatetime(tzinfo=UTC).isoformat().replace("+00:00", "Z")
@@ -603,8 +606,8 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 def _rpc_failure(err: grpc.RpcError, address: str) -> NoReturn:
-    code = err.code()  # type: ignore[attr-defined]
-    details = err.details() or ""  # type: ignore[attr-defined]
+    code = err.code()
+    details = err.details() or ""
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         _fail(
             f"cannot reach a factnode at {address} ({code.name.lower()}): is `factnode serve` running?",

@@ -115,8 +115,8 @@ async def run_demo(say: Callable[[str], None] = print) -> None:
             explained = await clients["alpha"].facts.Explain(
                 pb.ExplainRequest(key=home), timeout=TIMEOUT
             )
-            for c in explained.comparisons:
-                say(f"  why not {c.object!r}? {c.rule}: {c.reason}")
+            for comparison in explained.comparisons:
+                say(f"  why not {comparison.object!r}? {comparison.rule}: {comparison.reason}")
 
             say("\n2. Consensus: three agents observe the build target; two agree")
             build = pb.Key(namespace="team:infra", subject="build", predicate="python_version")
@@ -144,7 +144,7 @@ async def run_demo(say: Callable[[str], None] = print) -> None:
             )
         finally:
             for c in clients.values():
-                await c.channel.close()
+                await c.channel.close(None)
             for node in nodes.values():
                 await node.stop(0)
         say("\nstopped the demo nodes and removed their data")

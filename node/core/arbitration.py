@@ -281,7 +281,7 @@ def _status(
     evs: Sequence[Evidence],
     verdict: Verdict | None,
     current_ids: set[str],
-    corrected: set[str | None],
+    corrected: set[str],
 ) -> str:
     if vid in believed_versions(verdict):
         assert verdict is not None

@@ -13,7 +13,9 @@ def freshness_milli(age: Instant, half_life: Instant | None) -> int:
     """0.5^(age / half_life) in integer thousandths; 1000 for no decay or no age."""
     if half_life is None or age <= 0:
         return 1000
-    return math.floor(1000 * 0.5 ** (age / half_life))
+    # float ** float is typed Any (a negative base could give a complex); this one is a float.
+    factor: float = 0.5 ** (age / half_life)
+    return math.floor(1000 * factor)
 
 
 def effective_confidence_milli(e: Evidence, policy: Policy, now: Instant) -> int:

@@ -11,7 +11,7 @@ from node.api.v1 import factnode_pb2 as pb
 from node.api.v1 import factnode_pb2_grpc as pb_grpc
 from node.config import Peer
 from node.federation.sync import FederationEndpoint
-from node.server._errors import PermissionDenied, unary
+from node.server._errors import Context, PermissionDenied, unary
 
 CALL_TIMEOUT_SECONDS = 20.0
 
@@ -60,15 +60,15 @@ class GrpcPeerLink:
         return await self.stub.PushDelta(delta, timeout=CALL_TIMEOUT_SECONDS)
 
     async def close(self) -> None:
-        await self.channel.close()
+        await self.channel.close(None)
 
 
-def proven_peer(context: grpc.aio.ServicerContext, peers: Sequence[str]) -> str:  # type: ignore[type-arg]
+def proven_peer(context: Context, peers: Sequence[str]) -> str:
     """The node id the caller's verified certificate names; it must be a configured peer."""
     for key, _ in context.invocation_metadata() or ():
         if key == "authorization":
             raise PermissionDenied("FederationService is for peer nodes, not client tokens")
-    names = context.auth_context().get("x509_common_name") or []
+    names = list(context.auth_context().get("x509_common_name") or [])
     if not names:
         raise PermissionDenied("peer calls need a client certificate signed by the federation CA")
     node_id = names[0].decode() if isinstance(names[0], bytes) else str(names[0])
@@ -85,22 +85,16 @@ class FederationServicer(pb_grpc.FederationServiceServicer):
         self.peer_ids = list(endpoint.peers)
 
     @unary
-    async def GetDigest(
-        self, request: pb.DigestRequest, context: grpc.aio.ServicerContext
-    ) -> pb.Digest:  # type: ignore[type-arg]
+    async def GetDigest(self, request: pb.DigestRequest, context: Context) -> pb.Digest:
         caller = proven_peer(context, self.peer_ids)
         return await asyncio.to_thread(self.endpoint.get_digest, caller, request)
 
     @unary
-    async def PullDelta(
-        self, request: pb.DeltaRequest, context: grpc.aio.ServicerContext
-    ) -> pb.Delta:  # type: ignore[type-arg]
+    async def PullDelta(self, request: pb.DeltaRequest, context: Context) -> pb.Delta:
         caller = proven_peer(context, self.peer_ids)
         return await asyncio.to_thread(self.endpoint.pull_delta, caller, request)
 
     @unary
-    async def PushDelta(
-        self, request: pb.Delta, context: grpc.aio.ServicerContext
-    ) -> pb.PushDeltaResponse:  # type: ignore[type-arg]
+    async def PushDelta(self, request: pb.Delta, context: Context) -> pb.PushDeltaResponse:
         caller = proven_peer(context, self.peer_ids)
         return await asyncio.to_thread(self.endpoint.push_delta, caller, request)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
 from node.config import Settings, TokenGrant
-from node.server._errors import PermissionDenied, Unauthenticated, status_for
+from node.server._errors import Context, PermissionDenied, Unauthenticated, abort
 
 PACKAGE = "factnode.v1"
 OPEN_SERVICES = frozenset(
@@ -25,6 +25,14 @@ FEDERATION_SERVICE = f"{PACKAGE}.FederationService"
 
 # Without configured tokens the node is loopback-only and every local caller is an operator.
 LOCAL_OPERATOR = TokenGrant(frozenset({"operator"}), ("*",), "local")
+
+if TYPE_CHECKING:
+    # grpc-stubs makes these generic; the runtime classes are not subscriptable.
+    Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
+    _Interceptor: TypeAlias = grpc.aio.ServerInterceptor[Any, Any]
+else:
+    Handler = grpc.RpcMethodHandler
+    _Interceptor = grpc.aio.ServerInterceptor
 
 _grant: contextvars.ContextVar[TokenGrant] = contextvars.ContextVar("factnode_grant")
 
@@ -62,17 +70,15 @@ def _bearer(metadata: Any) -> str | None:
     return None
 
 
-def _wrap(
-    handler: grpc.RpcMethodHandler, grant: TokenGrant | None, error: Exception | None
-) -> grpc.RpcMethodHandler:
+def _wrap(handler: Handler, grant: TokenGrant | None, error: Exception | None) -> Handler:
     """The same handler, run with `grant` in context, or refusing with `error`."""
 
     def around(inner: Callable[..., Any], streaming_response: bool) -> Callable[..., Any]:
         if streaming_response:
 
-            async def gen(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            async def gen(request: Any, context: Context) -> Any:
                 if error is not None:
-                    await context.abort_with_status(status_for(error))
+                    await abort(context, error)
                 assert grant is not None
                 _grant.set(grant)
                 async for item in inner(request, context):
@@ -80,9 +86,9 @@ def _wrap(
 
             return gen
 
-        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def call(request: Any, context: Context) -> Any:
             if error is not None:
-                await context.abort_with_status(status_for(error))
+                await abort(context, error)
             assert grant is not None
             _grant.set(grant)
             return await inner(request, context)
@@ -98,7 +104,7 @@ def _wrap(
     for attr, make, streams in kinds:
         inner = getattr(handler, attr)
         if inner is not None:
-            return make(  # type: ignore[no-any-return]
+            return make(
                 around(inner, streams),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
@@ -106,7 +112,7 @@ def _wrap(
     return handler
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class AuthInterceptor(_Interceptor):
     """Checks the bearer token of every client RPC against the role it needs."""
 
     def __init__(self, settings: Settings) -> None:
@@ -114,9 +120,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
         details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> Handler:
         handler = await continuation(details)
         if handler is None:
             return handler

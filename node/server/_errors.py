@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
@@ -18,6 +18,12 @@ from node.ledger import NotFound
 log = logging.getLogger("factnode.server")
 
 R = TypeVar("R")
+
+if TYPE_CHECKING:
+    # grpc-stubs makes the aio ServicerContext generic; the runtime class is not subscriptable.
+    Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+else:
+    Context = grpc.aio.ServicerContext
 
 
 class PermissionDenied(Exception):
@@ -57,8 +63,10 @@ def status_for(exc: BaseException) -> grpc.Status:
     return _status(code_pb2.INTERNAL, "internal error; the node's log has the details")
 
 
-async def abort(context: grpc.aio.ServicerContext, exc: BaseException) -> NoReturn:
-    await context.abort_with_status(status_for(exc))
+async def abort(context: Context, exc: BaseException) -> NoReturn:
+    """Ends the RPC with the rich status `exc` maps to; the one caller of abort_with_status."""
+    # grpc-stubs' aio ServicerContext lacks abort_with_status, which grpcio's aio context has.
+    await context.abort_with_status(status_for(exc))  # type: ignore[attr-defined]
     raise AssertionError("abort_with_status returned")  # pragma: no cover
 
 
@@ -68,7 +76,7 @@ def unary(
     """Maps a unary (or client-streaming) RPC's exceptions to statuses."""
 
     @functools.wraps(method)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
+    async def wrapper(self: Any, request: Any, context: Context) -> R:
         try:
             return await method(self, request, context)
         except grpc.aio.AbortError:
@@ -85,9 +93,7 @@ def streaming(
     """Maps a server-streaming RPC's exceptions to statuses."""
 
     @functools.wraps(method)
-    async def wrapper(
-        self: Any, request: Any, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[R]:
+    async def wrapper(self: Any, request: Any, context: Context) -> AsyncIterator[R]:
         try:
             async for item in method(self, request, context):
                 yield item

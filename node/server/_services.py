@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import grpc
 from google.rpc import code_pb2
 
 import node
@@ -21,7 +20,7 @@ from node.federation.sync import Syncer
 from node.ledger import Belief, Explanation, Ledger, NotFound
 from node.metrics import Metrics
 from node.server._auth import require_write
-from node.server._errors import PermissionDenied, status_for, streaming, unary
+from node.server._errors import Context, PermissionDenied, status_for, streaming, unary
 
 T = TypeVar("T")
 
@@ -74,7 +73,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
     @unary
     async def SubmitFact(
-        self, request: pb.SubmitFactRequest, context: grpc.aio.ServicerContext
+        self, request: pb.SubmitFactRequest, context: Context
     ) -> pb.SubmitFactResponse:
         sub = cv.submission(request)
         require_write(sub.namespace)
@@ -93,7 +92,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
     async def SubmitFacts(
         self,
         request_iterator: AsyncIterator[pb.SubmitFactRequest],
-        context: grpc.aio.ServicerContext,
+        context: Context,
     ) -> pb.SubmitFactsResponse:
         results: list[pb.ItemResult] = []
         pending: list[tuple[int, Evidence, str | None]] = []
@@ -130,9 +129,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         )
 
     @unary
-    async def GetBelief(
-        self, request: pb.GetBeliefRequest, context: grpc.aio.ServicerContext
-    ) -> pb.Belief:
+    async def GetBelief(self, request: pb.GetBeliefRequest, context: Context) -> pb.Belief:
         out: list[FieldViolation] = []
         as_of = cv.optional_instant(request, "as_of", "as_of", out)
         known_at = cv.optional_instant(request, "known_at", "known_at", out)
@@ -146,7 +143,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
     @unary
     async def ListBeliefs(
-        self, request: pb.ListBeliefsRequest, context: grpc.aio.ServicerContext
+        self, request: pb.ListBeliefsRequest, context: Context
     ) -> pb.ListBeliefsResponse:
         subject = request.subject if request.HasField("subject") else None
         page = await _run(
@@ -162,7 +159,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
     @unary
     async def GetHistory(
-        self, request: pb.GetHistoryRequest, context: grpc.aio.ServicerContext
+        self, request: pb.GetHistoryRequest, context: Context
     ) -> pb.GetHistoryResponse:
         out: list[FieldViolation] = []
         known_at = cv.optional_instant(request, "known_at", "known_at", out)
@@ -177,9 +174,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         )
 
     @unary
-    async def Explain(
-        self, request: pb.ExplainRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ExplainResponse:
+    async def Explain(self, request: pb.ExplainRequest, context: Context) -> pb.ExplainResponse:
         out: list[FieldViolation] = []
         as_of = cv.optional_instant(request, "as_of", "as_of", out)
         known_at = cv.optional_instant(request, "known_at", "known_at", out)
@@ -191,9 +186,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         )
 
     @unary
-    async def Retract(
-        self, request: pb.RetractRequest, context: grpc.aio.ServicerContext
-    ) -> pb.RetractResponse:
+    async def Retract(self, request: pb.RetractRequest, context: Context) -> pb.RetractResponse:
         key = cv.key(request.key)
         require_write(key.namespace)
         out: list[FieldViolation] = []
@@ -210,7 +203,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
     @unary
     async def ListDecisions(
-        self, request: pb.ListDecisionsRequest, context: grpc.aio.ServicerContext
+        self, request: pb.ListDecisionsRequest, context: Context
     ) -> pb.ListDecisionsResponse:
         key = cv.key(request.key) if request.HasField("key") else None
         page = await _run(
@@ -223,7 +216,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
     @streaming
     async def WatchBeliefs(
-        self, request: pb.WatchBeliefsRequest, context: grpc.aio.ServicerContext
+        self, request: pb.WatchBeliefsRequest, context: Context
     ) -> AsyncIterator[pb.BeliefChange]:
         namespace = request.namespace if request.HasField("namespace") else ""
         after = 0
@@ -319,7 +312,7 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
         tallies = version_tallies(self.ctx.ledger, belief, explanation)
         return pb.ContestedKey(
             key=cv.key_pb(belief.key),
-            state=cv.state_pb(belief.state),  # type: ignore[arg-type]
+            state=cv.state_pb(belief.state),
             served_version_id=belief.version_id,
             detail="; ".join(
                 f"{c.object!r}: {c.rule.value} ({c.reason})" for c in explanation.comparisons
@@ -329,7 +322,7 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
 
     @unary
     async def ListContested(
-        self, request: pb.ListContestedRequest, context: grpc.aio.ServicerContext
+        self, request: pb.ListContestedRequest, context: Context
     ) -> pb.ListContestedResponse:
         page = await _run(
             self.ctx.ledger.review_queue, request.namespace, request.page_size, request.page_token
@@ -339,7 +332,7 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
 
     @unary
     async def GetContested(
-        self, request: pb.GetContestedRequest, context: grpc.aio.ServicerContext
+        self, request: pb.GetContestedRequest, context: Context
     ) -> pb.ContestedKey:
         key = cv.key(request.key)
         belief = await _run(self.ctx.ledger.belief, key)
@@ -349,7 +342,7 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
 
     @unary
     async def ResolveContested(
-        self, request: pb.ResolveContestedRequest, context: grpc.aio.ServicerContext
+        self, request: pb.ResolveContestedRequest, context: Context
     ) -> pb.ResolveContestedResponse:
         choice = request.WhichOneof("choice")
         resolution = await _run(
@@ -377,9 +370,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self.ctx = ctx
 
     @unary
-    async def Erase(
-        self, request: pb.EraseRequest, context: grpc.aio.ServicerContext
-    ) -> pb.EraseResponse:
+    async def Erase(self, request: pb.EraseRequest, context: Context) -> pb.EraseResponse:
         scope = request.WhichOneof("scope")
         if scope is None:
             raise InvalidInput([FieldViolation("scope", "give one of evidence_id, key or subject")])
@@ -402,9 +393,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         )
 
     @unary
-    async def RunDecay(
-        self, request: pb.RunDecayRequest, context: grpc.aio.ServicerContext
-    ) -> pb.RunDecayResponse:
+    async def RunDecay(self, request: pb.RunDecayRequest, context: Context) -> pb.RunDecayResponse:
         out: list[FieldViolation] = []
         now = cv.optional_instant(request, "now", "now", out)
         cv.raise_if(out)
@@ -415,7 +404,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
 
     @unary
     async def GetStatus(
-        self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext
+        self, request: pb.GetStatusRequest, context: Context
     ) -> pb.GetStatusResponse:
         counts = await _run(self.ctx.ledger.counts)
         peers = []
@@ -448,9 +437,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         )
 
     @unary
-    async def SyncNow(
-        self, request: pb.SyncNowRequest, context: grpc.aio.ServicerContext
-    ) -> pb.SyncNowResponse:
+    async def SyncNow(self, request: pb.SyncNowRequest, context: Context) -> pb.SyncNowResponse:
         syncer = self.ctx.syncer
         if syncer is None:
             return pb.SyncNowResponse(results=[])

@@ -46,7 +46,8 @@ class Node:
         node_id = ensure_node_id(self.repo, settings.node_id, f"node-{uuid.uuid4().hex[:12]}")
         self.ledger = Ledger(self.repo, settings.policy, node_id, clock or SystemClock())
         self.metrics = Metrics()
-        self.health = health.aio.HealthServicer()
+        # grpc-stubs' grpc_health stubs omit the `aio` submodule that grpcio-health-checking has.
+        self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         self.server: grpc.aio.Server | None = None
         self.federation_server: grpc.aio.Server | None = None
         self.port = 0

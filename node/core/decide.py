@@ -11,7 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from node.core._model import Decision, Evidence, Outcome, Retraction, Rule, Verdict
-from node.core.arbitration import arbitrate, compare, describe, representatives, visible
+from node.core.arbitration import (
+    arbitrate,
+    believed_versions,
+    compare,
+    describe,
+    representatives,
+    visible,
+)
 from node.core.policy import Policy
 
 
@@ -130,6 +137,9 @@ def decide(
     after_state = KeyState([*state.evidence, new], state.retractions)
     after_visible = visible(after_state.evidence, after_state.retractions)
     after = arbitrate(after_visible, policy)
+    if after is None or new.version_id not in believed_versions(after):
+        # A fact that is not believed on its own key moves nothing away from the other key.
+        retractions = ()
 
     def ruling(
         outcome: Outcome, rule: Rule, supersedes: str | None = None, detail: str = ""

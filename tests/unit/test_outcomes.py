@@ -390,3 +390,65 @@ def test_multi_valued_predicate_keeps_every_value() -> None:
     after = arbitrate(visible(run.state(SPEAKS).evidence, run.state(SPEAKS).retractions), POLICY)
     assert after is not None
     assert set(after.believed) == {english.version_id, spanish.version_id}
+
+
+def test_contradicting_fact_that_loses_on_its_own_key_leaves_the_other_key_alone() -> None:
+    """A contradicts fact that is not believed on its own key does not end the other key's belief."""
+    from node.core import Key, KeyState, Policy, Submission, decide, make_evidence
+
+    policy = Policy()
+    old_key = Key("user:ana", "ana", "works_at")
+    new_key = Key("user:ana", "ana", "employer")
+    day = 86_400_000_000
+    old = make_evidence(
+        Submission(
+            old_key.namespace,
+            old_key.subject,
+            old_key.predicate,
+            "Acme",
+            "agent_observed",
+            "crm",
+            0.5,
+            0.9,
+            1 * day,
+        ),
+        policy,
+        recorded_at=2 * day,
+        origin_node="n1",
+    )
+    strong_local = make_evidence(
+        Submission(
+            new_key.namespace,
+            new_key.subject,
+            new_key.predicate,
+            "Globex",
+            "user_stated",
+            "ana",
+            0.5,
+            0.9,
+            1 * day,
+        ),
+        policy,
+        recorded_at=2 * day,
+        origin_node="n1",
+    )
+    mover = make_evidence(
+        Submission(
+            new_key.namespace,
+            new_key.subject,
+            new_key.predicate,
+            "Initech",
+            "api_response",
+            "hr",
+            0.5,
+            0.9,
+            3 * day,
+            contradicts=old_key,
+        ),
+        policy,
+        recorded_at=4 * day,
+        origin_node="n1",
+    )
+    ruling = decide(mover, KeyState([strong_local]), policy, contradicted=KeyState([old]))
+    assert ruling.decision.rule.value == "trust_anchor"  # lost to Globex on its own key
+    assert ruling.retractions == ()

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -30,8 +30,15 @@ PEER_VOTES = pb.DIGEST_SET_PEER_VOTES
 YOUR_VOTES = pb.DIGEST_SET_YOUR_VOTES
 SETS = (EVIDENCE, TOMBSTONES, PEER_VOTES, YOUR_VOTES)
 
-LEAF_ITEMS = 32  # stop descending once a bucket holds at most this many items
-DESCEND_BATCH = 16  # buckets per GetDigest when descending
+# A child digest costs about 30 bytes on the wire, less than resending one vote or one piece of
+# evidence, so descend until a bucket holds a single item (or DEPTH is reached).
+LEAF_ITEMS = 1  # stop descending once a bucket holds at most this many items
+# A bucket of at most this many items has at most as many non-empty children at any depth, so
+# asking two levels down costs no more bytes than one and saves a round trip. A larger bucket
+# descends one level at a time: two levels at once would return up to 256 children to find
+# the one that differs, and that overhead, not the changed items, dominated sparse rounds.
+TWO_LEVEL_ITEMS = 16
+DESCEND_BATCH = 256  # buckets per GetDigest when descending: at most 4,096 children back
 DELTA_ITEMS = 512  # about this many items per PullDelta / PushDelta
 MAX_BACKOFF_SECONDS = 300.0
 
@@ -215,31 +222,40 @@ class Syncer:
         frontier = [b for b in roots.buckets if b.set in mine and _differs(b, mine[b.set])]
         leaves: dict[int, list[str]] = {s: [] for s in SETS}
         while frontier:
-            descend = [b for b in frontier if len(b.prefix) < DEPTH and max(b.count, mine[b.set].bucket(b.prefix)[1]) > LEAF_ITEMS]
+            by_depth: dict[int, list[pb.Bucket]] = {1: [], 2: []}
             for b in frontier:
-                if b not in descend:
+                items = max(b.count, mine[b.set].bucket(b.prefix)[1])
+                if len(b.prefix) < DEPTH and items > LEAF_ITEMS:
+                    by_depth[2 if items <= TWO_LEVEL_ITEMS else 1].append(b)
+                else:
                     leaves[b.set].append(b.prefix)
             frontier = []
-            for i in range(0, len(descend), DESCEND_BATCH):
-                chunk = descend[i : i + DESCEND_BATCH]
-                reply = await link.get_digest(
-                    pb.DigestRequest(buckets=[pb.BucketRef(set=b.set, prefix=b.prefix) for b in chunk], depth=2)
-                )
-                theirs = {(b.set, b.prefix): b for b in reply.buckets}
-                for b in chunk:
-                    for prefix, digest, count in mine[b.set].children(b.prefix, 2):
-                        if (b.set, prefix) not in theirs:
-                            # Only this node has items here: a leaf to push.
-                            theirs[(b.set, prefix)] = pb.Bucket(set=b.set, prefix=prefix, hash=b"", count=0)
-                frontier.extend(
-                    c for c in theirs.values() if _differs(c, mine[c.set])
-                )
+            for depth, descend in by_depth.items():
+                for i in range(0, len(descend), DESCEND_BATCH):
+                    chunk = descend[i : i + DESCEND_BATCH]
+                    frontier.extend(await self._children(link, mine, chunk, depth))
         result.differing_buckets = sum(len(v) for v in leaves.values())
         if not result.differing_buckets:
             return result
-        await self._pull(link, peer, mine, leaves, result)
-        await self._push(link, mine, leaves, result)
+        pulled = await self._pull(link, peer, mine, leaves, result)
+        # What the peer just sent is on the peer: pushing it back would double the traffic.
+        await self._push(link, mine, leaves, result, pulled)
         return result
+
+    async def _children(
+        self, link: PeerLink, mine: dict[int, SetDigest], chunk: list[pb.Bucket], depth: int
+    ) -> list[pb.Bucket]:
+        """The children `depth` levels below each bucket of `chunk` that differ from ours."""
+        reply = await link.get_digest(
+            pb.DigestRequest(buckets=[pb.BucketRef(set=b.set, prefix=b.prefix) for b in chunk], depth=depth)
+        )
+        theirs = {(b.set, b.prefix): b for b in reply.buckets}
+        for b in chunk:
+            for prefix, _digest, _count in mine[b.set].children(b.prefix, depth):
+                if (b.set, prefix) not in theirs:
+                    # Only this node has items here: a leaf to push.
+                    theirs[(b.set, prefix)] = pb.Bucket(set=b.set, prefix=prefix, hash=b"", count=0)
+        return [c for c in theirs.values() if _differs(c, mine[c.set])]
 
     def _mine(self, peer_id: str) -> dict[int, SetDigest]:
         index = self.ledger.index()
@@ -257,7 +273,10 @@ class Syncer:
         mine: dict[int, SetDigest],
         leaves: dict[int, list[str]],
         result: RoundResult,
-    ) -> None:
+    ) -> set[str]:
+        """Takes what the peer holds under the leaves and we lack; returns the ids of the
+        evidence and tombstones it sent."""
+        pulled: set[str] = set()
         refs = [(s, p) for s in (TOMBSTONES, EVIDENCE, PEER_VOTES) for p in leaves[s]]
         for chunk in _chunks(refs, mine):
             have: list[str] = []
@@ -274,11 +293,17 @@ class Syncer:
                 [wire.tombstone(t) for t in delta.tombstones],
                 [wire.relayed(e) for e in delta.evidence],
                 [wire.vote(v, peer.node_id) for v in delta.votes],
+                # The peer answered with all its votes under these buckets: any other we hold
+                # there it withdrew (a withdrawal has no item of its own to send).
+                [p for s, p in chunk if s == PEER_VOTES],
             )
             result.tombstones_received += len(delta.tombstones)
             result.evidence_received += len(delta.evidence)
             result.votes_received += len(delta.votes)
             result.rejected.extend(received.rejected)
+            pulled.update(t.erasure_id for t in delta.tombstones)
+            pulled.update(e.evidence_id for e in delta.evidence)
+        return pulled
 
     async def _push(
         self,
@@ -286,6 +311,7 @@ class Syncer:
         mine: dict[int, SetDigest],
         leaves: dict[int, list[str]],
         result: RoundResult,
+        peer_has: Collection[str] = (),
     ) -> None:
         refs = [(s, p) for s in (TOMBSTONES, EVIDENCE, YOUR_VOTES) for p in leaves[s]]
         for chunk in _chunks(refs, mine):
@@ -294,7 +320,7 @@ class Syncer:
                 "evidence": [p for s, p in chunk if s == EVIDENCE],
                 "votes": [p for s, p in chunk if s == YOUR_VOTES],
             }
-            tombstones, evidence, votes = await asyncio.to_thread(self.ledger.offer, prefixes)
+            tombstones, evidence, votes = await asyncio.to_thread(self.ledger.offer, prefixes, peer_has)
             if not (tombstones or evidence or votes):
                 continue
             reply = await link.push_delta(

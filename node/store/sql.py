@@ -706,7 +706,7 @@ class SqlRepository:
 
     def after_erase(self) -> None:
         """Pushes erased bytes out of the WAL (SQLite) or dead tuples (PostgreSQL)."""
-        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        with self._serial, self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             if self.is_sqlite:
                 conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
             else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
@@ -159,6 +159,8 @@ class _Batch:
 
     evidence: dict[Key, list[Evidence]] = field(default_factory=dict)
     retractions: dict[Key, list[Retraction]] = field(default_factory=dict)
+    # A key's local belief over its state above, where a decision just arbitrated it.
+    verdicts: dict[Key, Verdict | None] = field(default_factory=dict)
 
     def state(self, key: Key) -> KeyState:
         return KeyState(self.evidence.setdefault(key, []), self.retractions.setdefault(key, []))
@@ -464,16 +466,20 @@ class Ledger:
                     by_idempotency[idem] = e.evidence_id
             if ruling.candidate:
                 batch.evidence[e.key].append(e)
+                batch.verdicts[e.key] = ruling.after
                 touched.add(e.key)
             for r in ruling.retractions:
                 batch.retractions.setdefault(r.key, []).append(r)
+                batch.verdicts.pop(r.key, None)
                 touched.add(r.key)
             rulings.append((e, ruling))
 
         tx.add_evidence(rows)
         tx.add_retractions([r for _, ruling in rulings for r in ruling.retractions])
         tx.add_decisions([ruling.decision for _, ruling in rulings])
-        served = self._refresh(tx, {k: batch.state(k) for k in touched}, self.clock.now(), fx)
+        served = self._refresh(
+            tx, {k: batch.state(k) for k in touched}, self.clock.now(), fx, verdicts=batch.verdicts
+        )
         beliefs: dict[Key, Belief] = {}
         for key, served_rows in served.items():
             if served_rows:
@@ -530,10 +536,12 @@ class Ledger:
         *,
         current: dict[Key, list[StoredBelief]] | None = None,
         quiet: Collection[Key] = (),
+        verdicts: Mapping[Key, Verdict | None] | None = None,
     ) -> dict[Key, list[StoredBelief]]:
         """Recomputes each key's local belief, this node's vote and the served belief,
         records what changed, and returns every key's served rows. `quiet` keys change
-        without announcing (erased keys)."""
+        without announcing (erased keys); `verdicts` holds local beliefs already known
+        over the given states."""
         if not states:
             return {}
         keys = list(states)
@@ -547,7 +555,10 @@ class Ledger:
         transitions: list[Decision] = []
         for key, state in states.items():
             evidence = visible(state.evidence, state.retractions)
-            verdict = arbitrate(evidence, self.policy)
+            if verdicts is not None and key in verdicts:
+                verdict = verdicts[key]
+            else:
+                verdict = arbitrate(evidence, self.policy)
             reps = representatives(evidence, self.policy)
             mine = self._own_vote(key, verdict, reps, now)
             others = [v for v in votes.get(key, []) if v.voter != self.node_id]

@@ -37,6 +37,13 @@ def visible(
     Corrected evidence was never true, so it leaves every as-of answer once the
     correction is known; a retraction ends the evidence it covers from its time on.
     """
+    if as_of is None and known_at is None and not retractions:
+        # The write path's common case: only corrections can hide anything.
+        evidence = list(evidence)
+        corrected = {e.corrects for e in evidence if e.corrects}
+        if not corrected:
+            return evidence
+        return [e for e in evidence if e.evidence_id not in corrected]
     known = [e for e in evidence if known_at is None or e.recorded_at <= known_at]
     corrected = {e.corrects for e in known if e.corrects}
     ends = [
@@ -77,10 +84,13 @@ def representatives(evidence: Iterable[Evidence], policy: Policy) -> dict[str, E
     """Each version's strongest evidence (ties go to the lowest evidence id)."""
     strength = _strength(policy)
     best: dict[str, Evidence] = {}
+    best_strength: dict[str, tuple[int, int, int, int]] = {}
     for e in sorted(evidence, key=lambda e: e.evidence_id):
-        current = best.get(e.version_id)
-        if current is None or strength(e) > strength(current):
-            best[e.version_id] = e
+        s = strength(e)
+        vid = e.version_id
+        if vid not in best or s > best_strength[vid]:
+            best[vid] = e
+            best_strength[vid] = s
     return best
 
 
@@ -114,8 +124,9 @@ def arbitrate_reps(reps: dict[str, Evidence], policy: Policy) -> Verdict | None:
     decided: Rule | None = None
     for rule in ARBITRATION_RULES:
         margin = _margin(rule, policy)
-        best = max(_metric(rule, reps[v], policy) for v in survivors)
-        kept = [v for v in survivors if best - _metric(rule, reps[v], policy) <= margin]
+        metric = {v: _metric(rule, reps[v], policy) for v in survivors}
+        best = max(metric.values())
+        kept = [v for v in survivors if best - metric[v] <= margin]
         beaten.extend((v, rule) for v in survivors if v not in kept)
         survivors = kept
         if len(survivors) == 1:

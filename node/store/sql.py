@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
-from sqlalchemy import Engine, and_, bindparam, delete, event, func, insert, or_, select, update
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy import (
+    Engine,
+    Table,
+    and_,
+    bindparam,
+    delete,
+    event,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.pool import StaticPool
 from sqlmodel import create_engine
 
@@ -98,105 +111,222 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
-def _evidence(row: Row[Any]) -> Evidence:
-    m = row._mapping
-    contradicts = (
-        Key(m["contradicts_namespace"], m["contradicts_subject"], m["contradicts_predicate"])
-        if m["contradicts_namespace"] is not None
-        else None
-    )
+# The evidence table's columns in one order: rows are read and written as tuples in it.
+_EVIDENCE_COLUMNS = (
+    "evidence_id",
+    "key_id",
+    "namespace",
+    "subject",
+    "predicate",
+    "object",
+    "version_id",
+    "attribution",
+    "source",
+    "worth_milli",
+    "confidence_milli",
+    "valid_from",
+    "valid_from_defaulted",
+    "recorded_at",
+    "origin_node",
+    "corrects",
+    "contradicts_namespace",
+    "contradicts_subject",
+    "contradicts_predicate",
+    "anchor_cap",
+    "idempotency_key",
+    "status",
+    "subject_id",
+    "origin_recorded_at",
+)
+_SELECT_EVIDENCE = select(*(E.c[name] for name in _EVIDENCE_COLUMNS))
+_EVIDENCE_KEY_ID = _EVIDENCE_COLUMNS.index("key_id")
+_EVIDENCE_STATUS = _EVIDENCE_COLUMNS.index("status")
+
+
+def _evidence(row: Sequence[Any], key: Key | None = None) -> Evidence:
+    """Evidence from a row of `_SELECT_EVIDENCE`, read by position (the hot read path);
+    `key`, when the caller holds it, is the row's key (shared rather than built again)."""
+    (
+        evidence_id,
+        _key_id,
+        namespace,
+        subject,
+        predicate,
+        obj,
+        version_id,
+        attribution,
+        source,
+        worth_milli,
+        confidence_milli,
+        valid_from,
+        valid_from_defaulted,
+        recorded_at,
+        origin_node,
+        corrects,
+        contradicts_namespace,
+        contradicts_subject,
+        contradicts_predicate,
+        anchor_cap,
+        _idempotency_key,
+        _status,
+        _subject_id,
+        origin_recorded_at,
+    ) = row
     return Evidence(
-        evidence_id=m["evidence_id"],
-        key=Key(m["namespace"], m["subject"], m["predicate"]),
-        object=m["object"],
-        version_id=m["version_id"],
-        attribution=m["attribution"],
-        source=m["source"],
-        worth_milli=m["worth_milli"],
-        confidence_milli=m["confidence_milli"],
-        valid_from=m["valid_from"],
-        valid_from_defaulted=m["valid_from_defaulted"],
-        recorded_at=m["recorded_at"],
-        origin_node=m["origin_node"],
-        corrects=m["corrects"],
-        contradicts=contradicts,
-        anchor_cap=m["anchor_cap"],
-        origin_recorded_at=m["origin_recorded_at"],
+        evidence_id,
+        Key(namespace, subject, predicate) if key is None else key,
+        obj,
+        version_id,
+        attribution,
+        source,
+        worth_milli,
+        confidence_milli,
+        valid_from,
+        valid_from_defaulted,
+        recorded_at,
+        origin_node,
+        corrects,
+        Key(contradicts_namespace, contradicts_subject, contradicts_predicate)
+        if contradicts_namespace is not None
+        else None,
+        anchor_cap,
+        origin_recorded_at,
+    )
+
+
+def _evidence_values(
+    e: Evidence, status: EvidenceStatus, idempotency_key: str | None
+) -> tuple[Any, ...]:
+    """One evidence row as a tuple in `_EVIDENCE_COLUMNS` order."""
+    c = e.contradicts
+    key = e.key
+    return (
+        e.evidence_id,
+        ids.key_id(key),
+        key.namespace,
+        key.subject,
+        key.predicate,
+        e.object,
+        e.version_id,
+        e.attribution,
+        e.source,
+        e.worth_milli,
+        e.confidence_milli,
+        e.valid_from,
+        e.valid_from_defaulted,
+        e.recorded_at,
+        e.origin_node,
+        e.corrects,
+        c.namespace if c else None,
+        c.subject if c else None,
+        c.predicate if c else None,
+        e.anchor_cap,
+        idempotency_key,
+        status.value,
+        ids.subject_id(key.namespace, key.subject),
+        e.origin_recorded_at,
     )
 
 
 def _evidence_row(
     e: Evidence, status: EvidenceStatus, idempotency_key: str | None
 ) -> dict[str, Any]:
-    c = e.contradicts
-    return {
-        "evidence_id": e.evidence_id,
-        "key_id": ids.key_id(e.key),
-        "namespace": e.key.namespace,
-        "subject": e.key.subject,
-        "predicate": e.key.predicate,
-        "object": e.object,
-        "version_id": e.version_id,
-        "attribution": e.attribution,
-        "source": e.source,
-        "worth_milli": e.worth_milli,
-        "confidence_milli": e.confidence_milli,
-        "valid_from": e.valid_from,
-        "valid_from_defaulted": e.valid_from_defaulted,
-        "recorded_at": e.recorded_at,
-        "origin_node": e.origin_node,
-        "corrects": e.corrects,
-        "contradicts_namespace": c.namespace if c else None,
-        "contradicts_subject": c.subject if c else None,
-        "contradicts_predicate": c.predicate if c else None,
-        "anchor_cap": e.anchor_cap,
-        "idempotency_key": idempotency_key,
-        "status": status.value,
-        "subject_id": ids.subject_id(e.key.namespace, e.key.subject),
-        "origin_recorded_at": e.origin_recorded_at,
-    }
+    return dict(zip(_EVIDENCE_COLUMNS, _evidence_values(e, status, idempotency_key), strict=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(dialect: Dialect, table: Table, columns: tuple[str, ...]) -> str:
+    """A driver-level INSERT of `columns` with positional markers in the dialect's style."""
+    quote = dialect.identifier_preparer
+    mark = "?" if dialect.paramstyle == "qmark" else "%s"  # psycopg takes %s for positions
+    return (
+        f"INSERT INTO {quote.format_table(table)} ({', '.join(quote.quote(c) for c in columns)})"
+        f" VALUES ({', '.join([mark] * len(columns))})"
+    )
+
+
+def _insert(
+    conn: Connection, table: Table, columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]
+) -> None:
+    """Inserts tuple rows with one driver executemany: no per-row parameter building."""
+    if rows:
+        conn.exec_driver_sql(_insert_sql(conn.dialect, table, columns), list(rows))
 
 
 def _key(m: Any) -> Key:
     return Key(m["namespace"], m["subject"], m["predicate"])
 
 
-def _stored_belief(m: Any) -> StoredBelief:
+# Belief rows with their value, and vote rows, read by position as the evidence rows are.
+_SELECT_BELIEFS = (
+    select(
+        B.c.namespace,
+        B.c.subject,
+        B.c.predicate,
+        B.c.version_id,
+        E.c.object,
+        B.c.evidence_id,
+        B.c.rule,
+        B.c.state,
+        B.c.updated_at,
+    )
+    .select_from(B)
+    .join(E, E.c.evidence_id == B.c.evidence_id)
+)
+_SELECT_VOTES = select(
+    V.c.voter,
+    V.c.namespace,
+    V.c.subject,
+    V.c.predicate,
+    V.c.version_id,
+    V.c.evidence_id,
+    V.c.anchor,
+    V.c.worth_milli,
+    V.c.fresh_since,
+    V.c.cast_at,
+)
+
+
+def _stored_belief(row: Sequence[Any]) -> StoredBelief:
+    namespace, subject, predicate, version_id, obj, evidence_id, rule, state, updated_at = row
     return StoredBelief(
-        key=_key(m),
-        version_id=m["version_id"],
-        object=m["object"],
-        evidence_id=m["evidence_id"],
-        rule=Rule(m["rule"]),
-        state=BeliefState(m["state"]),
-        updated_at=m["updated_at"],
+        Key(namespace, subject, predicate),
+        version_id,
+        obj,
+        evidence_id,
+        Rule(rule),
+        BeliefState(state),
+        updated_at,
     )
 
 
-def _vote(m: Any) -> Vote:
+def _vote(row: Sequence[Any]) -> Vote:
+    (voter, namespace, subject, predicate, version_id, evidence_id, anchor, worth, fresh, cast) = (
+        row
+    )
     return Vote(
-        voter=m["voter"],
-        key=_key(m),
-        version_id=m["version_id"],
-        evidence_id=m["evidence_id"],
-        anchor=m["anchor"],
-        worth_milli=m["worth_milli"],
-        fresh_since=m["fresh_since"],
-        cast_at=m["cast_at"],
+        voter,
+        Key(namespace, subject, predicate),
+        version_id,
+        evidence_id,
+        anchor,
+        worth,
+        fresh,
+        cast,
     )
 
 
-def _vote_row(v: Vote) -> dict[str, Any]:
-    return {
-        "voter": v.voter,
-        **_key_cols(v.key),
-        "version_id": v.version_id,
-        "evidence_id": v.evidence_id,
-        "anchor": v.anchor,
-        "worth_milli": v.worth_milli,
-        "fresh_since": v.fresh_since,
-        "cast_at": v.cast_at,
-    }
+def _vote_values(v: Vote) -> tuple[Any, ...]:
+    return (
+        v.voter,
+        *_key_values(v.key),
+        v.version_id,
+        v.evidence_id,
+        v.anchor,
+        v.worth_milli,
+        v.fresh_since,
+        v.cast_at,
+    )
 
 
 def _prefix(col: Any, prefix: str) -> list[Any]:
@@ -206,13 +336,36 @@ def _prefix(col: Any, prefix: str) -> list[Any]:
     return [col >= prefix, col < prefix + "g"]
 
 
-def _key_cols(key: Key) -> dict[str, str]:
-    return {
-        "key_id": ids.key_id(key),
-        "namespace": key.namespace,
-        "subject": key.subject,
-        "predicate": key.predicate,
-    }
+# Columns of the other tables the write path inserts, in the order of their value tuples.
+_KEY_COLUMNS = ("key_id", "namespace", "subject", "predicate")
+_RETRACTION_COLUMNS = ("key_id", "version_id", "at", "recorded_at", "reason")
+_DECISION_COLUMNS = (
+    *_KEY_COLUMNS,
+    "outcome",
+    "rule",
+    "decided_at",
+    "evidence_id",
+    "version_id",
+    "supersedes",
+    "detail",
+)
+_BELIEF_COLUMNS = (*_KEY_COLUMNS, "version_id", "evidence_id", "rule", "state", "updated_at")
+_BELIEF_CHANGE_COLUMNS = (*_KEY_COLUMNS, "version_id", "state", "rule", "changed_at")
+_VOTE_COLUMNS = (
+    "voter",
+    *_KEY_COLUMNS,
+    "version_id",
+    "evidence_id",
+    "anchor",
+    "worth_milli",
+    "fresh_since",
+    "cast_at",
+)
+_SELECT_RETRACTIONS = select(R.c.key_id, R.c.version_id, R.c.at, R.c.recorded_at, R.c.reason)
+
+
+def _key_values(key: Key) -> tuple[str, str, str, str]:
+    return (ids.key_id(key), key.namespace, key.subject, key.predicate)
 
 
 def _count_keys(conn: Connection, state: BeliefState) -> int:
@@ -230,18 +383,19 @@ class SqlTransaction:
         by_id = {ids.key_id(k): k for k in keys}
         evidence: dict[Key, list[Evidence]] = defaultdict(list)
         retractions: dict[Key, list[Retraction]] = defaultdict(list)
+        active = EvidenceStatus.ACTIVE.value
         for part in chunks(sorted(by_id)):
-            for row in self._c.execute(
-                select(E).where(E.c.key_id.in_(part), E.c.status == EvidenceStatus.ACTIVE.value)
+            # The status is checked here, not in SQL: given `status = ?` too, SQLite picks the
+            # (status, attribution) index and reads every active row of the table.
+            for row in self._c.execute(_SELECT_EVIDENCE.where(E.c.key_id.in_(part))):
+                if row[_EVIDENCE_STATUS] == active:
+                    key = by_id[row[_EVIDENCE_KEY_ID]]
+                    evidence[key].append(_evidence(row, key))
+            for key_id, version_id, at, recorded_at, reason in self._c.execute(
+                _SELECT_RETRACTIONS.where(R.c.key_id.in_(part))
             ):
-                e = _evidence(row)
-                evidence[e.key].append(e)
-            for row in self._c.execute(select(R).where(R.c.key_id.in_(part))):
-                m = row._mapping
-                key = by_id[m["key_id"]]
-                retractions[key].append(
-                    Retraction(key, m["version_id"], m["at"], m["recorded_at"], m["reason"])
-                )
+                key = by_id[key_id]
+                retractions[key].append(Retraction(key, version_id, at, recorded_at, reason))
         return {k: KeyState(evidence.get(k, []), retractions.get(k, [])) for k in keys}
 
     def stored_evidence_ids(self, evidence_ids: Collection[str]) -> set[str]:
@@ -284,51 +438,41 @@ class SqlTransaction:
         return out
 
     def add_evidence(self, rows: Sequence[tuple[Evidence, EvidenceStatus, str | None]]) -> None:
-        if rows:
-            self._c.execute(insert(E), [_evidence_row(*r) for r in rows])
+        _insert(self._c, E, _EVIDENCE_COLUMNS, [_evidence_values(*r) for r in rows])
 
     def add_retractions(self, retractions: Sequence[Retraction]) -> None:
-        if retractions:
-            self._c.execute(
-                insert(R),
-                [
-                    {
-                        "key_id": ids.key_id(r.key),
-                        "version_id": r.version_id,
-                        "at": r.at,
-                        "recorded_at": r.recorded_at,
-                        "reason": r.reason,
-                    }
-                    for r in retractions
-                ],
-            )
+        _insert(
+            self._c,
+            R,
+            _RETRACTION_COLUMNS,
+            [(ids.key_id(r.key), r.version_id, r.at, r.recorded_at, r.reason) for r in retractions],
+        )
 
     def add_decisions(self, decisions: Sequence[Decision]) -> None:
-        if not decisions:
-            return
-        rows = [
-            {
-                **_key_cols(d.key),
-                "outcome": d.outcome.value,
-                "rule": d.rule.value,
-                "decided_at": d.decided_at,
-                "evidence_id": d.evidence_id,
-                "version_id": d.version_id,
-                "supersedes": d.supersedes,
-                "detail": d.detail,
-            }
-            for d in decisions
-        ]
-        self._c.execute(insert(D), rows)
+        _insert(
+            self._c,
+            D,
+            _DECISION_COLUMNS,
+            [
+                (
+                    *_key_values(d.key),
+                    d.outcome.value,
+                    d.rule.value,
+                    d.decided_at,
+                    d.evidence_id,
+                    d.version_id,
+                    d.supersedes,
+                    d.detail,
+                )
+                for d in decisions
+            ],
+        )
 
     def _beliefs_where(self, *conds: Any) -> list[StoredBelief]:
-        q = (
-            select(B, E.c.object)
-            .join(E, E.c.evidence_id == B.c.evidence_id)
-            .where(*conds)
-            .order_by(B.c.namespace, B.c.subject, B.c.predicate, B.c.version_id)
+        q = _SELECT_BELIEFS.where(*conds).order_by(
+            B.c.namespace, B.c.subject, B.c.predicate, B.c.version_id
         )
-        return [_stored_belief(r._mapping) for r in self._c.execute(q)]
+        return [_stored_belief(r) for r in self._c.execute(q)]
 
     def beliefs(self, keys: Collection[Key]) -> dict[Key, list[StoredBelief]]:
         out: dict[Key, list[StoredBelief]] = {k: [] for k in keys}
@@ -344,42 +488,49 @@ class SqlTransaction:
         """Replaces the served rows of each key; announced changes go to the change log."""
         if not changes:
             return
-        cols = {key: _key_cols(key) for key, _, _ in changes}
-        for part in chunks(sorted(c["key_id"] for c in cols.values())):
+        cols = {key: _key_values(key) for key, _, _ in changes}
+        for part in chunks(sorted(c[0] for c in cols.values())):
             self._c.execute(delete(B).where(B.c.key_id.in_(part)))
-        rows = [
-            {
-                **cols[key],
-                "version_id": b.version_id,
-                "evidence_id": b.evidence_id,
-                "rule": b.rule.value,
-                "state": b.state.value,
-                "updated_at": b.updated_at,
-            }
-            for key, served, _ in changes
-            for b in served
-        ]
-        if rows:
-            self._c.execute(insert(B), rows)
-        announced = [
-            {
-                **cols[key],
-                "version_id": served[0].version_id if served else None,
-                "state": served[0].state.value if served else None,
-                "rule": served[0].rule.value if served else None,
-                "changed_at": changed_at,
-            }
-            for key, served, announce in changes
-            if announce
-        ]
-        if announced:
-            self._c.execute(insert(BC), announced)
+        _insert(
+            self._c,
+            B,
+            _BELIEF_COLUMNS,
+            [
+                (
+                    *cols[key],
+                    b.version_id,
+                    b.evidence_id,
+                    b.rule.value,
+                    b.state.value,
+                    b.updated_at,
+                )
+                for key, served, _ in changes
+                for b in served
+            ],
+        )
+        _insert(
+            self._c,
+            BC,
+            _BELIEF_CHANGE_COLUMNS,
+            [
+                (
+                    *cols[key],
+                    served[0].version_id if served else None,
+                    served[0].state.value if served else None,
+                    served[0].rule.value if served else None,
+                    changed_at,
+                )
+                for key, served, announce in changes
+                if announce
+            ],
+        )
 
     def evidence(self, evidence_ids: Collection[str]) -> dict[str, Evidence]:
         out: dict[str, Evidence] = {}
         for part in chunks(sorted(evidence_ids)):
-            for row in self._c.execute(select(E).where(E.c.evidence_id.in_(part))):
-                out[row._mapping["evidence_id"]] = _evidence(row)
+            for row in self._c.execute(_SELECT_EVIDENCE.where(E.c.evidence_id.in_(part))):
+                e = _evidence(row)
+                out[e.evidence_id] = e
         return out
 
     def lineage(self, key: Key) -> list[tuple[str, str]]:
@@ -408,14 +559,8 @@ class SqlTransaction:
             conds.append(
                 or_(B.c.key_id > after[0], and_(B.c.key_id == after[0], B.c.version_id > after[1]))
             )
-        q = (
-            select(B, E.c.object)
-            .join(E, E.c.evidence_id == B.c.evidence_id)
-            .where(*conds)
-            .order_by(B.c.key_id, B.c.version_id)
-            .limit(limit)
-        )
-        return [_stored_belief(r._mapping) for r in self._c.execute(q)]
+        q = _SELECT_BELIEFS.where(*conds).order_by(B.c.key_id, B.c.version_id).limit(limit)
+        return [_stored_belief(r) for r in self._c.execute(q)]
 
     def decisions(
         self, key: Key | None, namespace: str | None, after_seq: int, limit: int
@@ -469,8 +614,7 @@ class SqlTransaction:
         self, attributions: Collection[str], after: str, limit: int
     ) -> list[Evidence]:
         q = (
-            select(E)
-            .where(
+            _SELECT_EVIDENCE.where(
                 E.c.status == EvidenceStatus.ACTIVE.value,
                 E.c.attribution.in_(sorted(attributions)),
                 E.c.evidence_id > after,
@@ -495,7 +639,7 @@ class SqlTransaction:
         else:
             assert subject is not None
             cond = and_(E.c.namespace == subject[0], E.c.subject == subject[1])
-        return [_evidence(r) for r in self._c.execute(select(E).where(cond))]
+        return [_evidence(r) for r in self._c.execute(_SELECT_EVIDENCE.where(cond))]
 
     def erase(self, evidence_ids: Collection[str], forget_keys: Collection[Key]) -> None:
         """Overwrites values and sources in place, then removes the rows.
@@ -545,12 +689,11 @@ class SqlTransaction:
     # -- federation -----------------------------------------------------------
 
     def votes(self, keys: Collection[Key]) -> dict[Key, list[Vote]]:
-        by_id = {ids.key_id(k): k for k in keys}
         out: dict[Key, list[Vote]] = {k: [] for k in keys}
-        for part in chunks(sorted(by_id)):
-            for row in self._c.execute(select(V).where(V.c.key_id.in_(part))):
-                v = _vote(row._mapping)
-                out[by_id[row._mapping["key_id"]]].append(v)
+        for part in chunks(sorted(ids.key_id(k) for k in keys)):
+            for row in self._c.execute(_SELECT_VOTES.where(V.c.key_id.in_(part))):
+                v = _vote(row)
+                out[v.key].append(v)
         return out
 
     def put_votes(self, votes: Sequence[Vote]) -> None:
@@ -558,7 +701,7 @@ class SqlTransaction:
             self._c.execute(
                 _DELETE_VOTE, [{"b_voter": v.voter, "b_key_id": ids.key_id(v.key)} for v in votes]
             )
-            self._c.execute(insert(V), [_vote_row(v) for v in votes])
+            _insert(self._c, V, _VOTE_COLUMNS, [_vote_values(v) for v in votes])
 
     def delete_votes(self, voter: str, keys: Collection[Key]) -> None:
         for part in chunks(sorted(ids.key_id(k) for k in keys)):
@@ -568,8 +711,7 @@ class SqlTransaction:
         out: list[Vote] = []
         for part in chunks(sorted(evidence_ids)):
             out.extend(
-                _vote(r._mapping)
-                for r in self._c.execute(select(V).where(V.c.evidence_id.in_(part)))
+                _vote(r) for r in self._c.execute(_SELECT_VOTES.where(V.c.evidence_id.in_(part)))
             )
         return out
 
@@ -584,14 +726,15 @@ class SqlTransaction:
         yield from self._c.scalars(select(ER.c.erasure_id))
 
     def all_votes(self) -> Iterator[Vote]:
-        for r in self._c.execute(select(V)):
-            yield _vote(r._mapping)
+        for r in self._c.execute(_SELECT_VOTES):
+            yield _vote(r)
 
     def evidence_under(self, prefixes: Collection[str]) -> list[Evidence]:
         out: list[Evidence] = []
         for p in sorted(prefixes):
             out.extend(
-                _evidence(r) for r in self._c.execute(select(E).where(*_prefix(E.c.evidence_id, p)))
+                _evidence(r)
+                for r in self._c.execute(_SELECT_EVIDENCE.where(*_prefix(E.c.evidence_id, p)))
             )
         return out
 
@@ -623,8 +766,8 @@ class SqlTransaction:
     def votes_under(self, voter: str, prefixes: Collection[str]) -> list[Vote]:
         out: list[Vote] = []
         for p in sorted(prefixes):
-            q = select(V).where(V.c.voter == voter, *_prefix(V.c.key_id, p))
-            out.extend(_vote(r._mapping) for r in self._c.execute(q))
+            q = _SELECT_VOTES.where(V.c.voter == voter, *_prefix(V.c.key_id, p))
+            out.extend(_vote(r) for r in self._c.execute(q))
         return out
 
     def known_erasures(self, erasure_ids: Collection[str]) -> set[str]:
@@ -638,7 +781,7 @@ class SqlTransaction:
         found = list(self.evidence(tombstone.evidence_ids).values())
         if tombstone.scope in ("key", "subject"):
             col = E.c.key_id if tombstone.scope == "key" else E.c.subject_id
-            q = select(E).where(
+            q = _SELECT_EVIDENCE.where(
                 col == tombstone.scope_hash,
                 func.coalesce(E.c.origin_recorded_at, E.c.recorded_at) <= tombstone.erased_at,
             )

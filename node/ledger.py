@@ -44,8 +44,8 @@ from node.core import (
     representatives,
     visible,
 )
-from node.core.validation import _is_id, check_instant, check_key, relayed_violations
 from node.core.consensus import Served, Tally, Vote, hour_of, served, tally
+from node.core.validation import _is_id, check_instant, check_key, relayed_violations
 from node.federation._digest import FederationIndex, vote_item_hash
 from node.store import BeliefChange, Counts, LoggedDecision, Repository, StoredBelief, Tombstone
 from node.store.repository import Transaction
@@ -253,10 +253,14 @@ class Ledger:
         have = set(have_ids)
         with self.repo.read() as tx:
             tombstones = [
-                t for t in tx.tombstones_under(prefixes.get("tombstones", [])) if t.erasure_id not in have
+                t
+                for t in tx.tombstones_under(prefixes.get("tombstones", []))
+                if t.erasure_id not in have
             ]
             evidence = [
-                e for e in tx.evidence_under(prefixes.get("evidence", [])) if e.evidence_id not in have
+                e
+                for e in tx.evidence_under(prefixes.get("evidence", []))
+                if e.evidence_id not in have
             ]
             votes = tx.votes_under(self.node_id, prefixes.get("votes", []))
         relayed = [replace(e, origin_recorded_at=e.first_recorded_at) for e in evidence]
@@ -300,7 +304,9 @@ class Ledger:
             for e in evidence:
                 problems = relayed_violations(e, self.policy)
                 if problems:
-                    rejected.append((e.evidence_id, "; ".join(f"{p.field}: {p.reason}" for p in problems)))
+                    rejected.append(
+                        (e.evidence_id, "; ".join(f"{p.field}: {p.reason}" for p in problems))
+                    )
                     continue
                 cap = min(
                     (c for c in (e.anchor_cap, cap_name) if c is not None),
@@ -336,7 +342,9 @@ class Ledger:
             if votes_complete_under:
                 sent = {v.key for v in votes}
                 withdrawn = {
-                    v.key for v in tx.votes_under(peer_id, votes_complete_under) if v.key not in sent
+                    v.key
+                    for v in tx.votes_under(peer_id, votes_complete_under)
+                    if v.key not in sent
                 }
                 if withdrawn:
                     tx.delete_votes(peer_id, withdrawn)
@@ -506,7 +514,7 @@ class Ledger:
             verdict = state.belief(self.policy)
             vid = ids.version_id(key, obj) if obj is not None else None
             if verdict is None or (vid is not None and vid not in believed_versions(verdict)):
-                raise NotFound(f"no current belief for {key}" + (f" with that value" if obj else ""))
+                raise NotFound(f"no current belief for {key}" + (" with that value" if obj else ""))
             if vid is None and self.policy.is_multi_valued(key.predicate):
                 vid = None  # the whole multi-valued key ends
             retraction = Retraction(key, vid, now if at is None else at, now, reason)
@@ -570,7 +578,9 @@ class Ledger:
                     put.append(mine)
             else:
                 mine = old_mine
-            rows, result = self._served_rows(key, verdict, reps, [*others, *([mine] if mine else [])], now)
+            rows, result = self._served_rows(
+                key, verdict, reps, [*others, *([mine] if mine else [])], now
+            )
             served[key] = rows
             old = current.get(key, [])
             if [(b.version_id, b.evidence_id, b.rule, b.state) for b in old] != [
@@ -620,7 +630,15 @@ class Ledger:
     ) -> tuple[list[StoredBelief], Tally | None]:
         if verdict is not None and verdict.believed:
             return [
-                StoredBelief(key, vid, reps[vid].object, reps[vid].evidence_id, verdict.rule, BeliefState.BELIEVED, now)
+                StoredBelief(
+                    key,
+                    vid,
+                    reps[vid].object,
+                    reps[vid].evidence_id,
+                    verdict.rule,
+                    BeliefState.BELIEVED,
+                    now,
+                )
                 for vid in verdict.believed
             ], None
         result = tally(
@@ -631,9 +649,11 @@ class Ledger:
             self_id=self.node_id,
         )
         local_rep = reps[verdict.version_id] if verdict else None
-        protected = local_rep is not None and self.policy.anchor_value(
-            local_rep.attribution, local_rep.anchor_cap
-        ) >= self.policy.anchors[self.policy.protect_anchor]
+        protected = (
+            local_rep is not None
+            and self.policy.anchor_value(local_rep.attribution, local_rep.anchor_cap)
+            >= self.policy.anchors[self.policy.protect_anchor]
+        )
         answer = served(
             verdict.version_id if verdict else None,
             verdict.rule if verdict else None,
@@ -647,7 +667,9 @@ class Ledger:
         if answer is None or answer.version_id not in reps:
             return [], result
         rep = reps[answer.version_id]
-        row = StoredBelief(key, answer.version_id, rep.object, rep.evidence_id, answer.rule, answer.state, now)
+        row = StoredBelief(
+            key, answer.version_id, rep.object, rep.evidence_id, answer.rule, answer.state, now
+        )
         return [row], result
 
     # -- reads --------------------------------------------------------------
@@ -687,7 +709,9 @@ class Ledger:
         """Current beliefs of a namespace (and subject), a page at a time."""
         return self._list(namespace, subject, page_size, page_token, None)
 
-    def review_queue(self, namespace: str = "", page_size: int = 0, page_token: str = "") -> Page[Belief]:
+    def review_queue(
+        self, namespace: str = "", page_size: int = 0, page_token: str = ""
+    ) -> Page[Belief]:
         """Every key whose served state is CONTESTED or AMBIGUOUS, and only those."""
         return self._list(
             namespace, None, page_size, page_token, (BeliefState.AMBIGUOUS, BeliefState.CONTESTED)
@@ -735,7 +759,9 @@ class Ledger:
             lineage = tx.lineage(key)
         if not state.evidence:
             raise NotFound(f"no evidence for {key}")
-        return history(state.evidence, state.retractions, self.policy, known_at=known_at, lineage=lineage)
+        return history(
+            state.evidence, state.retractions, self.policy, known_at=known_at, lineage=lineage
+        )
 
     def explain(
         self, key: Key, as_of: Instant | None = None, known_at: Instant | None = None
@@ -745,7 +771,9 @@ class Ledger:
         _check_times(as_of, known_at)
         with self.repo.read() as tx:
             state = tx.key_states([key])[key]
-            served = self._beliefs(tx, [key]).get(key) if as_of is None and known_at is None else None
+            served = (
+                self._beliefs(tx, [key]).get(key) if as_of is None and known_at is None else None
+            )
         evidence = visible(state.evidence, state.retractions, as_of=as_of, known_at=known_at)
         verdict, comparisons = explain(evidence, self.policy)
         if verdict is None:
@@ -777,7 +805,9 @@ class Ledger:
         rows = rows[:size]
         return Page(rows, _encode_token(rows[-1].seq) if more else "")
 
-    def changes(self, namespace: str = "", after_seq: int = 0, limit: int = 100) -> list[BeliefChange]:
+    def changes(
+        self, namespace: str = "", after_seq: int = 0, limit: int = 100
+    ) -> list[BeliefChange]:
         """Belief changes after a resume point, oldest first."""
         with self.repo.read() as tx:
             return tx.belief_changes(namespace or None, after_seq, limit)
@@ -825,7 +855,9 @@ class Ledger:
             return Resolution(submitted, True, f"{key} now believes {obj!r} (rule {belief.rule})")
         if belief is not None and belief.version_id == chosen:
             if belief.state is BeliefState.BELIEVED:
-                return Resolution(submitted, True, f"{key} now believes {obj!r} (rule {belief.rule})")
+                return Resolution(
+                    submitted, True, f"{key} now believes {obj!r} (rule {belief.rule})"
+                )
             return Resolution(
                 submitted,
                 False,
@@ -892,7 +924,9 @@ class Ledger:
                 doomed = tx.evidence_in_scope("evidence", evidence_id, None, None)
             erased_ids = {e.evidence_id for e in doomed} | ({evidence_id} if evidence_id else set())
             tombstone = replace(tombstone, evidence_ids=tuple(sorted(erased_ids)))
-            keys = self._apply_erasure(tx, tombstone, doomed, fx, extra_keys={key} if key else set())
+            keys = self._apply_erasure(
+                tx, tombstone, doomed, fx, extra_keys={key} if key else set()
+            )
         self._after(fx)
         self.repo.after_erase()
         return ErasureReport(tombstone.erasure_id, len(doomed), len(keys), now)
@@ -915,12 +949,19 @@ class Ledger:
             keys.add(v.key)
             fx.votes_removed.append((v.voter, v.key))
         tx.delete_votes_on_evidence(ids_)
+        if forget:
+            # Every vote on an erased key goes, abstentions too: they carry the key's text.
+            for key, held in tx.votes(forget).items():
+                fx.votes_removed.extend((v.voter, key) for v in held)
+            tx.delete_votes_on_keys(forget)
         tx.erase(ids_, forget)
         tx.add_tombstone(tombstone)
         fx.evidence_removed.update(ids_)
         fx.erasures_added.add(tombstone.erasure_id)
         current.update({k: v for k, v in tx.beliefs([k for k in keys if k not in current]).items()})
-        self._refresh(tx, tx.key_states(keys), tombstone.erased_at, fx, current=current, quiet=forget)
+        self._refresh(
+            tx, tx.key_states(keys), tombstone.erased_at, fx, current=current, quiet=forget
+        )
         return keys
 
     def run_decay(self, now: Instant | None = None, batch: int = 2000) -> DecayReport:
@@ -936,7 +977,9 @@ class Ledger:
                 break
             after = page[-1].evidence_id
             decayed += sum(
-                1 for e in page if effective_confidence_milli(e, self.policy, now) < e.confidence_milli
+                1
+                for e in page
+                if effective_confidence_milli(e, self.policy, now) < e.confidence_milli
             )
             cold = set(cold_evidence(page, self.policy, now))
             if not cold:
@@ -959,7 +1002,11 @@ class Ledger:
 
 
 def _consensus_transition(
-    key: Key, old: Sequence[StoredBelief], new: Sequence[StoredBelief], result: Tally | None, now: Instant
+    key: Key,
+    old: Sequence[StoredBelief],
+    new: Sequence[StoredBelief],
+    result: Tally | None,
+    now: Instant,
 ) -> Decision | None:
     """A decision-log entry, with the tallies, when votes change what a key serves."""
     if result is None or not result.peer_voted or not new:
@@ -967,13 +1014,25 @@ def _consensus_transition(
     row = new[0]
     before = old[0] if old else None
     if row.state is BeliefState.CONTESTED:
-        if before is not None and before.state is BeliefState.CONTESTED and before.version_id == row.version_id:
+        if (
+            before is not None
+            and before.state is BeliefState.CONTESTED
+            and before.version_id == row.version_id
+        ):
             return None
         outcome = Outcome.CONTESTED
     elif row.rule is Rule.FEDERATION_CONSENSUS:
-        if before is not None and before.rule is Rule.FEDERATION_CONSENSUS and before.version_id == row.version_id:
+        if (
+            before is not None
+            and before.rule is Rule.FEDERATION_CONSENSUS
+            and before.version_id == row.version_id
+        ):
             return None
-        outcome = Outcome.SUPERSEDED if before and before.version_id != row.version_id else Outcome.CORROBORATED
+        outcome = (
+            Outcome.SUPERSEDED
+            if before and before.version_id != row.version_id
+            else Outcome.CORROBORATED
+        )
     else:
         return None
     tallies = "; ".join(
@@ -994,7 +1053,11 @@ def _consensus_transition(
 def _tombstone_problem(t: Tombstone) -> str:
     if t.scope not in ("evidence", "key", "subject"):
         return f"unknown erasure scope {t.scope!r}"
-    if not _is_id(t.erasure_id) or not _is_id(t.scope_hash) or not all(_is_id(i) for i in t.evidence_ids):
+    if (
+        not _is_id(t.erasure_id)
+        or not _is_id(t.scope_hash)
+        or not all(_is_id(i) for i in t.evidence_ids)
+    ):
         return "erasure ids must be 32 lowercase hex digits"
     out: list[FieldViolation] = []
     check_instant(out, "erased_at", t.erased_at)
@@ -1018,7 +1081,9 @@ def _vote_problem(v: Vote, held: dict[str, Evidence], policy: Policy) -> str:
 
 
 def _vote_hash(v: Vote) -> int:
-    return vote_item_hash(ids.key_id(v.key), v.version_id, v.evidence_id, v.anchor, v.worth_milli, v.fresh_since)
+    return vote_item_hash(
+        ids.key_id(v.key), v.version_id, v.evidence_id, v.anchor, v.worth_milli, v.fresh_since
+    )
 
 
 def ensure_node_id(repo: Repository, configured: str | None, fresh: str) -> str:
@@ -1045,8 +1110,20 @@ def _check_times(as_of: Instant | None, known_at: Instant | None) -> None:
 
 def _belief_from_rows(rows: Sequence[StoredBelief], reps: dict[str, Evidence]) -> Belief:
     first = rows[0]
-    values = tuple((b.version_id, b.object) for b in rows) if len(rows) > 1 or first.rule is Rule.MULTI_VALUED else ()
-    return Belief(first.key, first.version_id, first.object, first.state, first.rule, reps[first.evidence_id], values)
+    values = (
+        tuple((b.version_id, b.object) for b in rows)
+        if len(rows) > 1 or first.rule is Rule.MULTI_VALUED
+        else ()
+    )
+    return Belief(
+        first.key,
+        first.version_id,
+        first.object,
+        first.state,
+        first.rule,
+        reps[first.evidence_id],
+        values,
+    )
 
 
 def _belief_from_verdict(key: Key, evidence: Sequence[Evidence], policy: Policy) -> Belief | None:
@@ -1055,10 +1132,11 @@ def _belief_from_verdict(key: Key, evidence: Sequence[Evidence], policy: Policy)
         return None
     by_id = {e.evidence_id: e for e in evidence}
     rep = by_id[verdict.evidence_id]
-    values = ()
+    values: tuple[tuple[str, str], ...] = ()
     if verdict.believed:
         values = tuple(
-            (vid, next(e.object for e in evidence if e.version_id == vid)) for vid in verdict.believed
+            (vid, next(e.object for e in evidence if e.version_id == vid))
+            for vid in verdict.believed
         )
     state = BeliefState.AMBIGUOUS if verdict.ambiguous else BeliefState.BELIEVED
     return Belief(key, verdict.version_id, rep.object, state, verdict.rule, rep, values)

@@ -10,8 +10,8 @@ from google.protobuf.message import Message
 
 from node.api.v1 import factnode_pb2 as pb
 from node.config import Peer
-from node.federation.sync import FederationEndpoint, Syncer
 from node.core import MICROS_PER_DAY, Instant, Policy
+from node.federation.sync import FederationEndpoint, Syncer
 from node.ledger import Ledger
 from node.store import SqlRepository
 
@@ -77,7 +77,9 @@ class InProcessLink:
 
     async def pull_delta(self, request: pb.DeltaRequest) -> pb.Delta:
         req = self._send(request, pb.DeltaRequest)
-        return self._send(await asyncio.to_thread(self.endpoint.pull_delta, self.caller, req), pb.Delta)
+        return self._send(
+            await asyncio.to_thread(self.endpoint.pull_delta, self.caller, req), pb.Delta
+        )
 
     async def push_delta(self, delta: pb.Delta) -> pb.PushDeltaResponse:
         req = self._send(delta, pb.Delta)
@@ -88,13 +90,23 @@ class InProcessLink:
 class Federation:
     """Several in-process nodes, fully meshed over `InProcessLink`s, for simulations."""
 
-    def __init__(self, node_ids: list[str], clock: FakeClock | None = None, policy: Policy | None = None, fanout: int = 0, seed: int = 0) -> None:
+    def __init__(
+        self,
+        node_ids: list[str],
+        clock: FakeClock | None = None,
+        policy: Policy | None = None,
+        fanout: int = 0,
+        seed: int = 0,
+    ) -> None:
         self.clock = clock or FakeClock()
         self.ledgers = {n: memory_ledger(policy, self.clock, n) for n in node_ids}
         peers = {n: [Peer(f"inproc:{p}", p) for p in node_ids if p != n] for n in node_ids}
         self.endpoints = {n: FederationEndpoint(self.ledgers[n], peers[n]) for n in node_ids}
         self.links = {
-            (a, b): InProcessLink(a, self.endpoints[b]) for a in node_ids for b in node_ids if a != b
+            (a, b): InProcessLink(a, self.endpoints[b])
+            for a in node_ids
+            for b in node_ids
+            if a != b
         }
         self.syncers = {
             n: Syncer(

@@ -60,7 +60,7 @@ class FederationEndpoint:
         self.ledger = ledger
         self.peers = {p.node_id: p for p in peers}
 
-    def _digest(self, caller: str, digest_set: int) -> SetDigest:
+    def _digest(self, caller: str, digest_set: pb.DigestSet) -> SetDigest:
         index = self.ledger.index()
         if digest_set == EVIDENCE:
             return index.evidence
@@ -74,14 +74,16 @@ class FederationEndpoint:
 
     def get_digest(self, caller: str, request: pb.DigestRequest) -> pb.Digest:
         """Root buckets of every set, or the children of the requested buckets."""
-        refs = list(request.buckets) or [pb.BucketRef(set=s, prefix="") for s in SETS]  # type: ignore[arg-type]
+        refs = list(request.buckets) or [pb.BucketRef(set=s, prefix="") for s in SETS]
         depth = min(request.depth, 2)
         out = pb.Digest()
         index = self.ledger.index()
         with index.lock:
             for ref in refs:
                 _check_prefix(ref.prefix)
-                for prefix, digest, count in self._digest(caller, ref.set).children(ref.prefix, depth):
+                for prefix, digest, count in self._digest(caller, ref.set).children(
+                    ref.prefix, depth
+                ):
                     out.buckets.add(set=ref.set, prefix=prefix, hash=digest, count=count)
         return out
 
@@ -92,7 +94,9 @@ class FederationEndpoint:
         for ref in request.buckets:
             _check_prefix(ref.prefix)
             if ref.set not in names:
-                raise InvalidInput([FieldViolation("buckets.set", f"cannot pull digest set {ref.set}")])
+                raise InvalidInput(
+                    [FieldViolation("buckets.set", f"cannot pull digest set {ref.set}")]
+                )
             prefixes[names[ref.set]].append(ref.prefix)
         tombstones, evidence, votes = self.ledger.offer(prefixes, request.have_ids)
         return pb.Delta(
@@ -120,7 +124,11 @@ class FederationEndpoint:
 def _check_prefix(prefix: str) -> None:
     if len(prefix) > DEPTH or any(c not in "0123456789abcdef" for c in prefix):
         raise InvalidInput(
-            [FieldViolation("buckets.prefix", f"{prefix[:40]!r} is not up to {DEPTH} lowercase hex digits")]
+            [
+                FieldViolation(
+                    "buckets.prefix", f"{prefix[:40]!r} is not up to {DEPTH} lowercase hex digits"
+                )
+            ]
         )
 
 
@@ -193,13 +201,20 @@ class Syncer:
     async def _guarded(self, state: PeerState, timeout: float) -> RoundResult:
         try:
             result = await asyncio.wait_for(self.round_with(state.peer), timeout)
-        except Exception as exc:  # noqa: BLE001 - a failing peer must not stop the others
+        except Exception as exc:
             state.failures += 1
             state.last_error = _describe(exc)
             backoff = min(self.interval * 2 ** (state.failures - 1), MAX_BACKOFF_SECONDS)
             state.next_attempt = time.monotonic() + backoff
-            log.warning("sync with %s failed (%s); retrying in %.0fs", state.peer.node_id, state.last_error, backoff)
-            return RoundResult(state.peer.node_id, state.peer.address, ok=False, error=state.last_error)
+            log.warning(
+                "sync with %s failed (%s); retrying in %.0fs",
+                state.peer.node_id,
+                state.last_error,
+                backoff,
+            )
+            return RoundResult(
+                state.peer.node_id, state.peer.address, ok=False, error=state.last_error
+            )
         state.failures = 0
         state.last_error = ""
         state.next_attempt = 0.0
@@ -220,7 +235,7 @@ class Syncer:
         mine = self._mine(peer.node_id)
         roots = await link.get_digest(pb.DigestRequest())
         frontier = [b for b in roots.buckets if b.set in mine and _differs(b, mine[b.set])]
-        leaves: dict[int, list[str]] = {s: [] for s in SETS}
+        leaves: dict[pb.DigestSet, list[str]] = {s: [] for s in SETS}
         while frontier:
             by_depth: dict[int, list[pb.Bucket]] = {1: [], 2: []}
             for b in frontier:
@@ -243,11 +258,17 @@ class Syncer:
         return result
 
     async def _children(
-        self, link: PeerLink, mine: dict[int, SetDigest], chunk: list[pb.Bucket], depth: int
+        self,
+        link: PeerLink,
+        mine: dict[pb.DigestSet, SetDigest],
+        chunk: list[pb.Bucket],
+        depth: int,
     ) -> list[pb.Bucket]:
         """The children `depth` levels below each bucket of `chunk` that differ from ours."""
         reply = await link.get_digest(
-            pb.DigestRequest(buckets=[pb.BucketRef(set=b.set, prefix=b.prefix) for b in chunk], depth=depth)
+            pb.DigestRequest(
+                buckets=[pb.BucketRef(set=b.set, prefix=b.prefix) for b in chunk], depth=depth
+            )
         )
         theirs = {(b.set, b.prefix): b for b in reply.buckets}
         for b in chunk:
@@ -257,7 +278,7 @@ class Syncer:
                     theirs[(b.set, prefix)] = pb.Bucket(set=b.set, prefix=prefix, hash=b"", count=0)
         return [c for c in theirs.values() if _differs(c, mine[c.set])]
 
-    def _mine(self, peer_id: str) -> dict[int, SetDigest]:
+    def _mine(self, peer_id: str) -> dict[pb.DigestSet, SetDigest]:
         index = self.ledger.index()
         return {
             EVIDENCE: index.evidence,
@@ -270,8 +291,8 @@ class Syncer:
         self,
         link: PeerLink,
         peer: Peer,
-        mine: dict[int, SetDigest],
-        leaves: dict[int, list[str]],
+        mine: dict[pb.DigestSet, SetDigest],
+        leaves: dict[pb.DigestSet, list[str]],
         result: RoundResult,
     ) -> set[str]:
         """Takes what the peer holds under the leaves and we lack; returns the ids of the
@@ -284,7 +305,9 @@ class Syncer:
                 if s in (EVIDENCE, TOMBSTONES):
                     have.extend(mine[s].ids_under([p]))
             delta = await link.pull_delta(
-                pb.DeltaRequest(buckets=[pb.BucketRef(set=s, prefix=p) for s, p in chunk], have_ids=have)  # type: ignore[misc]
+                pb.DeltaRequest(
+                    buckets=[pb.BucketRef(set=s, prefix=p) for s, p in chunk], have_ids=have
+                )
             )
             received = await asyncio.to_thread(
                 self.ledger.receive,
@@ -308,8 +331,8 @@ class Syncer:
     async def _push(
         self,
         link: PeerLink,
-        mine: dict[int, SetDigest],
-        leaves: dict[int, list[str]],
+        mine: dict[pb.DigestSet, SetDigest],
+        leaves: dict[pb.DigestSet, list[str]],
         result: RoundResult,
         peer_has: Collection[str] = (),
     ) -> None:
@@ -320,7 +343,9 @@ class Syncer:
                 "evidence": [p for s, p in chunk if s == EVIDENCE],
                 "votes": [p for s, p in chunk if s == YOUR_VOTES],
             }
-            tombstones, evidence, votes = await asyncio.to_thread(self.ledger.offer, prefixes, peer_has)
+            tombstones, evidence, votes = await asyncio.to_thread(
+                self.ledger.offer, prefixes, peer_has
+            )
             if not (tombstones or evidence or votes):
                 continue
             reply = await link.push_delta(
@@ -352,10 +377,12 @@ def _differs(bucket: pb.Bucket, mine: SetDigest) -> bool:
     return (digest, count) != (bucket.hash, bucket.count)
 
 
-def _chunks(refs: list[tuple[int, str]], mine: dict[int, SetDigest]) -> list[list[tuple[int, str]]]:
+def _chunks(
+    refs: list[tuple[pb.DigestSet, str]], mine: dict[pb.DigestSet, SetDigest]
+) -> list[list[tuple[pb.DigestSet, str]]]:
     """Groups buckets so that each delta carries about DELTA_ITEMS items."""
-    out: list[list[tuple[int, str]]] = []
-    current: list[tuple[int, str]] = []
+    out: list[list[tuple[pb.DigestSet, str]]] = []
+    current: list[tuple[pb.DigestSet, str]] = []
     size = 0
     for s, p in refs:
         n = max(mine[s].bucket(p)[1], 1)

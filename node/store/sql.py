@@ -715,6 +715,10 @@ class SqlTransaction:
             )
         return out
 
+    def delete_votes_on_keys(self, keys: Collection[Key]) -> None:
+        for part in chunks(sorted(ids.key_id(k) for k in keys)):
+            self._c.execute(delete(V).where(V.c.key_id.in_(part)))
+
     def delete_votes_on_evidence(self, evidence_ids: Collection[str]) -> None:
         for part in chunks(sorted(evidence_ids)):
             self._c.execute(delete(V).where(V.c.evidence_id.in_(part)))
@@ -849,7 +853,10 @@ class SqlRepository:
 
     def after_erase(self) -> None:
         """Pushes erased bytes out of the WAL (SQLite) or dead tuples (PostgreSQL)."""
-        with self._serial, self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        with (
+            self._serial,
+            self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn,
+        ):
             if self.is_sqlite:
                 conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
             else:

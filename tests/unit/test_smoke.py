@@ -1,6 +1,15 @@
 """Smoke: the pure core decides a simple conflict."""
 
-from node.core import MICROS_PER_DAY, KeyState, Outcome, Policy, Rule, Submission, decide, make_evidence
+from node.core import (
+    MICROS_PER_DAY,
+    KeyState,
+    Outcome,
+    Policy,
+    Rule,
+    Submission,
+    decide,
+    make_evidence,
+)
 
 
 def test_first_party_fact_beats_newer_low_anchor_claim() -> None:

@@ -62,8 +62,14 @@ class InProcessLink:
         self.up = True
         self.calls = 0
         self.bytes = 0
+        # Messages left before the link breaks mid-round (None: it does not).
+        self.breaks_after: int | None = None
 
     def _send(self, msg: Message, kind: type[M]) -> M:
+        if self.breaks_after is not None:
+            if self.breaks_after <= 0:
+                self.up = False
+            self.breaks_after -= 1
         if not self.up:
             raise ConnectionError("link down")
         raw = msg.SerializeToString()

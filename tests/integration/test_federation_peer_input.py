@@ -1,0 +1,130 @@
+"""What a node does with bad or partial peer traffic: refuse item by item, lose nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from node.api.v1 import factnode_pb2 as pb
+from node.core import MICROS_PER_DAY, Key, Submission
+from node.testing import Federation
+
+KEY = Key("team:infra", "build", "python_version")
+
+
+@pytest.fixture
+def fed() -> Iterator[Federation]:
+    """Two in-process nodes, a and b, that know each other."""
+    federation = Federation(["a", "b"])
+    try:
+        yield federation
+    finally:
+        federation.close()
+
+
+def _submit(
+    fed: Federation, node: str, value: str, anchor: str = "agent_observed", key: Key = KEY
+) -> str:
+    now = fed.clock.now()
+    sub = Submission(
+        key.namespace,
+        key.subject,
+        key.predicate,
+        value,
+        anchor,
+        f"{node}-src",
+        0.5,
+        0.9,
+        now - MICROS_PER_DAY,
+    )
+    return fed.ledgers[node].submit(sub).evidence_id
+
+
+def _vote(
+    version_id: str, evidence_id: str, anchor: int = 60, worth: int = 500, subject: str = "build"
+) -> pb.Vote:
+    return pb.Vote(
+        key=pb.Key(namespace=KEY.namespace, subject=subject, predicate=KEY.predicate),
+        version_id=version_id,
+        evidence_id=evidence_id,
+        anchor=anchor,
+        worth_milli=worth,
+    )
+
+
+def test_bad_items_in_a_pushed_delta_are_refused_one_by_one(fed: Federation) -> None:
+    """Unknown versions, weights out of range, oversized keys, unparsable tombstones and forged
+    evidence ids are refused with reasons; the good items in the same delta are taken."""
+    good_id = _submit(fed, "a", "3.12")
+    offered = fed.endpoints["a"].pull_delta(
+        "b", pb.DeltaRequest(buckets=[pb.BucketRef(set=pb.DIGEST_SET_EVIDENCE, prefix="")])
+    )
+    [good] = offered.evidence
+    forged = pb.RelayedEvidence()
+    forged.CopyFrom(good)
+    forged.object = "3.13"  # the id no longer matches the content
+    version = fed.ledgers["a"].belief(KEY).version_id
+    delta = pb.Delta(
+        evidence=[good, forged],
+        votes=[
+            _vote("f" * 32, good_id),  # a version this node holds no evidence for
+            _vote(version, good_id, worth=5000),  # weight out of range
+            _vote(version, good_id, subject="x" * 300),  # key over the size limit
+        ],
+        tombstones=[
+            pb.ErasureTombstone(erasure_id="not-hex", scope=pb.ERASURE_SCOPE_KEY, scope_hash="zz")
+        ],
+    )
+    reply = fed.endpoints["b"].push_delta("a", delta)
+    reasons = [r.reason for r in reply.rejected]
+    assert any("does not match" in r for r in reasons), reasons
+    assert any("unknown version" in r for r in reasons), reasons
+    assert any("out of range" in r for r in reasons), reasons
+    assert any("longer than" in r for r in reasons), reasons
+    assert any("hex" in r for r in reasons), reasons
+    assert len(reply.rejected) == 5
+    # The good evidence was taken, capped at federation_received on b, and nothing else.
+    held = fed.ledgers["b"].belief(KEY)
+    assert (held.object, held.evidence.attribution, held.evidence.anchor_cap) == (
+        "3.12",
+        "agent_observed",
+        "federation_received",
+    )
+    assert fed.ledgers["b"].tally_of(KEY) is not None
+    assert [v for v in fed.ledgers["b"].tally_of(KEY).versions if "a" in v.voters] == []  # type: ignore[union-attr]
+
+
+async def test_a_sync_that_breaks_midway_loses_nothing_and_resumes(fed: Federation) -> None:
+    """A round cut after a few messages leaves both stores consistent; the next round completes it."""
+    for i in range(200):
+        _submit(fed, "a", f"v{i}", key=Key("team:infra", f"svc-{i}", "owner"))
+    link = fed.links[("b", "a")]
+    link.breaks_after = 3  # digest, one descent, then the first pull breaks
+    results = await fed.syncers["b"].sync_round(force=True)
+    assert not results[0].ok
+    partial = fed.ledgers["b"].counts().evidence
+    assert partial < 200
+    link.up, link.breaks_after = True, None
+    for _ in range(3):
+        await fed.round()
+    assert fed.ledgers["b"].counts().evidence == 200
+    index_a, index_b = fed.ledgers["a"].index(), fed.ledgers["b"].index()
+    assert index_a.evidence.bucket("") == index_b.evidence.bucket("")
+
+
+async def test_erasing_a_key_drops_every_vote_on_it(fed: Federation) -> None:
+    """After an erase by key no vote for it stays, not even another node's abstention."""
+    _submit(fed, "a", "3.12")
+    _submit(fed, "b", "3.11", anchor="agent_observed")
+    _submit(
+        fed, "b", "3.10", anchor="agent_observed"
+    )  # b is AMBIGUOUS between its two: it abstains
+    for _ in range(2):
+        await fed.round()
+    with fed.ledgers["a"].repo.read() as tx:
+        held = {v.voter: v.version_id for v in tx.votes([KEY])[KEY]}
+    assert held["b"] is None  # b's abstention is held on a
+    fed.ledgers["a"].erase(key=KEY, operator="op", reason="test")
+    with fed.ledgers["a"].repo.read() as tx:
+        assert tx.votes([KEY])[KEY] == []

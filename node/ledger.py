@@ -480,6 +480,9 @@ class Ledger:
                 batch.retractions.setdefault(r.key, []).append(r)
                 batch.verdicts.pop(r.key, None)
                 touched.add(r.key)
+            if ruling.decision.rule is Rule.ERASED:
+                # Logged and countable, but the key's text must not come back after an erasure.
+                ruling = replace(ruling, decision=replace(ruling.decision, key=_erased_key(e.key)))
             rulings.append((e, ruling))
 
         tx.add_evidence(rows)
@@ -999,6 +1002,11 @@ class Ledger:
         """A persisted node fact."""
         with self.repo.read() as tx:
             return tx.meta(name)
+
+
+def _erased_key(key: Key) -> Key:
+    """A stand-in key for logging a rejection by erasure: its hash, never its text."""
+    return Key("erased", ids.key_id(key), "-")
 
 
 def _consensus_transition(

@@ -50,8 +50,16 @@ def sub(
     start = FakeClock().now()
     valid_from = None if day is None else start + day * DAY
     return Submission(
-        key.namespace, key.subject, key.predicate, obj, anchor, source, worth, confidence,
-        valid_from, idempotency_key=idem,
+        key.namespace,
+        key.subject,
+        key.predicate,
+        obj,
+        anchor,
+        source,
+        worth,
+        confidence,
+        valid_from,
+        idempotency_key=idem,
     )
 
 
@@ -157,7 +165,11 @@ def test_every_outcome_is_recorded_and_survives_reopening(
     counts = after[5]
     # Stored: 6 candidates (incl. Braga) + 2 WORKS_AT; rejections are logged, not candidates.
     assert (counts.evidence, counts.keys, counts.decisions, counts.rejected, counts.ambiguous) == (
-        7, 2, 10, 2, 1,
+        7,
+        2,
+        10,
+        2,
+        1,
     )
 
 
@@ -205,6 +217,7 @@ class _FailingRepository:
     @contextmanager
     def write(self) -> Iterator[Transaction]:
         with self.inner.write() as tx:
+
             def boom(*_: object) -> list[int]:
                 raise RuntimeError("disk on fire")
 
@@ -492,7 +505,8 @@ def test_resolve_settles_an_ambiguous_key(ledger: Ledger) -> None:
     _ambiguous(ledger)
     provisional = ledger.belief(WORKS_AT)
     other = next(
-        v for v in (ids.version_id(WORKS_AT, "Acme"), ids.version_id(WORKS_AT, "Initech"))
+        v
+        for v in (ids.version_id(WORKS_AT, "Acme"), ids.version_id(WORKS_AT, "Initech"))
         if v != provisional.version_id
     )
     resolution = ledger.resolve(
@@ -501,10 +515,13 @@ def test_resolve_settles_an_ambiguous_key(ledger: Ledger) -> None:
     assert resolution.resolved
     belief = ledger.belief(WORKS_AT)
     assert (belief.version_id, belief.state, belief.rule) == (
-        other, BeliefState.BELIEVED, Rule.TRUST_ANCHOR,
+        other,
+        BeliefState.BELIEVED,
+        Rule.TRUST_ANCHOR,
     )
     assert (belief.evidence.attribution, belief.evidence.source) == (
-        "user_confirmed", "operator:rui",
+        "user_confirmed",
+        "operator:rui",
     )
     assert ledger.review_queue(NS).items == []
     with pytest.raises(NotFound):
@@ -524,7 +541,8 @@ def test_resolution_losing_to_stronger_evidence_says_so(ledger: Ledger) -> None:
     assert "stronger local evidence" in resolution.note
     assert before.version_id in resolution.note
     assert (resolution.submitted.decision.outcome, resolution.submitted.decision.rule) == (
-        Outcome.DISBELIEVED, Rule.TRUST_ANCHOR,
+        Outcome.DISBELIEVED,
+        Rule.TRUST_ANCHOR,
     )
     assert ledger.belief(WORKS_AT).version_id == before.version_id
     assert [b.key for b in ledger.review_queue(NS).items] == [WORKS_AT]
@@ -554,6 +572,9 @@ def test_erase_by_evidence_id_brings_back_the_belief_it_retired(
     # The same evidence, recorded before the erasure, never returns.
     [again] = ledger.ingest([(porto, None)])
     assert (again.decision.outcome, again.decision.rule) == (Outcome.REJECTED, Rule.ERASED)
+    # The rejection is logged under the key's hash, not its text.
+    assert again.decision.key.namespace == "erased"
+    assert LIVES_IN.subject not in str(again.decision.key)
     assert ledger.belief(LIVES_IN).object == "Lisbon"
     # New evidence after the erasure is accepted normally.
     at(clock, 60)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -42,6 +42,15 @@ def optional_instant(
     if not msg.HasField(name):  # type: ignore[attr-defined]
         return None
     return instant(getattr(msg, name), field, out)
+
+
+def time_travel(msg: object) -> tuple[Instant | None, Instant | None]:
+    """The optional `as_of` and `known_at` of a read request; bad times raise InvalidInput."""
+    out: list[FieldViolation] = []
+    as_of = optional_instant(msg, "as_of", "as_of", out)
+    known_at = optional_instant(msg, "known_at", "known_at", out)
+    raise_if(out)
+    return as_of, known_at
 
 
 def timestamp(at: Instant) -> Timestamp:
@@ -87,26 +96,31 @@ def submission(req: pb.SubmitFactRequest, prefix: str = "fact.") -> Submission:
     )
 
 
+def _statement_fields(e: Evidence) -> dict[str, Any]:
+    """Fields the public Evidence and the peer RelayedEvidence messages share."""
+    return {
+        "evidence_id": e.evidence_id,
+        "key": key_pb(e.key),
+        "object": e.object,
+        "attribution": e.attribution,
+        "source": e.source,
+        "valid_from": timestamp(e.valid_from),
+        "valid_from_defaulted": e.valid_from_defaulted,
+        "origin_node": e.origin_node,
+        "corrects": e.corrects or "",
+        "anchor_cap": e.anchor_cap or "",
+        "contradicts": key_pb(e.contradicts) if e.contradicts is not None else None,
+    }
+
+
 def evidence_pb(e: Evidence) -> pb.Evidence:
-    msg = pb.Evidence(
-        evidence_id=e.evidence_id,
-        key=key_pb(e.key),
-        object=e.object,
+    return pb.Evidence(
+        **_statement_fields(e),
         version_id=e.version_id,
-        attribution=e.attribution,
-        source=e.source,
         worth=e.worth_milli / 1000,
         confidence=e.confidence_milli / 1000,
-        valid_from=timestamp(e.valid_from),
-        valid_from_defaulted=e.valid_from_defaulted,
         recorded_at=timestamp(e.recorded_at),
-        origin_node=e.origin_node,
-        corrects=e.corrects or "",
-        anchor_cap=e.anchor_cap or "",
     )
-    if e.contradicts is not None:
-        msg.contradicts.CopyFrom(key_pb(e.contradicts))
-    return msg
 
 
 def decision_pb(d: Decision, seq: int = 0) -> pb.Decision:
@@ -205,24 +219,13 @@ def tombstone(msg: pb.ErasureTombstone) -> Tombstone:
 
 
 def relayed_pb(e: Evidence) -> pb.RelayedEvidence:
-    msg = pb.RelayedEvidence(
-        evidence_id=e.evidence_id,
-        key=key_pb(e.key),
-        object=e.object,
-        attribution=e.attribution,
-        source=e.source,
+    """Evidence as it travels to a peer: original provenance and the first recording time."""
+    return pb.RelayedEvidence(
+        **_statement_fields(e),
         worth_milli=e.worth_milli,
         confidence_milli=e.confidence_milli,
-        valid_from=timestamp(e.valid_from),
-        valid_from_defaulted=e.valid_from_defaulted,
         recorded_at=timestamp(e.first_recorded_at),
-        origin_node=e.origin_node,
-        corrects=e.corrects or "",
-        anchor_cap=e.anchor_cap or "",
     )
-    if e.contradicts is not None:
-        msg.contradicts.CopyFrom(key_pb(e.contradicts))
-    return msg
 
 
 def _micros(ts: Timestamp) -> Instant:

@@ -83,6 +83,22 @@ def check_instant(out: list[FieldViolation], name: str, value: Instant | None) -
         out.append(FieldViolation(name, "is outside 0001-01-01..9999-12-31"))
 
 
+def _check_statement(
+    out: list[FieldViolation], key: Key, obj: str, source: str, attribution: str, policy: Policy
+) -> None:
+    """The checks a submission and relayed evidence share: key, object, source, anchor."""
+    check_key(out, key)
+    _check_text(out, "object", obj, MAX_OBJECT_BYTES, True)
+    _check_text(out, "source", source, MAX_SOURCE_BYTES, False)
+    if attribution not in policy.anchors:
+        out.append(
+            FieldViolation(
+                "attribution",
+                f"unknown trust anchor {attribution!r}; known: {', '.join(sorted(policy.anchors))}",
+            )
+        )
+
+
 def check_key(out: list[FieldViolation], key: Key, prefix: str = "") -> None:
     """Adds a violation for every missing or oversized part of a key."""
     _check_text(out, f"{prefix}namespace", key.namespace, MAX_KEY_PART_BYTES, True)
@@ -93,16 +109,7 @@ def check_key(out: list[FieldViolation], key: Key, prefix: str = "") -> None:
 def violations_of(sub: Submission, policy: Policy) -> list[FieldViolation]:
     """Every bad field of a submission; empty when it may be decided."""
     out: list[FieldViolation] = []
-    check_key(out, sub.key)
-    _check_text(out, "object", sub.object, MAX_OBJECT_BYTES, True)
-    _check_text(out, "source", sub.source, MAX_SOURCE_BYTES, False)
-    if sub.attribution not in policy.anchors:
-        out.append(
-            FieldViolation(
-                "attribution",
-                f"unknown trust anchor {sub.attribution!r}; known: {', '.join(sorted(policy.anchors))}",
-            )
-        )
+    _check_statement(out, sub.key, sub.object, sub.source, sub.attribution, policy)
     _check_unit(out, "worth", sub.worth)
     _check_unit(out, "confidence", sub.confidence)
     check_instant(out, "valid_from", sub.valid_from)
@@ -155,11 +162,7 @@ def _is_id(text: str | None) -> bool:
 def relayed_violations(e: Evidence, policy: Policy) -> list[FieldViolation]:
     """What is wrong with evidence a peer relayed; empty when it may be decided."""
     out: list[FieldViolation] = []
-    check_key(out, e.key)
-    _check_text(out, "object", e.object, MAX_OBJECT_BYTES, True)
-    _check_text(out, "source", e.source, MAX_SOURCE_BYTES, False)
-    if e.attribution not in policy.anchors:
-        out.append(FieldViolation("attribution", f"unknown trust anchor {e.attribution!r}"))
+    _check_statement(out, e.key, e.object, e.source, e.attribution, policy)
     if e.anchor_cap is not None and e.anchor_cap not in policy.anchors:
         out.append(FieldViolation("anchor_cap", f"unknown trust anchor {e.anchor_cap!r}"))
     for name, value in (("worth_milli", e.worth_milli), ("confidence_milli", e.confidence_milli)):

@@ -130,10 +130,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
     @unary
     async def GetBelief(self, request: pb.GetBeliefRequest, context: Context) -> pb.Belief:
-        out: list[FieldViolation] = []
-        as_of = cv.optional_instant(request, "as_of", "as_of", out)
-        known_at = cv.optional_instant(request, "known_at", "known_at", out)
-        cv.raise_if(out)
+        as_of, known_at = cv.time_travel(request)
         belief = await _run(self.ctx.ledger.belief, cv.key(request.key), as_of, known_at)
         msg = cv.belief_pb(belief)
         if as_of is None and known_at is None:
@@ -175,10 +172,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
     @unary
     async def Explain(self, request: pb.ExplainRequest, context: Context) -> pb.ExplainResponse:
-        out: list[FieldViolation] = []
-        as_of = cv.optional_instant(request, "as_of", "as_of", out)
-        known_at = cv.optional_instant(request, "known_at", "known_at", out)
-        cv.raise_if(out)
+        as_of, known_at = cv.time_travel(request)
         explanation = await _run(self.ctx.ledger.explain, cv.key(request.key), as_of, known_at)
         return pb.ExplainResponse(
             belief=cv.belief_pb(explanation.belief) if explanation.belief else None,

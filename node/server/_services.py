@@ -16,6 +16,7 @@ from node import _wire as cv
 from node.api.v1 import factnode_pb2 as pb
 from node.api.v1 import factnode_pb2_grpc as pb_grpc
 from node.core import BeliefState, Evidence, FieldViolation, InvalidInput, Key, Outcome
+from node.core.consensus import Tally
 from node.federation.sync import Syncer
 from node.ledger import Belief, Explanation, Ledger, NotFound
 from node.metrics import Metrics
@@ -59,10 +60,6 @@ class NodeContext:
     listen: str
     database: str
     syncer: Syncer | None = None
-
-
-def _key_of(msg: pb.Key, field: str = "key") -> Key:
-    return cv.key(msg)
 
 
 class FactServicer(pb_grpc.FactServiceServicer):
@@ -134,8 +131,11 @@ class FactServicer(pb_grpc.FactServiceServicer):
         belief = await _run(self.ctx.ledger.belief, cv.key(request.key), as_of, known_at)
         msg = cv.belief_pb(belief)
         if as_of is None and known_at is None:
-            explanation = await _run(self.ctx.ledger.explain, belief.key)
-            msg.tallies.extend(await _run(version_tallies, self.ctx.ledger, belief, explanation))
+            # Tallies only where peers have voted (the API says so), and only then the cost.
+            result = await _run(self.ctx.ledger.tally_of, belief.key)
+            if result is not None and result.peer_voted:
+                explanation = await _run(self.ctx.ledger.explain, belief.key)
+                msg.tallies.extend(version_tallies(belief, explanation, result))
         return msg
 
     @unary
@@ -235,7 +235,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
 
 def version_tallies(
-    ledger: Ledger, belief: Belief, explanation: Explanation
+    belief: Belief, explanation: Explanation, result: Tally | None
 ) -> list[pb.VersionTally]:
     """Every version of a key: the local winner and the versions it beats, with the votes
     behind each (weight, share, voters) where the key has votes."""
@@ -249,7 +249,6 @@ def version_tallies(
     objects.setdefault(belief.version_id, belief.object)
     if explanation.comparisons:
         objects.setdefault(local_winner, explanation.comparisons[0].winner.object)
-    result = ledger.tally_of(belief.key)
     votes = {t.version_id: t for t in result.versions} if result and result.peer_voted else {}
     order = [
         local_winner,
@@ -303,7 +302,7 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
 
     def _contested(self, belief: Belief) -> pb.ContestedKey:
         explanation = self.ctx.ledger.explain(belief.key)
-        tallies = version_tallies(self.ctx.ledger, belief, explanation)
+        tallies = version_tallies(belief, explanation, self.ctx.ledger.tally_of(belief.key))
         return pb.ContestedKey(
             key=cv.key_pb(belief.key),
             state=cv.state_pb(belief.state),

@@ -167,3 +167,13 @@ def test_a_node_without_tokens_says_it_is_loopback_only(server: ServerProcess) -
     assert server.lines[0] == f"factnode {server.node_id} listening on {server.address}"
     said = [line for line in server.lines if "no client tokens configured" in line]
     assert said and "loopback only" in said[0], server.lines
+
+
+def test_a_node_without_peer_votes_reports_no_tallies(facts: pb_grpc.FactServiceStub) -> None:
+    """Belief.tallies stays empty where no peer has voted, as the API documents."""
+    key = pb.Key(namespace=unique_ns("solo"), subject="s", predicate="p")
+    for value, source in (("a", "one"), ("b", "two")):
+        fact = pb.FactInput(key=key, object=value, attribution="user_stated", source=source)
+        facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=RPC_TIMEOUT)
+    belief = facts.GetBelief(pb.GetBeliefRequest(key=key), timeout=RPC_TIMEOUT)
+    assert belief.object in ("a", "b") and list(belief.tallies) == []

@@ -143,6 +143,9 @@ def test_a_contested_key_is_queued_with_both_versions_on_every_node(
         assert sorted(tally["Lisbon"].voters) == ["n4", "n5"], node.node_id
         assert (tally["Porto"].share_milli, tally["Lisbon"].share_milli) == (600, 400)
         assert 2 * tally["Porto"].weight == 3 * tally["Lisbon"].weight
+        # GetBelief carries the same tallies where peers have voted.
+        served_tallies = node.belief(keys.three_to_two).tallies  # type: ignore[union-attr]
+        assert {t.object: t.share_milli for t in served_tallies} == {"Porto": 600, "Lisbon": 400}
 
 
 def test_three_to_one_is_adopted_on_every_node(fed5: Federation, keys: Keys) -> None:

@@ -45,6 +45,7 @@ from node.core import (
     visible,
 )
 from node.core.consensus import Served, Tally, Vote, hour_of, served, tally
+from node.core.decide import UNKNOWN
 from node.core.validation import _is_id, check_instant, check_key, relayed_violations
 from node.federation._digest import FederationIndex, vote_item_hash
 from node.store import BeliefChange, Counts, LoggedDecision, Repository, StoredBelief, Tombstone
@@ -164,6 +165,29 @@ class _Batch:
 
     def state(self, key: Key) -> KeyState:
         return KeyState(self.evidence.setdefault(key, []), self.retractions.setdefault(key, []))
+
+
+class _Representatives:
+    """Each version's strongest evidence over a key's visible evidence, worked out only when a
+    version other than the verdict's is asked for (the verdict names its own)."""
+
+    __slots__ = ("_all", "_evidence", "_policy", "_verdict")
+
+    def __init__(self, evidence: Sequence[Evidence], verdict: Verdict | None, policy: Policy):
+        self._evidence = evidence
+        self._verdict = verdict
+        self._policy = policy
+        self._all: dict[str, Evidence] | None = None
+
+    def of(self, version_id: str) -> Evidence | None:
+        v = self._verdict
+        if v is not None and version_id == v.version_id:
+            for e in self._evidence:
+                if e.evidence_id == v.evidence_id:
+                    return e
+        if self._all is None:
+            self._all = representatives(self._evidence, self._policy)
+        return self._all.get(version_id)
 
 
 def _encode_token(*parts: str | int) -> str:
@@ -442,6 +466,7 @@ class Ledger:
         for key, state in tx.key_states(keys).items():
             batch.evidence[key] = list(state.evidence)
             batch.retractions[key] = list(state.retractions)
+        batch.verdicts.update(tx.remembered_verdicts(keys))
         stored = tx.stored_evidence_ids([e.evidence_id for e, _ in items])
         by_idempotency = tx.evidence_for_idempotency_keys([k for _, k in items if k])
         erased = tx.erased([e for e, _ in items])
@@ -458,6 +483,7 @@ class Ledger:
                 duplicate=duplicate,
                 erased=e.evidence_id in erased,
                 contradicted=batch.state(e.contradicts) if e.contradicts else None,
+                belief=batch.verdicts.get(e.key, UNKNOWN),
             )
             if duplicate and idem is not None and idem in by_idempotency:
                 # A retry answers, and logs, the evidence its idempotency key first stored.
@@ -487,6 +513,7 @@ class Ledger:
 
         tx.add_evidence(rows)
         tx.add_retractions([r for _, ruling in rulings for r in ruling.retractions])
+        tx.remember_verdicts(batch.verdicts)
         tx.add_decisions([ruling.decision for _, ruling in rulings])
         served = self._refresh(
             tx, {k: batch.state(k) for k in touched}, self.clock.now(), fx, verdicts=batch.verdicts
@@ -570,7 +597,7 @@ class Ledger:
                 verdict = verdicts[key]
             else:
                 verdict = arbitrate(evidence, self.policy)
-            reps = representatives(evidence, self.policy)
+            reps = _Representatives(evidence, verdict, self.policy)
             mine = self._own_vote(key, verdict, reps, now)
             others = [v for v in votes.get(key, []) if v.voter != self.node_id]
             old_mine = next((v for v in votes.get(key, []) if v.voter == self.node_id), None)
@@ -604,14 +631,15 @@ class Ledger:
         return served
 
     def _own_vote(
-        self, key: Key, verdict: Verdict | None, reps: dict[str, Evidence], now: Instant
+        self, key: Key, verdict: Verdict | None, reps: _Representatives, now: Instant
     ) -> Vote | None:
         """This node's vote is its local belief; it abstains where that is AMBIGUOUS."""
         if verdict is None or self.policy.is_multi_valued(key.predicate):
             return None
         if verdict.ambiguous:
             return Vote(self.node_id, key, None, "", 0, 0, 0, now)
-        rep = reps[verdict.version_id]
+        rep = reps.of(verdict.version_id)
+        assert rep is not None
         return Vote(
             self.node_id,
             key,
@@ -627,31 +655,30 @@ class Ledger:
         self,
         key: Key,
         verdict: Verdict | None,
-        reps: dict[str, Evidence],
+        reps: _Representatives,
         votes: Sequence[Vote],
         now: Instant,
     ) -> tuple[list[StoredBelief], Tally | None]:
         if verdict is not None and verdict.believed:
+            believed = [(vid, reps.of(vid)) for vid in verdict.believed]
             return [
                 StoredBelief(
-                    key,
-                    vid,
-                    reps[vid].object,
-                    reps[vid].evidence_id,
-                    verdict.rule,
-                    BeliefState.BELIEVED,
-                    now,
+                    key, vid, rep.object, rep.evidence_id, verdict.rule, BeliefState.BELIEVED, now
                 )
-                for vid in verdict.believed
+                for vid, rep in believed
+                if rep is not None
             ], None
-        result = tally(
-            votes,
-            now=now,
-            threshold=self.policy.consensus_threshold,
-            half_life_days=self.policy.vote_half_life_days,
-            self_id=self.node_id,
-        )
-        local_rep = reps[verdict.version_id] if verdict else None
+        result = None
+        if any(v.voter != self.node_id for v in votes):
+            # Without a peer's vote the count cannot change what is served (`served`).
+            result = tally(
+                votes,
+                now=now,
+                threshold=self.policy.consensus_threshold,
+                half_life_days=self.policy.vote_half_life_days,
+                self_id=self.node_id,
+            )
+        local_rep = reps.of(verdict.version_id) if verdict else None
         protected = (
             local_rep is not None
             and self.policy.anchor_value(local_rep.attribution, local_rep.anchor_cap)
@@ -664,12 +691,13 @@ class Ledger:
             protected,
             result,
         )
-        if answer is not None and answer.version_id not in reps and verdict is not None:
+        rep = reps.of(answer.version_id) if answer is not None else None
+        if answer is not None and rep is None and verdict is not None:
             # The consensus version's evidence has not reached this node yet.
             answer = Served(verdict.version_id, BeliefState.CONTESTED, verdict.rule)
-        if answer is None or answer.version_id not in reps:
+            rep = local_rep
+        if answer is None or rep is None:
             return [], result
-        rep = reps[answer.version_id]
         row = StoredBelief(
             key, answer.version_id, rep.object, rep.evidence_id, answer.rule, answer.state, now
         )

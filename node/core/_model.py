@@ -98,6 +98,18 @@ class Key:
     namespace: str
     subject: str
     predicate: str
+    # Keys are dictionary keys all over the write path: hash once, not on every lookup.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.namespace, self.subject, self.predicate)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Key], tuple[str, str, str]]:
+        # Rebuilt from its fields: string hashes differ between processes.
+        return (Key, (self.namespace, self.subject, self.predicate))
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.subject}/{self.predicate}"

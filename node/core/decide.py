@@ -7,8 +7,10 @@ candidate, and any retraction a winning `contradicts` implies).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 from node.core._model import Decision, Evidence, Outcome, Retraction, Rule, Verdict
 from node.core.arbitration import (
@@ -32,6 +34,14 @@ class KeyState:
     def belief(self, policy: Policy) -> Verdict | None:
         """The current belief over this state."""
         return arbitrate(visible(self.evidence, self.retractions), policy)
+
+
+class _Unknown(enum.Enum):
+    UNKNOWN = enum.auto()
+
+
+# `decide`'s `belief` when the caller has not already arbitrated the key's state.
+UNKNOWN: Final = _Unknown.UNKNOWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +104,12 @@ def decide(
     duplicate: bool = False,
     erased: bool = False,
     contradicted: KeyState | None = None,
+    belief: Verdict | Literal[_Unknown.UNKNOWN] | None = UNKNOWN,
 ) -> Ruling:
-    """The one outcome of `new` against what its key holds (and the key it contradicts)."""
+    """The one outcome of `new` against what its key holds (and the key it contradicts).
+
+    `belief`, where the caller already holds it, is `state.belief(policy)`: passing it saves
+    arbitrating the same state twice."""
     gated = _gate(new, policy, duplicate=duplicate, erased=erased)
     if gated is not None:
         return gated
@@ -133,7 +147,7 @@ def decide(
             )
             moved_from = (other.version_id, rule)
 
-    before = state.belief(policy)
+    before = state.belief(policy) if belief is UNKNOWN else belief
     after_state = KeyState([*state.evidence, new], state.retractions)
     after_visible = visible(after_state.evidence, after_state.retractions)
     after = arbitrate(after_visible, policy)

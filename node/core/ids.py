@@ -24,6 +24,7 @@ def key_id(key: Key) -> str:
     return _digest("key", key.namespace, key.subject, key.predicate)
 
 
+@functools.lru_cache(maxsize=65_536)
 def subject_id(namespace: str, subject: str) -> str:
     """Stable id of a subject within a namespace."""
     return _digest("subject", namespace, subject)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -17,6 +17,7 @@ from node.core import (
     KeyState,
     Retraction,
     Rule,
+    Verdict,
 )
 from node.core.consensus import Vote
 
@@ -85,6 +86,10 @@ class Transaction(Protocol):
     """One unit of work; a write transaction holds the store's write lock."""
 
     def key_states(self, keys: Collection[Key]) -> dict[Key, KeyState]: ...
+
+    def remembered_verdicts(self, keys: Collection[Key]) -> dict[Key, Verdict | None]: ...
+
+    def remember_verdicts(self, verdicts: Mapping[Key, Verdict | None]) -> None: ...
 
     def stored_evidence_ids(self, evidence_ids: Collection[str]) -> set[str]: ...
 

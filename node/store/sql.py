@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import threading
+import uuid
 from collections import defaultdict
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
@@ -37,6 +38,7 @@ from node.core import (
     Outcome,
     Retraction,
     Rule,
+    Verdict,
     ids,
 )
 from node.core.consensus import Vote
@@ -51,6 +53,7 @@ from node.store._tables import (
     RetractionRow,
     VoteRow,
 )
+from node.store.cache import DEFAULT_CACHE_KEYS, KeyCache, TxCache, by_voter
 from node.store.migrations import upgrade
 from node.store.repository import (
     BeliefChange,
@@ -141,6 +144,9 @@ _EVIDENCE_COLUMNS = (
 _SELECT_EVIDENCE = select(*(E.c[name] for name in _EVIDENCE_COLUMNS))
 _EVIDENCE_KEY_ID = _EVIDENCE_COLUMNS.index("key_id")
 _EVIDENCE_STATUS = _EVIDENCE_COLUMNS.index("status")
+_ACTIVE = EvidenceStatus.ACTIVE
+# The node_meta row whose value changes with every write transaction.
+_GENERATION = "write_generation"
 
 
 def _evidence(row: Sequence[Any], key: Key | None = None) -> Evidence:
@@ -374,12 +380,18 @@ def _count_keys(conn: Connection, state: BeliefState) -> int:
 
 
 class SqlTransaction:
-    """A unit of work on one connection."""
+    """A unit of work on one connection; a write transaction also keeps the key cache."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, cache: TxCache | None = None) -> None:
         self._c = conn
+        self._cache = cache
 
     def key_states(self, keys: Collection[Key]) -> dict[Key, KeyState]:
+        if self._cache is None:
+            return self._load_states(keys)
+        return self._cache.states.read(keys, self._load_states)
+
+    def _load_states(self, keys: Collection[Key]) -> dict[Key, KeyState]:
         by_id = {ids.key_id(k): k for k in keys}
         evidence: dict[Key, list[Evidence]] = defaultdict(list)
         retractions: dict[Key, list[Retraction]] = defaultdict(list)
@@ -396,7 +408,32 @@ class SqlTransaction:
             ):
                 key = by_id[key_id]
                 retractions[key].append(Retraction(key, version_id, at, recorded_at, reason))
-        return {k: KeyState(evidence.get(k, []), retractions.get(k, [])) for k in keys}
+        return {
+            k: KeyState(tuple(evidence.get(k, ())), tuple(retractions.get(k, ()))) for k in keys
+        }
+
+    def remembered_verdicts(self, keys: Collection[Key]) -> dict[Key, Verdict | None]:
+        """The local verdicts `remember_verdicts` left for keys whose state has not changed
+        since; keys without one are left out."""
+        if self._cache is None:
+            return {}
+        out: dict[Key, Verdict | None] = {}
+        for key in keys:
+            memo = self._cache.verdicts.get(key)
+            if memo is not None:
+                out[key] = memo[0]
+        return out
+
+    def remember_verdicts(self, verdicts: Mapping[Key, Verdict | None]) -> None:
+        """Keeps each key's local verdict over its state as it now stands in this transaction."""
+        if self._cache is not None:
+            for key, verdict in verdicts.items():
+                self._cache.verdicts.set(key, (verdict,))
+
+    def _forget(self) -> None:
+        """Before a write the key cache does not follow: it starts over."""
+        if self._cache is not None:
+            self._cache.clear()
 
     def stored_evidence_ids(self, evidence_ids: Collection[str]) -> set[str]:
         found: set[str] = set()
@@ -439,6 +476,8 @@ class SqlTransaction:
 
     def add_evidence(self, rows: Sequence[tuple[Evidence, EvidenceStatus, str | None]]) -> None:
         _insert(self._c, E, _EVIDENCE_COLUMNS, [_evidence_values(*r) for r in rows])
+        if self._cache is not None:
+            self._cache.added_evidence(e for e, status, _ in rows if status is _ACTIVE)
 
     def add_retractions(self, retractions: Sequence[Retraction]) -> None:
         _insert(
@@ -447,6 +486,8 @@ class SqlTransaction:
             _RETRACTION_COLUMNS,
             [(ids.key_id(r.key), r.version_id, r.at, r.recorded_at, r.reason) for r in retractions],
         )
+        if self._cache is not None:
+            self._cache.added_retractions(retractions)
 
     def add_decisions(self, decisions: Sequence[Decision]) -> None:
         _insert(
@@ -475,6 +516,14 @@ class SqlTransaction:
         return [_stored_belief(r) for r in self._c.execute(q)]
 
     def beliefs(self, keys: Collection[Key]) -> dict[Key, list[StoredBelief]]:
+        if self._cache is None:
+            return self._load_beliefs(keys)
+        cached = self._cache.beliefs.read(
+            keys, lambda missing: {k: tuple(bs) for k, bs in self._load_beliefs(missing).items()}
+        )
+        return {k: list(bs) for k, bs in cached.items()}
+
+    def _load_beliefs(self, keys: Collection[Key]) -> dict[Key, list[StoredBelief]]:
         out: dict[Key, list[StoredBelief]] = {k: [] for k in keys}
         key_ids = sorted(ids.key_id(k) for k in keys)
         for part in chunks(key_ids):
@@ -524,6 +573,9 @@ class SqlTransaction:
                 if announce
             ],
         )
+        if self._cache is not None:
+            for key, served, _ in changes:
+                self._cache.replaced_beliefs(key, served)
 
     def evidence(self, evidence_ids: Collection[str]) -> dict[str, Evidence]:
         out: dict[str, Evidence] = {}
@@ -625,6 +677,7 @@ class SqlTransaction:
         return [_evidence(r) for r in self._c.execute(q)]
 
     def set_status(self, evidence_ids: Collection[str], status: EvidenceStatus) -> None:
+        self._forget()
         for part in chunks(sorted(evidence_ids)):
             self._c.execute(update(E).where(E.c.evidence_id.in_(part)).values(status=status.value))
 
@@ -647,6 +700,7 @@ class SqlTransaction:
         For `forget_keys` (erasure by key or subject) the key's log rows go too, so
         not even the key text stays behind.
         """
+        self._forget()
         for part in chunks(sorted(evidence_ids)):
             # Overwrite first: every page that held the text is rewritten, not just unlinked.
             self._c.execute(
@@ -689,6 +743,14 @@ class SqlTransaction:
     # -- federation -----------------------------------------------------------
 
     def votes(self, keys: Collection[Key]) -> dict[Key, list[Vote]]:
+        if self._cache is None:
+            return self._load_votes(keys)
+        cached = self._cache.votes.read(
+            keys, lambda missing: {k: by_voter(vs) for k, vs in self._load_votes(missing).items()}
+        )
+        return {k: list(vs) for k, vs in cached.items()}
+
+    def _load_votes(self, keys: Collection[Key]) -> dict[Key, list[Vote]]:
         out: dict[Key, list[Vote]] = {k: [] for k in keys}
         for part in chunks(sorted(ids.key_id(k) for k in keys)):
             for row in self._c.execute(_SELECT_VOTES.where(V.c.key_id.in_(part))):
@@ -702,10 +764,14 @@ class SqlTransaction:
                 _DELETE_VOTE, [{"b_voter": v.voter, "b_key_id": ids.key_id(v.key)} for v in votes]
             )
             _insert(self._c, V, _VOTE_COLUMNS, [_vote_values(v) for v in votes])
+            if self._cache is not None:
+                self._cache.put_votes(votes)
 
     def delete_votes(self, voter: str, keys: Collection[Key]) -> None:
         for part in chunks(sorted(ids.key_id(k) for k in keys)):
             self._c.execute(delete(V).where(V.c.voter == voter, V.c.key_id.in_(part)))
+        if self._cache is not None:
+            self._cache.deleted_votes(voter, keys)
 
     def votes_on_evidence(self, evidence_ids: Collection[str]) -> list[Vote]:
         out: list[Vote] = []
@@ -716,10 +782,12 @@ class SqlTransaction:
         return out
 
     def delete_votes_on_keys(self, keys: Collection[Key]) -> None:
+        self._forget()
         for part in chunks(sorted(ids.key_id(k) for k in keys)):
             self._c.execute(delete(V).where(V.c.key_id.in_(part)))
 
     def delete_votes_on_evidence(self, evidence_ids: Collection[str]) -> None:
+        self._forget()
         for part in chunks(sorted(evidence_ids)):
             self._c.execute(delete(V).where(V.c.evidence_id.in_(part)))
 
@@ -819,15 +887,23 @@ class SqlTransaction:
 
 
 class SqlRepository:
-    """Opens transactions on a SQLModel engine; the schema is migrated on open."""
+    """Opens transactions on a SQLModel engine; the schema is migrated on open.
 
-    def __init__(self, url: str) -> None:
+    Write transactions run one at a time in this process and share a `KeyCache` of up to
+    `cache_keys` hot keys (0 turns it off). Each write moves a generation number kept in the
+    database, so a write by anything else (another process on the same file) is noticed at
+    the next write here and the cache starts over.
+    """
+
+    def __init__(self, url: str, cache_keys: int = DEFAULT_CACHE_KEYS) -> None:
         self.url = url
         self.engine = make_engine(url)
         # An in-memory database is one shared connection: one transaction at a time.
         self._serial: AbstractContextManager[Any] = (
             threading.RLock() if isinstance(self.engine.pool, StaticPool) else nullcontext()
         )
+        self._writer = threading.Lock()
+        self._cache = KeyCache(cache_keys)
         upgrade(self.engine)
 
     @property
@@ -836,15 +912,23 @@ class SqlRepository:
 
     @contextmanager
     def write(self) -> Iterator[SqlTransaction]:
-        with (
-            self._serial,
-            self.engine.connect().execution_options(write=True) as conn,
-            conn.begin(),
-        ):
-            if not self.is_sqlite:
-                # One writer at a time, as SQLite's BEGIN IMMEDIATE gives.
-                conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7210432)")
-            yield SqlTransaction(conn)
+        cache = self._cache
+        with self._writer, self._serial:
+            with self.engine.connect().execution_options(write=True) as conn, conn.begin():
+                if not self.is_sqlite:
+                    # One writer at a time, as SQLite's BEGIN IMMEDIATE gives.
+                    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7210432)")
+                tx = SqlTransaction(conn, cache.begin() if cache.capacity else None)
+                seen = tx.meta(_GENERATION)
+                if seen != cache.generation:
+                    cache.clear()  # written by someone else since our last write
+                yield tx
+                generation = uuid.uuid4().hex
+                tx.set_meta(_GENERATION, generation)
+            # Committed: the cache follows.
+            cache.generation = generation
+            if tx._cache is not None:
+                tx._cache.commit()
 
     @contextmanager
     def read(self) -> Iterator[SqlTransaction]:

@@ -1,0 +1,188 @@
+"""The write path's memory of hot keys: what each key holds, serves and is voted, kept
+across transactions so that a busy key is not read back from the database on every write.
+
+Only write transactions use it, and they run one at a time (the repository's writer lock,
+and the database's own). A transaction sees the committed entries plus its own staged
+changes; its changes reach the committed entries only after the database commit succeeds,
+so a rollback leaves the cache as it was. A write the cache cannot follow precisely
+(decay, erasure, bulk vote removal) clears it. Another process writing the same database is
+noticed by a generation number the repository keeps in the database (`SqlRepository`).
+
+Values are immutable (tuples) so that what a caller holds can never change under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any, Generic, TypeVar
+
+from node.core import Evidence, Key, KeyState, Retraction, Verdict
+from node.core.consensus import Vote
+from node.store.repository import StoredBelief
+
+V = TypeVar("V")
+
+# Staged in place of an entry the transaction has made stale.
+_DROPPED: Any = object()
+
+DEFAULT_CACHE_KEYS = 20_000
+
+
+class _Facet(Generic[V]):
+    """One kind of per-key entry, bounded to `capacity` keys, least recently written out first."""
+
+    __slots__ = ("capacity", "entries")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.entries: dict[Key, V] = {}
+
+    def apply(self, staged: dict[Key, V]) -> None:
+        entries = self.entries
+        for key, value in staged.items():
+            entries.pop(key, None)
+            if value is not _DROPPED:
+                entries[key] = value  # re-inserted: most recently used goes last
+        excess = len(entries) - self.capacity
+        if excess > 0:
+            oldest = iter(entries)
+            for key in [next(oldest) for _ in range(excess)]:
+                del entries[key]
+
+
+class _TxFacet(Generic[V]):
+    """A facet as one transaction sees it: committed entries under its staged ones."""
+
+    __slots__ = ("cleared", "committed", "staged")
+
+    def __init__(self, committed: _Facet[V]) -> None:
+        self.committed = committed
+        self.staged: dict[Key, V] = {}
+        self.cleared = False
+
+    def get(self, key: Key) -> V | None:
+        found = self.staged.get(key)
+        if found is None and not self.cleared:
+            found = self.committed.entries.get(key)
+        return None if found is _DROPPED else found
+
+    def read(
+        self, keys: Collection[Key], load: Callable[[list[Key]], dict[Key, V]]
+    ) -> dict[Key, V]:
+        """Each key's entry, loading the missing ones (and keeping them, as staged)."""
+        out: dict[Key, V] = {}
+        missing: list[Key] = []
+        for key in keys:
+            found = self.get(key)
+            if found is None:
+                missing.append(key)
+            else:
+                out[key] = found
+        if missing:
+            loaded = load(missing)
+            self.staged.update(loaded)
+            out.update(loaded)
+        return out
+
+    def change(self, key: Key, update: Callable[[V], V]) -> None:
+        """Changes a key's entry where it is known; unknown keys are loaded when next read."""
+        found = self.get(key)
+        if found is not None:
+            self.staged[key] = update(found)
+
+    def set(self, key: Key, value: V) -> None:
+        self.staged[key] = value
+
+    def drop(self, key: Key) -> None:
+        self.staged[key] = _DROPPED
+
+    def clear(self) -> None:
+        self.staged.clear()
+        self.cleared = True
+
+    def commit(self) -> None:
+        if self.cleared:
+            self.committed.entries.clear()
+        if self.committed.capacity > 0:
+            self.committed.apply(self.staged)
+
+
+Beliefs = tuple[StoredBelief, ...]
+Votes = tuple[Vote, ...]
+# The local verdict over a key's cached state, as the ledger last worked it out: kept as a
+# one-tuple, since None (no belief) is a verdict too.
+Memo = tuple[Verdict | None]
+
+
+class KeyCache:
+    """The committed entries of three facets of each hot key; see the module docstring."""
+
+    def __init__(self, capacity: int = DEFAULT_CACHE_KEYS) -> None:
+        if capacity < 0:
+            raise ValueError("cache capacity must not be negative")
+        self.capacity = capacity
+        self.states: _Facet[KeyState] = _Facet(capacity)
+        self.beliefs: _Facet[Beliefs] = _Facet(capacity)
+        self.votes: _Facet[Votes] = _Facet(capacity)
+        self.verdicts: _Facet[Memo] = _Facet(capacity)
+        # The database generation these entries belong to (None: not yet known).
+        self.generation: str | None = None
+
+    def clear(self) -> None:
+        for facet in (self.states, self.beliefs, self.votes, self.verdicts):
+            facet.entries.clear()
+
+    def begin(self) -> TxCache:
+        return TxCache(self)
+
+
+class TxCache:
+    """One write transaction's view of the cache and its staged changes."""
+
+    def __init__(self, cache: KeyCache) -> None:
+        self.cache = cache
+        self.states = _TxFacet(cache.states)
+        self.beliefs = _TxFacet(cache.beliefs)
+        self.votes = _TxFacet(cache.votes)
+        self.verdicts = _TxFacet(cache.verdicts)
+
+    def commit(self) -> None:
+        """Called once the database commit has succeeded."""
+        for facet in (self.states, self.beliefs, self.votes, self.verdicts):
+            facet.commit()
+
+    def clear(self) -> None:
+        """A write the cache cannot follow: forget everything, now and at commit."""
+        for facet in (self.states, self.beliefs, self.votes, self.verdicts):
+            facet.clear()
+
+    # -- following the transaction's writes ----------------------------------
+
+    def added_evidence(self, evidence: Iterable[Evidence]) -> None:
+        for e in evidence:
+            self.states.change(e.key, lambda s, e=e: KeyState((*s.evidence, e), s.retractions))  # type: ignore[misc]
+            self.verdicts.drop(e.key)
+
+    def added_retractions(self, retractions: Iterable[Retraction]) -> None:
+        for r in retractions:
+            self.states.change(r.key, lambda s, r=r: KeyState(s.evidence, (*s.retractions, r)))  # type: ignore[misc]
+            self.verdicts.drop(r.key)
+
+    def replaced_beliefs(self, key: Key, served: Sequence[StoredBelief]) -> None:
+        self.beliefs.set(key, tuple(sorted(served, key=lambda b: b.version_id)))
+
+    def put_votes(self, votes: Iterable[Vote]) -> None:
+        for v in votes:
+            self.votes.change(
+                v.key,
+                lambda held, v=v: by_voter((*(o for o in held if o.voter != v.voter), v)),  # type: ignore[misc]
+            )
+
+    def deleted_votes(self, voter: str, keys: Iterable[Key]) -> None:
+        for key in keys:
+            self.votes.change(key, lambda held: tuple(o for o in held if o.voter != voter))
+
+
+def by_voter(votes: Iterable[Vote]) -> Votes:
+    """A key's votes in one order, however they were read or written."""
+    return tuple(sorted(votes, key=lambda v: v.voter))

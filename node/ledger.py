@@ -449,7 +449,11 @@ class Ledger:
         with self.repo.write() as tx:
             rulings, beliefs = self._ingest_in(tx, items, fx)
             untouched = {e.key for e, _ in items} - set(beliefs)
-            beliefs.update(self._beliefs(tx, untouched))
+            # Their state was just loaded (and is in the write cache): no evidence read-back.
+            held = {
+                e.evidence_id: e for st in tx.key_states(untouched).values() for e in st.evidence
+            }
+            beliefs.update(self._beliefs(tx, untouched, held))
         self._after(fx)
         return [
             Submitted(ruling.decision, e.evidence_id, e.version_id, beliefs.get(e.key))
@@ -705,9 +709,15 @@ class Ledger:
 
     # -- reads --------------------------------------------------------------
 
-    def _beliefs(self, tx: Transaction, keys: Iterable[Key]) -> dict[Key, Belief]:
+    def _beliefs(
+        self, tx: Transaction, keys: Iterable[Key], held: Mapping[str, Evidence] | None = None
+    ) -> dict[Key, Belief]:
+        """The served beliefs of `keys`; `held` is evidence the caller already has in hand."""
         rows = tx.beliefs(list(keys))
-        reps = tx.evidence([b.evidence_id for bs in rows.values() for b in bs])
+        wanted = [b.evidence_id for bs in rows.values() for b in bs]
+        reps = {i: held[i] for i in wanted if i in held} if held else {}
+        if len(reps) < len(wanted):
+            reps.update(tx.evidence([i for i in wanted if i not in reps]))
         out = {}
         for key, bs in rows.items():
             if bs:

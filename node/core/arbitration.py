@@ -94,24 +94,6 @@ def representatives(evidence: Iterable[Evidence], policy: Policy) -> dict[str, E
     return best
 
 
-def _metric(rule: Rule, e: Evidence, policy: Policy) -> int:
-    if rule is Rule.TRUST_ANCHOR:
-        return policy.anchor_value(e.attribution, e.anchor_cap)
-    if rule is Rule.RECENCY:
-        return e.valid_from
-    if rule is Rule.WORTH:
-        return e.worth_milli
-    return e.confidence_milli
-
-
-def _margin(rule: Rule, policy: Policy) -> int:
-    if rule is Rule.WORTH:
-        return policy.worth_margin_milli
-    if rule is Rule.CONFIDENCE:
-        return policy.confidence_margin_milli
-    return 0
-
-
 def arbitrate_reps(reps: dict[str, Evidence], policy: Policy) -> Verdict | None:
     """Applies the rules in order as filters over the versions' representatives."""
     if not reps:
@@ -120,14 +102,21 @@ def arbitrate_reps(reps: dict[str, Evidence], policy: Policy) -> Verdict | None:
     if len(survivors) == 1:
         only = survivors[0]
         return Verdict(only, reps[only].evidence_id, Rule.SOLE_VERSION, False)
+    # A version's strength lists its metric under each rule of ARBITRATION_RULES, in order.
+    strength = _strength(policy)
+    metrics = {v: strength(reps[v]) for v in survivors}
+    margins = (0, 0, policy.worth_margin_milli, policy.confidence_margin_milli)
     beaten: list[tuple[str, Rule]] = []
     decided: Rule | None = None
-    for rule in ARBITRATION_RULES:
-        margin = _margin(rule, policy)
-        metric = {v: _metric(rule, reps[v], policy) for v in survivors}
-        best = max(metric.values())
-        kept = [v for v in survivors if best - metric[v] <= margin]
-        beaten.extend((v, rule) for v in survivors if v not in kept)
+    for i, rule in enumerate(ARBITRATION_RULES):
+        margin = margins[i]
+        best = max(metrics[v][i] for v in survivors)
+        kept = []
+        for v in survivors:
+            if best - metrics[v][i] <= margin:
+                kept.append(v)
+            else:
+                beaten.append((v, rule))
         survivors = kept
         if len(survivors) == 1:
             decided = rule

@@ -72,9 +72,13 @@ class _TxFacet(Generic[V]):
         """Each key's entry, loading the missing ones (and keeping them, as staged)."""
         out: dict[Key, V] = {}
         missing: list[Key] = []
+        staged = self.staged
+        committed = {} if self.cleared else self.committed.entries
         for key in keys:
-            found = self.get(key)
+            found = staged.get(key)
             if found is None:
+                found = committed.get(key)
+            if found is None or found is _DROPPED:
                 missing.append(key)
             else:
                 out[key] = found

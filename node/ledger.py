@@ -995,7 +995,7 @@ class Ledger:
             for key, held in tx.votes(forget).items():
                 fx.votes_removed.extend((v.voter, key) for v in held)
             tx.delete_votes_on_keys(forget)
-        tx.erase(ids_, forget)
+        tx.erase(ids_, {e.key for e in doomed}, forget)
         tx.add_tombstone(tombstone)
         fx.evidence_removed.update(ids_)
         fx.erasures_added.add(tombstone.erasure_id)

@@ -79,7 +79,8 @@ class DecisionRow(SQLModel, table=True):
     outcome: str = Field(max_length=16)
     rule: str = Field(max_length=32)
     decided_at: int = Field(sa_type=BigInteger)
-    evidence_id: str | None = Field(default=None, max_length=ID, index=True)
+    # Not indexed: only an erasure looks decisions up by evidence, and it does so by key.
+    evidence_id: str | None = Field(default=None, max_length=ID)
     version_id: str | None = Field(default=None, max_length=ID)
     supersedes: str | None = Field(default=None, max_length=ID)
     detail: str = Field(sa_type=Text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from node.core import (
     BeliefState,
@@ -20,6 +20,8 @@ from node.core import (
     Verdict,
 )
 from node.core.consensus import Vote
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +138,9 @@ class Transaction(Protocol):
 
     def set_status(self, evidence_ids: Collection[str], status: EvidenceStatus) -> None: ...
 
-    def erase(self, evidence_ids: Collection[str], forget_keys: Collection[Key]) -> None: ...
+    def erase(
+        self, evidence_ids: Collection[str], held_by: Collection[Key], forget_keys: Collection[Key]
+    ) -> None: ...
 
     def evidence_in_scope(
         self, scope: str, evidence_id: str | None, key: Key | None, subject: tuple[str, str] | None
@@ -195,7 +199,7 @@ class Repository(Protocol):
     def close(self) -> None: ...
 
 
-def chunks(items: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
+def chunks(items: Sequence[T], size: int = 500) -> Iterator[Sequence[T]]:
     """Splits long IN lists so no database hits its bound-parameter limit."""
     for i in range(0, len(items), size):
         yield items[i : i + size]

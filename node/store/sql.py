@@ -694,21 +694,30 @@ class SqlTransaction:
             cond = and_(E.c.namespace == subject[0], E.c.subject == subject[1])
         return [_evidence(r) for r in self._c.execute(_SELECT_EVIDENCE.where(cond))]
 
-    def erase(self, evidence_ids: Collection[str], forget_keys: Collection[Key]) -> None:
-        """Overwrites values and sources in place, then removes the rows.
+    def erase(
+        self, evidence_ids: Collection[str], held_by: Collection[Key], forget_keys: Collection[Key]
+    ) -> None:
+        """Overwrites values and sources in place, then removes the rows and the decisions
+        about them (found under `held_by`, the keys the erased evidence belongs to).
 
         For `forget_keys` (erasure by key or subject) the key's log rows go too, so
         not even the key text stays behind.
         """
         self._forget()
-        for part in chunks(sorted(evidence_ids)):
+        doomed = set(evidence_ids)
+        decided: list[int] = []
+        for part in chunks(sorted(ids.key_id(k) for k in held_by)):
+            q = select(D.c.seq, D.c.evidence_id).where(D.c.key_id.in_(part))
+            decided.extend(seq for seq, eid in self._c.execute(q) if eid in doomed)
+        for seqs in chunks(decided):
+            self._c.execute(delete(D).where(D.c.seq.in_(seqs)))
+        for part in chunks(sorted(doomed)):
             # Overwrite first: every page that held the text is rewritten, not just unlinked.
             self._c.execute(
                 update(E)
                 .where(E.c.evidence_id.in_(part))
                 .values(object="", source="", idempotency_key=None, corrects=None)
             )
-            self._c.execute(delete(D).where(D.c.evidence_id.in_(part)))
             self._c.execute(delete(E).where(E.c.evidence_id.in_(part)))
         for part in chunks(sorted(ids.key_id(k) for k in forget_keys)):
             for table in (D, BC, R):

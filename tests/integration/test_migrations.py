@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -115,5 +116,53 @@ def test_migrating_a_migrated_database_is_a_no_op(repository_url: str) -> None:
         assert reopened.counts() == before_counts
         assert reopened.belief(LIVES_IN) == belief
         assert ensure_node_id(again, None, "fresh") == "node-a"
+    finally:
+        again.close()
+
+
+def test_a_0002_database_with_data_upgrades_and_still_erases(tmp_path: Path) -> None:
+    """0003 drops the decision log's evidence index: an older database opens with its data,
+    and an erasure still removes the decisions about the erased evidence (found by key)."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    clock = FakeClock()
+    repo = SqlRepository(url)
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", clock)
+        kept = ledger.submit(
+            Submission("user:ana", "ana", "lives_in", "Lisbon", "user_stated", "a")
+        )
+        doomed = ledger.submit(
+            Submission("user:bob", "bob", "lives_in", "Faro", "user_stated", "b")
+        )
+        counts = ledger.counts()
+        with repo.engine.connect() as conn:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0002")
+            conn.commit()
+        assert _revision(repo.engine) == "0002"
+        names = {i["name"] for i in inspect(repo.engine).get_indexes("decision")}
+        assert "ix_decision_evidence_id" in names  # the 0002 schema, as an older node left it
+    finally:
+        repo.close()
+
+    again = SqlRepository(url)  # opening migrates to head
+    try:
+        assert _revision(again.engine) == _head()
+        names = {i["name"] for i in inspect(again.engine).get_indexes("decision")}
+        assert "ix_decision_evidence_id" not in names
+        ledger = Ledger(again, Policy(), "node-test", clock)
+        assert ledger.counts() == counts
+        assert ledger.belief(LIVES_IN).object == "Lisbon"
+
+        def logged(evidence_id: str) -> int:
+            with again.engine.connect() as conn:
+                q = text("SELECT count(*) FROM decision WHERE evidence_id = :e")
+                return int(conn.execute(q, {"e": evidence_id}).scalar() or 0)
+
+        assert logged(doomed.evidence_id) == 1
+        ledger.erase(evidence_id=doomed.evidence_id, operator="op", reason="asked")
+        assert logged(doomed.evidence_id) == 0
+        assert logged(kept.evidence_id) == 1
     finally:
         again.close()

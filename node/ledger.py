@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import gc
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
@@ -165,6 +167,39 @@ class _Batch:
 
     def state(self, key: Key) -> KeyState:
         return KeyState(self.evidence.setdefault(key, []), self.retractions.setdefault(key, []))
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off for one write batch.
+
+    A batch allocates many small objects that live exactly as long as the batch and form no
+    cycles, so reference counting frees them. Collections during the batch only promote them
+    to the oldest generation, whose full collections then scan every long-lived object (the
+    key cache among them): about a tenth of the write path's time (bench/arbitration.py).
+    Left alone where something else turned the collector off."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _serves_alike(a: Verdict | None, b: Verdict | None) -> bool:
+    """Whether two local verdicts on a single-valued key give it the same served row and the
+    same own vote when no peer votes: the same winner, resting on the same evidence, by the
+    same rule, equally (un)ambiguous. Only the losers differ."""
+    if a is None or b is None:
+        return a is b
+    return (a.version_id, a.evidence_id, a.rule, a.ambiguous) == (
+        b.version_id,
+        b.evidence_id,
+        b.rule,
+        b.ambiguous,
+    )
 
 
 class _Representatives:
@@ -446,7 +481,7 @@ class Ledger:
     def ingest(self, items: Sequence[tuple[Evidence, str | None]]) -> list[Submitted]:
         """Decides checked evidence in order, in one write transaction."""
         fx = _Effects()
-        with self.repo.write() as tx:
+        with _collector_paused(), self.repo.write() as tx:
             rulings, beliefs = self._ingest_in(tx, items, fx)
             untouched = {e.key for e, _ in items} - set(beliefs)
             # Their state was just loaded (and is in the write cache): no evidence read-back.
@@ -477,7 +512,9 @@ class Ledger:
 
         rows: list[tuple[Evidence, EvidenceStatus, str | None]] = []
         rulings: list[tuple[Evidence, Ruling]] = []
-        touched: set[Key] = set()
+        touched: set[Key] = set()  # keys whose served belief or own vote may have moved
+        grown: set[Key] = set()  # keys with new evidence
+
         for e, idem in items:
             duplicate = e.evidence_id in stored or (idem is not None and idem in by_idempotency)
             ruling = decide(
@@ -505,7 +542,11 @@ class Ledger:
             if ruling.candidate:
                 batch.evidence[e.key].append(e)
                 batch.verdicts[e.key] = ruling.after
-                touched.add(e.key)
+                grown.add(e.key)
+                if not _serves_alike(ruling.before, ruling.after) or self.policy.is_multi_valued(
+                    e.key.predicate
+                ):
+                    touched.add(e.key)
             for r in ruling.retractions:
                 batch.retractions.setdefault(r.key, []).append(r)
                 batch.verdicts.pop(r.key, None)
@@ -519,6 +560,13 @@ class Ledger:
         tx.add_retractions([r for _, ruling in rulings for r in ruling.retractions])
         tx.remember_verdicts(batch.verdicts)
         tx.add_decisions([ruling.decision for _, ruling in rulings])
+        # Where peers vote, new evidence can count for a version the votes favour even when
+        # the local belief stands (`_served_rows`): those keys are recounted too.
+        touched.update(
+            key
+            for key, held in tx.votes(grown - touched).items()
+            if any(v.voter != self.node_id for v in held)
+        )
         served = self._refresh(
             tx, {k: batch.state(k) for k in touched}, self.clock.now(), fx, verdicts=batch.verdicts
         )

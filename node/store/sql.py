@@ -23,8 +23,9 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine import Connection, CursorResult, Dialect
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.expression import ClauseElement
 from sqlmodel import create_engine
 
 from node.core import (
@@ -259,6 +260,35 @@ def _insert(
         conn.exec_driver_sql(_insert_sql(conn.dialect, table, columns), list(rows))
 
 
+@functools.lru_cache(maxsize=256)
+def _in_sql(dialect: Dialect, head: ClauseElement, column: str, n: int) -> str:
+    """`head` (a statement without parameters) restricted to `column` IN `n` positional values."""
+    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    return f"{head.compile(dialect=dialect)} WHERE {column} IN ({', '.join([mark] * n)})"
+
+
+def _in(
+    conn: Connection, head: ClauseElement, column: str, values: Collection[str]
+) -> Iterator[CursorResult[Any]]:
+    """Runs `head` over `values` in chunks at driver level, yielding each chunk's result.
+
+    The hot path's reads and deletes by id: SQLAlchemy's compiling and expanding of an IN
+    list cost more than SQLite's own work. Each chunk is padded to a power of two by
+    repeating its last value, so a handful of statement texts serve every size."""
+    for part in chunks(sorted(values)):
+        n = 1 << (len(part) - 1).bit_length()
+        params = (*part, *[part[-1]] * (n - len(part)))
+        yield conn.exec_driver_sql(_in_sql(conn.dialect, head, column, n), params)
+
+
+def _select_in(
+    conn: Connection, head: ClauseElement, column: str, values: Collection[str]
+) -> Iterator[Any]:
+    """The rows of `head` whose `column` is one of `values`."""
+    for result in _in(conn, head, column, values):
+        yield from result
+
+
 def _key(m: Any) -> Key:
     return Key(m["namespace"], m["subject"], m["predicate"])
 
@@ -368,6 +398,8 @@ _VOTE_COLUMNS = (
     "cast_at",
 )
 _SELECT_RETRACTIONS = select(R.c.key_id, R.c.version_id, R.c.at, R.c.recorded_at, R.c.reason)
+_SELECT_EVIDENCE_ID = select(E.c.evidence_id)
+_DELETE_BELIEFS = delete(B)
 
 
 def _key_values(key: Key) -> tuple[str, str, str, str]:
@@ -396,18 +428,17 @@ class SqlTransaction:
         evidence: dict[Key, list[Evidence]] = defaultdict(list)
         retractions: dict[Key, list[Retraction]] = defaultdict(list)
         active = EvidenceStatus.ACTIVE.value
-        for part in chunks(sorted(by_id)):
-            # The status is checked here, not in SQL: given `status = ?` too, SQLite picks the
-            # (status, attribution) index and reads every active row of the table.
-            for row in self._c.execute(_SELECT_EVIDENCE.where(E.c.key_id.in_(part))):
-                if row[_EVIDENCE_STATUS] == active:
-                    key = by_id[row[_EVIDENCE_KEY_ID]]
-                    evidence[key].append(_evidence(row, key))
-            for key_id, version_id, at, recorded_at, reason in self._c.execute(
-                _SELECT_RETRACTIONS.where(R.c.key_id.in_(part))
-            ):
-                key = by_id[key_id]
-                retractions[key].append(Retraction(key, version_id, at, recorded_at, reason))
+        # The status is checked here, not in SQL: given `status = ?` too, SQLite picks the
+        # (status, attribution) index and reads every active row of the table.
+        for row in _select_in(self._c, _SELECT_EVIDENCE, "evidence.key_id", by_id):
+            if row[_EVIDENCE_STATUS] == active:
+                key = by_id[row[_EVIDENCE_KEY_ID]]
+                evidence[key].append(_evidence(row, key))
+        for key_id, version_id, at, recorded_at, reason in _select_in(
+            self._c, _SELECT_RETRACTIONS, "retraction.key_id", by_id
+        ):
+            key = by_id[key_id]
+            retractions[key].append(Retraction(key, version_id, at, recorded_at, reason))
         return {
             k: KeyState(tuple(evidence.get(k, ())), tuple(retractions.get(k, ()))) for k in keys
         }
@@ -436,10 +467,10 @@ class SqlTransaction:
             self._cache.clear()
 
     def stored_evidence_ids(self, evidence_ids: Collection[str]) -> set[str]:
-        found: set[str] = set()
-        for part in chunks(sorted(evidence_ids)):
-            found.update(self._c.scalars(select(E.c.evidence_id).where(E.c.evidence_id.in_(part))))
-        return found
+        return {
+            r[0]
+            for r in _select_in(self._c, _SELECT_EVIDENCE_ID, "evidence.evidence_id", evidence_ids)
+        }
 
     def evidence_for_idempotency_keys(self, keys: Collection[str]) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -525,10 +556,13 @@ class SqlTransaction:
 
     def _load_beliefs(self, keys: Collection[Key]) -> dict[Key, list[StoredBelief]]:
         out: dict[Key, list[StoredBelief]] = {k: [] for k in keys}
-        key_ids = sorted(ids.key_id(k) for k in keys)
-        for part in chunks(key_ids):
-            for b in self._beliefs_where(B.c.key_id.in_(part)):
-                out.setdefault(b.key, []).append(b)
+        for row in _select_in(
+            self._c, _SELECT_BELIEFS, "belief.key_id", {ids.key_id(k) for k in keys}
+        ):
+            b = _stored_belief(row)
+            out.setdefault(b.key, []).append(b)
+        for held in out.values():
+            held.sort(key=lambda b: b.version_id)
         return out
 
     def replace_beliefs(
@@ -538,8 +572,8 @@ class SqlTransaction:
         if not changes:
             return
         cols = {key: _key_values(key) for key, _, _ in changes}
-        for part in chunks(sorted(c[0] for c in cols.values())):
-            self._c.execute(delete(B).where(B.c.key_id.in_(part)))
+        for _ in _in(self._c, _DELETE_BELIEFS, "belief.key_id", {c[0] for c in cols.values()}):
+            pass  # each chunk's DELETE runs as the loop reaches it
         _insert(
             self._c,
             B,
@@ -761,10 +795,9 @@ class SqlTransaction:
 
     def _load_votes(self, keys: Collection[Key]) -> dict[Key, list[Vote]]:
         out: dict[Key, list[Vote]] = {k: [] for k in keys}
-        for part in chunks(sorted(ids.key_id(k) for k in keys)):
-            for row in self._c.execute(_SELECT_VOTES.where(V.c.key_id.in_(part))):
-                v = _vote(row)
-                out[v.key].append(v)
+        for row in _select_in(self._c, _SELECT_VOTES, "vote.key_id", {ids.key_id(k) for k in keys}):
+            v = _vote(row)
+            out[v.key].append(v)
         return out
 
     def put_votes(self, votes: Sequence[Vote]) -> None:

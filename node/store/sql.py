@@ -14,7 +14,6 @@ from sqlalchemy import (
     Engine,
     Table,
     and_,
-    bindparam,
     delete,
     event,
     func,
@@ -74,12 +73,6 @@ ER = ErasureRow.__table__  # type: ignore[attr-defined]
 EE = ErasedEvidenceRow.__table__  # type: ignore[attr-defined]
 M = NodeMetaRow.__table__  # type: ignore[attr-defined]
 V = VoteRow.__table__  # type: ignore[attr-defined]
-
-# Statements run once per key on the write path, built once: constructing and cache-keying a
-# fresh statement per call cost more than SQLite's own work (bench/arbitration.py).
-_DELETE_VOTE = delete(V).where(
-    V.c.voter == bindparam("b_voter"), V.c.key_id == bindparam("b_key_id")
-)
 
 
 def make_engine(url: str) -> Engine:
@@ -242,22 +235,39 @@ def _evidence_row(
 
 
 @functools.lru_cache(maxsize=64)
-def _insert_sql(dialect: Dialect, table: Table, columns: tuple[str, ...]) -> str:
-    """A driver-level INSERT of `columns` with positional markers in the dialect's style."""
+def _insert_sql(
+    dialect: Dialect, table: Table, columns: tuple[str, ...], conflict: tuple[str, ...] = ()
+) -> str:
+    """A driver-level INSERT of `columns` with positional markers in the dialect's style;
+    with `conflict` (the primary key), a row that is already there is overwritten instead."""
     quote = dialect.identifier_preparer
     mark = "?" if dialect.paramstyle == "qmark" else "%s"  # psycopg takes %s for positions
-    return (
+    sql = (
         f"INSERT INTO {quote.format_table(table)} ({', '.join(quote.quote(c) for c in columns)})"
         f" VALUES ({', '.join([mark] * len(columns))})"
     )
+    if conflict:
+        # The same upsert syntax on SQLite (3.24+) and PostgreSQL.
+        changed = ", ".join(
+            f"{quote.quote(c)} = excluded.{quote.quote(c)}" for c in columns if c not in conflict
+        )
+        sql += (
+            f" ON CONFLICT ({', '.join(quote.quote(c) for c in conflict)}) DO UPDATE SET {changed}"
+        )
+    return sql
 
 
 def _insert(
-    conn: Connection, table: Table, columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]]
+    conn: Connection,
+    table: Table,
+    columns: tuple[str, ...],
+    rows: Sequence[tuple[Any, ...]],
+    conflict: tuple[str, ...] = (),
 ) -> None:
-    """Inserts tuple rows with one driver executemany: no per-row parameter building."""
+    """Inserts (or, given `conflict`, upserts) tuple rows with one driver executemany: no
+    per-row parameter building."""
     if rows:
-        conn.exec_driver_sql(_insert_sql(conn.dialect, table, columns), list(rows))
+        conn.exec_driver_sql(_insert_sql(conn.dialect, table, columns, conflict), list(rows))
 
 
 @functools.lru_cache(maxsize=256)
@@ -802,10 +812,10 @@ class SqlTransaction:
 
     def put_votes(self, votes: Sequence[Vote]) -> None:
         if votes:
-            self._c.execute(
-                _DELETE_VOTE, [{"b_voter": v.voter, "b_key_id": ids.key_id(v.key)} for v in votes]
+            # One vote per voter and key: the latest replaces the one held.
+            _insert(
+                self._c, V, _VOTE_COLUMNS, [_vote_values(v) for v in votes], ("voter", "key_id")
             )
-            _insert(self._c, V, _VOTE_COLUMNS, [_vote_values(v) for v in votes])
             if self._cache is not None:
                 self._cache.put_votes(votes)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from node.core import Policy, PolicyError, load_policy, policy_from_mapping
+from node.store.cache import DEFAULT_CACHE_KEYS
 
 DEFAULT_LISTEN = "127.0.0.1:7420"
 ROLES = ("reader", "writer", "operator")
@@ -90,6 +91,7 @@ class Settings:
     max_message_bytes: int = 4 * 1024 * 1024
     decay_interval_seconds: float = 3600.0
     metrics_listen: str | None = None  # host:port for Prometheus /metrics; off when unset
+    cache_keys: int = DEFAULT_CACHE_KEYS  # hot keys the write path keeps in memory; 0: none
 
     @property
     def db_url(self) -> str:
@@ -209,6 +211,7 @@ _ENV = {
     "FACTNODE_FANOUT": "federation.fanout",
     "FACTNODE_GRACE_SECONDS": "grace_seconds",
     "FACTNODE_METRICS_LISTEN": "metrics_listen",
+    "FACTNODE_CACHE_KEYS": "cache_keys",
 }
 
 
@@ -227,7 +230,7 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
                 value = float(value)
             except ValueError:
                 raise ConfigError(var, f"must be a number, got {value!r}") from None
-        elif path == "federation.fanout":
+        elif path in ("federation.fanout", "cache_keys"):
             try:
                 value = int(value)
             except ValueError:
@@ -275,6 +278,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         "max_message_bytes",
         "decay_interval_seconds",
         "metrics_listen",
+        "cache_keys",
     }
     unknown = sorted(set(data) - known)
     if unknown:
@@ -354,6 +358,11 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         if ":" not in metrics or not metrics.rsplit(":", 1)[1].isdigit():
             raise ConfigError("metrics_listen", f"must be host:port, got {metrics!r}")
         changes["metrics_listen"] = metrics
+    if "cache_keys" in data:
+        keys = data["cache_keys"]
+        if isinstance(keys, bool) or not isinstance(keys, int) or keys < 0:
+            raise ConfigError("cache_keys", f"must be a whole number >= 0, got {keys!r}")
+        changes["cache_keys"] = keys
     if "max_message_bytes" in data:
         changes["max_message_bytes"] = int(
             _positive("max_message_bytes", data["max_message_bytes"])

@@ -42,7 +42,7 @@ class Node:
         self.settings = settings
         if settings.database_url is None:
             settings.data_dir.mkdir(parents=True, exist_ok=True)
-        self.repo = SqlRepository(settings.db_url)
+        self.repo = SqlRepository(settings.db_url, cache_keys=settings.cache_keys)
         node_id = ensure_node_id(self.repo, settings.node_id, f"node-{uuid.uuid4().hex[:12]}")
         self.ledger = Ledger(self.repo, settings.policy, node_id, clock or SystemClock())
         self.metrics = Metrics()

@@ -139,6 +139,8 @@ _SELECT_EVIDENCE = select(*(E.c[name] for name in _EVIDENCE_COLUMNS))
 _EVIDENCE_KEY_ID = _EVIDENCE_COLUMNS.index("key_id")
 _EVIDENCE_STATUS = _EVIDENCE_COLUMNS.index("status")
 _ACTIVE = EvidenceStatus.ACTIVE
+# Tables whose rows an erasure removes (values, sources, or the key's text).
+_ERASED_TABLES = ("evidence", "decision", "belief", "belief_change", "vote", "retraction")
 # The node_meta row whose value changes with every write transaction.
 _GENERATION = "write_generation"
 
@@ -768,6 +770,11 @@ class SqlTransaction:
                 self._c.execute(delete(table).where(table.c.key_id.in_(part)))
 
     def add_tombstone(self, tombstone: Tombstone) -> None:
+        """Records an erasure; one already recorded (the same scope, instant and node: a
+        repeated request) only gains the evidence ids it did not list yet."""
+        if tombstone.erasure_id in self.known_erasures([tombstone.erasure_id]):
+            self._add_erased_ids(tombstone)
+            return
         self._c.execute(
             insert(ER),
             {
@@ -780,6 +787,9 @@ class SqlTransaction:
                 "evidence_count": len(tombstone.evidence_ids),
             },
         )
+        self._add_erased_ids(tombstone)
+
+    def _add_erased_ids(self, tombstone: Tombstone) -> None:
         known = self.erased_ids(tombstone.evidence_ids)
         fresh = [e for e in tombstone.evidence_ids if e not in known]
         if fresh:
@@ -996,8 +1006,11 @@ class SqlRepository:
             if self.is_sqlite:
                 conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
             else:
-                for table in ("evidence", "decision", "belief", "belief_change"):
-                    conn.exec_driver_sql(f"VACUUM {table}")
+                # A plain VACUUM frees dead row versions but leaves their bytes in the pages;
+                # VACUUM FULL writes each table anew and drops the old files. It locks the
+                # table while it runs: erasures are rare operator actions.
+                for table in _ERASED_TABLES:
+                    conn.exec_driver_sql(f"VACUUM FULL {table}")
 
     def close(self) -> None:
         self.engine.dispose()

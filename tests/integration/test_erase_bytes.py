@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -94,3 +95,70 @@ def test_erased_value_and_source_are_not_in_the_database_files(
     assert tag.encode() not in raw
     # The neighbours were not harmed.
     assert b"Town-7" in raw and b"src-7" in raw
+
+
+def _postgres_files(repo: SqlRepository) -> list[Path]:
+    """Every file of the test schema's tables, their TOAST tables and all their indexes, as
+    PostgreSQL itself reports them; skips where the server's files cannot be read here."""
+    with repo.engine.connect() as conn:
+        try:
+            base = Path(str(conn.exec_driver_sql("SHOW data_directory").scalar()))
+            conn.exec_driver_sql("CHECKPOINT")  # shared buffers out to the files
+        except Exception as exc:
+            pytest.skip(f"PostgreSQL's data directory is not available to this test: {exc}")
+        rels = conn.exec_driver_sql(
+            """
+            WITH own AS (
+                SELECT c.oid, c.reltoastrelid FROM pg_class c
+                WHERE c.relnamespace = current_schema()::regnamespace
+            ), toast AS (
+                SELECT reltoastrelid AS oid FROM own WHERE reltoastrelid <> 0
+            ), toast_index AS (
+                SELECT i.indexrelid AS oid FROM pg_index i JOIN toast t ON i.indrelid = t.oid
+            )
+            SELECT pg_relation_filepath(oid) FROM (
+                SELECT oid FROM own UNION SELECT oid FROM toast UNION SELECT oid FROM toast_index
+            ) r WHERE pg_relation_filepath(oid) IS NOT NULL
+            """
+        ).scalars()
+        paths = [base / p for p in rels]
+    if not os.access(base, os.R_OK | os.X_OK):
+        pytest.skip(f"{base} is not readable by this user")
+    # A relation over 1 GiB continues in .1, .2, ... segments.
+    return [f for p in paths for f in (p, *sorted(p.parent.glob(f"{p.name}.[0-9]*"))) if f.exists()]
+
+
+def _postgres_bytes(repo: SqlRepository) -> bytes:
+    return b"".join(f.read_bytes() for f in _postgres_files(repo))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("repository_url", ["postgres"], indirect=True)
+@pytest.mark.parametrize("scope", ["evidence", "key", "subject"])
+def test_erased_value_is_not_in_the_postgresql_table_files(repository_url: str, scope: str) -> None:
+    """On PostgreSQL the erased value and source leave the files of every table and index
+    (VACUUM FULL rewrites them; a plain VACUUM would leave the dead rows' bytes in place)."""
+    tag = uuid.uuid4().hex
+    value, source = f"Rua-Secreta-4711-{tag}", f"whisper-{tag}"
+    key = Key(NS, "ana", "lives_in")
+    repo = SqlRepository(repository_url)
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", FakeClock())
+        _filler(ledger, 50)
+        submitted = ledger.submit(
+            Submission(NS, "ana", "lives_in", value, "user_stated", source, 0.5, 0.9)
+        )
+        # The control: before the erase the bytes are in the files, so this test can fail.
+        raw = _postgres_bytes(repo)
+        assert value.encode() in raw and source.encode() in raw
+        if scope == "evidence":
+            ledger.erase(evidence_id=submitted.evidence_id, operator="dpo", reason="request")
+        elif scope == "key":
+            ledger.erase(key=key, operator="dpo", reason="request")
+        else:
+            ledger.erase(subject=(NS, "ana"), operator="dpo", reason="request")
+        raw = _postgres_bytes(repo)
+        assert tag.encode() not in raw
+        assert b"Town-7" in raw and b"src-7" in raw  # the neighbours were not harmed
+    finally:
+        repo.close()

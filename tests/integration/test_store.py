@@ -632,6 +632,22 @@ def test_erase_by_key_removes_every_trace_of_the_key(
     assert ledger.belief(LIVES_IN).object == "Faro"
 
 
+def test_a_repeated_erase_in_the_same_instant_is_one_erasure(
+    ledger: Ledger, clock: FakeClock
+) -> None:
+    """The same request twice in one clock tick (a retry) names the same erasure: the second
+    finds nothing left to erase and records nothing twice, rather than failing."""
+    _lisbon_then_porto(ledger, clock)
+    at(clock, 50)
+    first = ledger.erase(key=LIVES_IN, operator="dpo", reason="request 18")
+    second = ledger.erase(key=LIVES_IN, operator="dpo", reason="request 18")
+    assert second.erasure_id == first.erasure_id
+    assert (first.evidence_erased, second.evidence_erased) == (2, 0)
+    assert ledger.counts().erasures == 1
+    with pytest.raises(NotFound):
+        ledger.belief(LIVES_IN)
+
+
 def test_erase_by_subject_removes_every_key_of_the_subject(
     ledger: Ledger, clock: FakeClock, reopen: Opener
 ) -> None:

@@ -200,6 +200,7 @@ def tombstone_pb(t: Tombstone) -> pb.ErasureTombstone:
         evidence_ids=list(t.evidence_ids),
         operator=t.operator,
         reason=t.reason,
+        origin_node=t.origin_node,
     )
 
 
@@ -215,6 +216,7 @@ def tombstone(msg: pb.ErasureTombstone) -> Tombstone:
         operator=msg.operator,
         reason=msg.reason,
         evidence_ids=tuple(msg.evidence_ids),
+        origin_node=msg.origin_node,
     )
 
 

@@ -48,7 +48,13 @@ from node.core import (
 )
 from node.core.consensus import Served, Tally, Vote, hour_of, served, tally
 from node.core.decide import UNKNOWN
-from node.core.validation import _is_id, check_instant, check_key, relayed_violations
+from node.core.validation import (
+    _is_id,
+    check_instant,
+    check_key,
+    check_node_id,
+    relayed_violations,
+)
 from node.federation._digest import FederationIndex, vote_item_hash
 from node.store import BeliefChange, Counts, LoggedDecision, Repository, StoredBelief, Tombstone
 from node.store.repository import Transaction
@@ -1002,6 +1008,7 @@ class Ledger:
             operator=operator.strip(),
             reason=reason,
             evidence_ids=(),
+            origin_node=self.node_id,
         )
         fx = _Effects()
         with self.repo.write() as tx:
@@ -1155,7 +1162,9 @@ def _tombstone_problem(t: Tombstone) -> str:
         return "erasure ids must be 32 lowercase hex digits"
     out: list[FieldViolation] = []
     check_instant(out, "erased_at", t.erased_at)
-    return out[0].reason if out else ""
+    if t.origin_node:  # older peers send none
+        check_node_id(out, "origin_node", t.origin_node)
+    return "; ".join(f"{p.field}: {p.reason}" for p in out)
 
 
 def _vote_problem(v: Vote, held: dict[str, Evidence], policy: Policy) -> str:

@@ -11,6 +11,7 @@ from node.core.policy import Policy
 
 # Documented limits (README, "Limits"); in UTF-8 bytes.
 MAX_KEY_PART_BYTES = 256
+MAX_NODE_ID_BYTES = 256
 MAX_OBJECT_BYTES = 4096
 MAX_SOURCE_BYTES = 1024
 MAX_IDEMPOTENCY_KEY_BYTES = 128
@@ -99,6 +100,11 @@ def _check_statement(
         )
 
 
+def check_node_id(out: list[FieldViolation], name: str, value: str) -> None:
+    """Adds a violation for a missing or oversized node id."""
+    _check_text(out, name, value, MAX_NODE_ID_BYTES, True)
+
+
 def check_key(out: list[FieldViolation], key: Key, prefix: str = "") -> None:
     """Adds a violation for every missing or oversized part of a key."""
     _check_text(out, f"{prefix}namespace", key.namespace, MAX_KEY_PART_BYTES, True)
@@ -172,6 +178,9 @@ def relayed_violations(e: Evidence, policy: Policy) -> list[FieldViolation]:
     check_instant(out, "recorded_at", e.first_recorded_at)
     if e.corrects is not None and not _is_id(e.corrects):
         out.append(FieldViolation("corrects", "is not an evidence id"))
+    if e.contradicts is not None:
+        check_key(out, e.contradicts, "contradicts.")
+    check_node_id(out, "origin_node", e.origin_node)
     if not out:
         expected = ids.evidence_id(e.key, e.object, e.attribution, e.source, e.valid_from)
         if e.evidence_id != expected:

@@ -136,6 +136,7 @@ class ErasureRow(SQLModel, table=True):
     operator: str = Field(max_length=NAME)
     reason: str = Field(sa_type=Text)
     evidence_count: int
+    origin_node: str | None = Field(default=None, max_length=NAME)
 
 
 class ErasedEvidenceRow(SQLModel, table=True):

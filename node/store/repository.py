@@ -68,6 +68,7 @@ class Tombstone:
     operator: str
     reason: str
     evidence_ids: tuple[str, ...]
+    origin_node: str = ""  # the node where the erasure was made ("" from older peers)
 
 
 @dataclass(frozen=True, slots=True)

@@ -785,6 +785,7 @@ class SqlTransaction:
                 "operator": tombstone.operator,
                 "reason": tombstone.reason,
                 "evidence_count": len(tombstone.evidence_ids),
+                "origin_node": tombstone.origin_node or None,
             },
         )
         self._add_erased_ids(tombstone)
@@ -893,6 +894,7 @@ class SqlTransaction:
                         m["operator"],
                         m["reason"],
                         erased,
+                        m["origin_node"] or "",
                     )
                 )
         return out

@@ -128,3 +128,53 @@ async def test_erasing_a_key_drops_every_vote_on_it(fed: Federation) -> None:
     fed.ledgers["a"].erase(key=KEY, operator="op", reason="test")
     with fed.ledgers["a"].repo.read() as tx:
         assert tx.votes([KEY])[KEY] == []
+
+
+def test_oversized_node_ids_and_keys_in_relayed_items_are_refused_one_by_one(
+    fed: Federation,
+) -> None:
+    """A relayed fact whose origin node or contradicted key is over the size limit, and a
+    tombstone naming an oversized origin node, are refused; the good fact beside them is taken
+    (on PostgreSQL an oversized value would otherwise fail the whole delta's transaction)."""
+    _submit(fed, "a", "3.12")
+    offered = fed.endpoints["a"].pull_delta(
+        "b", pb.DeltaRequest(buckets=[pb.BucketRef(set=pb.DIGEST_SET_EVIDENCE, prefix="")])
+    )
+    [good] = offered.evidence
+    long_origin = pb.RelayedEvidence()
+    long_origin.CopyFrom(good)
+    long_origin.origin_node = "n" * 300
+    long_contradicts = pb.RelayedEvidence()
+    long_contradicts.CopyFrom(good)
+    long_contradicts.contradicts.CopyFrom(
+        pb.Key(namespace="team:infra", subject="s" * 300, predicate="python_version")
+    )
+    tombstone = pb.ErasureTombstone(
+        erasure_id="a" * 32,
+        scope=pb.ERASURE_SCOPE_KEY,
+        scope_hash="b" * 32,
+        operator="dpo",
+        origin_node="n" * 300,
+    )
+    tombstone.erased_at.FromMicroseconds(fed.clock.now())
+    reply = fed.endpoints["b"].push_delta(
+        "a", pb.Delta(evidence=[long_origin, long_contradicts, good], tombstones=[tombstone])
+    )
+    reasons = sorted(r.reason for r in reply.rejected)
+    assert len(reasons) == 3, reasons
+    assert sum("origin_node" in r for r in reasons) == 2, reasons
+    assert any("contradicts.subject" in r for r in reasons), reasons
+    assert fed.ledgers["b"].belief(KEY).object == "3.12"
+    assert fed.ledgers["b"].counts().erasures == 0
+
+
+async def test_a_replicated_erasure_names_the_node_where_it_was_made(fed: Federation) -> None:
+    _submit(fed, "a", "3.12")
+    for _ in range(2):
+        await fed.round()
+    report = fed.ledgers["a"].erase(key=KEY, operator="dpo", reason="request 7")
+    for _ in range(2):
+        await fed.round()
+    with fed.ledgers["b"].repo.read() as tx:
+        [held] = tx.tombstones_under([""])
+    assert (held.erasure_id, held.origin_node, held.operator) == (report.erasure_id, "a", "dpo")

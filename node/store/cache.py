@@ -86,6 +86,8 @@ class _TxFacet(Generic[V]):
             loaded = load(missing)
             self.staged.update(loaded)
             out.update(loaded)
+            # In the order asked for, as an uncached read gives them: callers log in it.
+            out = {key: out[key] for key in keys}
         return out
 
     def change(self, key: Key, update: Callable[[V], V]) -> None:

@@ -108,12 +108,15 @@ class FederationEndpoint:
     def push_delta(self, caller: str, delta: pb.Delta) -> pb.PushDeltaResponse:
         """Takes what the caller offers; its votes count for the caller only."""
         peer = self.peers.get(caller)
+        for prefix in delta.votes_complete_under:
+            _check_prefix(prefix)
         result = self.ledger.receive(
             caller,
             peer.max_anchor if peer else None,
             [wire.tombstone(t) for t in delta.tombstones],
             [wire.relayed(e) for e in delta.evidence],
             [wire.vote(v, caller) for v in delta.votes],
+            list(delta.votes_complete_under),
         )
         return pb.PushDeltaResponse(
             accepted=result.accepted,
@@ -346,13 +349,16 @@ class Syncer:
             tombstones, evidence, votes = await asyncio.to_thread(
                 self.ledger.offer, prefixes, peer_has
             )
-            if not (tombstones or evidence or votes):
+            # Our votes under a differing bucket are all sent, none or not: what the peer
+            # holds there beyond them we withdrew.
+            if not (tombstones or evidence or votes or prefixes["votes"]):
                 continue
             reply = await link.push_delta(
                 pb.Delta(
                     tombstones=[wire.tombstone_pb(t) for t in tombstones],
                     evidence=[wire.relayed_pb(e) for e in evidence],
                     votes=[wire.vote_pb(v) for v in votes],
+                    votes_complete_under=prefixes["votes"],
                 )
             )
             result.tombstones_sent += len(tombstones)

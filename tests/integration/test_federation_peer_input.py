@@ -178,3 +178,21 @@ async def test_a_replicated_erasure_names_the_node_where_it_was_made(fed: Federa
     with fed.ledgers["b"].repo.read() as tx:
         [held] = tx.tombstones_under([""])
     assert (held.erasure_id, held.origin_node, held.operator) == (report.erasure_id, "a", "dpo")
+
+
+async def test_a_withdrawn_vote_spreads_when_its_voter_pushes(fed: Federation) -> None:
+    """A node whose belief ended stops voting; its next push tells the peer so, without
+    waiting for the peer to pull from it."""
+    _submit(fed, "a", "3.12")
+    for _ in range(2):
+        await fed.round()
+
+    def voters_on_b() -> set[str]:
+        with fed.ledgers["b"].repo.read() as tx:
+            return {v.voter for v in tx.votes([KEY])[KEY]}
+
+    assert "a" in voters_on_b()
+    fed.ledgers["a"].retract(KEY, reason="no longer true")  # a no longer believes anything
+    [result] = await fed.syncers["a"].sync_round(force=True)  # only a acts: pull, then push
+    assert result.ok
+    assert "a" not in voters_on_b()

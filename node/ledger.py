@@ -511,7 +511,8 @@ class Ledger:
         for key, state in tx.key_states(keys).items():
             batch.evidence[key] = list(state.evidence)
             batch.retractions[key] = list(state.retractions)
-        batch.verdicts.update(tx.remembered_verdicts(keys))
+        remembered = tx.remembered_verdicts(keys)
+        batch.verdicts.update(remembered)
         stored = tx.stored_evidence_ids([e.evidence_id for e, _ in items])
         by_idempotency = tx.evidence_for_idempotency_keys([k for _, k in items if k])
         erased = tx.erased([e for e, _ in items])
@@ -564,7 +565,13 @@ class Ledger:
 
         tx.add_evidence(rows)
         tx.add_retractions([r for _, ruling in rulings for r in ruling.retractions])
-        tx.remember_verdicts(batch.verdicts)
+        tx.remember_verdicts(
+            {
+                k: v
+                for k, v in batch.verdicts.items()
+                if k in grown or k not in remembered or remembered[k] is not v
+            }
+        )
         tx.add_decisions([ruling.decision for _, ruling in rulings])
         # Where peers vote, new evidence can count for a version the votes favour even when
         # the local belief stands (`_served_rows`): those keys are recounted too.

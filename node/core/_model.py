@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 Instant = int
 """Microseconds since 1970-01-01T00:00:00Z."""
@@ -91,25 +92,15 @@ class EvidenceStatus(enum.StrEnum):
     DECAYED = "DECAYED"
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Key:
-    """A fact key; keys compare exactly, no synonyms are guessed."""
+class Key(NamedTuple):
+    """A fact key; keys compare exactly, no synonyms are guessed.
+
+    A named tuple: keys are dictionary keys all over the write path, and a tuple hashes
+    and compares in C (bench/arbitration.py)."""
 
     namespace: str
     subject: str
     predicate: str
-    # Keys are dictionary keys all over the write path: hash once, not on every lookup.
-    _hash: int = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.namespace, self.subject, self.predicate)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __reduce__(self) -> tuple[type[Key], tuple[str, str, str]]:
-        # Rebuilt from its fields: string hashes differ between processes.
-        return (Key, (self.namespace, self.subject, self.predicate))
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.subject}/{self.predicate}"

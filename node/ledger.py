@@ -16,6 +16,7 @@ from typing import Generic, TypeVar
 
 from node.clock import Clock
 from node.core import (
+    Arbitrated,
     BeliefState,
     Comparison,
     Decision,
@@ -47,7 +48,6 @@ from node.core import (
     visible,
 )
 from node.core.consensus import Served, Tally, Vote, hour_of, served, tally
-from node.core.decide import UNKNOWN
 from node.core.validation import (
     _is_id,
     check_instant,
@@ -168,8 +168,8 @@ class _Batch:
 
     evidence: dict[Key, list[Evidence]] = field(default_factory=dict)
     retractions: dict[Key, list[Retraction]] = field(default_factory=dict)
-    # A key's local belief over its state above, where a decision just arbitrated it.
-    verdicts: dict[Key, Verdict | None] = field(default_factory=dict)
+    # A key's state above arbitrated, where a decision (or an earlier batch) worked it out.
+    known: dict[Key, Arbitrated] = field(default_factory=dict)
 
     def state(self, key: Key) -> KeyState:
         return KeyState(self.evidence.setdefault(key, []), self.retractions.setdefault(key, []))
@@ -511,8 +511,8 @@ class Ledger:
         for key, state in tx.key_states(keys).items():
             batch.evidence[key] = list(state.evidence)
             batch.retractions[key] = list(state.retractions)
-        remembered = tx.remembered_verdicts(keys)
-        batch.verdicts.update(remembered)
+        remembered = tx.remembered(keys)
+        batch.known.update(remembered)
         stored = tx.stored_evidence_ids([e.evidence_id for e, _ in items])
         by_idempotency = tx.evidence_for_idempotency_keys([k for _, k in items if k])
         erased = tx.erased([e for e, _ in items])
@@ -531,7 +531,7 @@ class Ledger:
                 duplicate=duplicate,
                 erased=e.evidence_id in erased,
                 contradicted=batch.state(e.contradicts) if e.contradicts else None,
-                belief=batch.verdicts.get(e.key, UNKNOWN),
+                known=batch.known.get(e.key),
             )
             if duplicate and idem is not None and idem in by_idempotency:
                 # A retry answers, and logs, the evidence its idempotency key first stored.
@@ -547,8 +547,9 @@ class Ledger:
                 if idem is not None:
                     by_idempotency[idem] = e.evidence_id
             if ruling.candidate:
+                assert ruling.arbitrated is not None
                 batch.evidence[e.key].append(e)
-                batch.verdicts[e.key] = ruling.after
+                batch.known[e.key] = ruling.arbitrated
                 grown.add(e.key)
                 if not _serves_alike(ruling.before, ruling.after) or self.policy.is_multi_valued(
                     e.key.predicate
@@ -556,7 +557,7 @@ class Ledger:
                     touched.add(e.key)
             for r in ruling.retractions:
                 batch.retractions.setdefault(r.key, []).append(r)
-                batch.verdicts.pop(r.key, None)
+                batch.known.pop(r.key, None)
                 touched.add(r.key)
             if ruling.decision.rule is Rule.ERASED:
                 # Logged and countable, but the key's text must not come back after an erasure.
@@ -565,13 +566,7 @@ class Ledger:
 
         tx.add_evidence(rows)
         tx.add_retractions([r for _, ruling in rulings for r in ruling.retractions])
-        tx.remember_verdicts(
-            {
-                k: v
-                for k, v in batch.verdicts.items()
-                if k in grown or k not in remembered or remembered[k] is not v
-            }
-        )
+        tx.remember({k: a for k, a in batch.known.items() if remembered.get(k) is not a})
         tx.add_decisions([ruling.decision for _, ruling in rulings])
         # Where peers vote, new evidence can count for a version the votes favour even when
         # the local belief stands (`_served_rows`): those keys are recounted too.
@@ -581,7 +576,11 @@ class Ledger:
             if any(v.voter != self.node_id for v in held)
         )
         served = self._refresh(
-            tx, {k: batch.state(k) for k in touched}, self.clock.now(), fx, verdicts=batch.verdicts
+            tx,
+            {k: batch.state(k) for k in touched},
+            self.clock.now(),
+            fx,
+            verdicts={k: a.verdict for k, a in batch.known.items()},
         )
         beliefs: dict[Key, Belief] = {}
         for key, served_rows in served.items():

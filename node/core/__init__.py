@@ -28,7 +28,7 @@ from node.core.arbitration import (
     visible,
 )
 from node.core.decay import cold_evidence, effective_confidence_milli, freshness_milli
-from node.core.decide import KeyState, Ruling, decide
+from node.core.decide import Arbitrated, KeyState, Ruling, decide
 from node.core.policy import Policy, PolicyError, load_policy, policy_from_mapping
 from node.core.validation import FieldViolation, InvalidInput, Submission, make_evidence
 
@@ -36,6 +36,7 @@ __all__ = [
     "ARBITRATION_RULES",
     "MICROS_PER_DAY",
     "MICROS_PER_SECOND",
+    "Arbitrated",
     "BeliefState",
     "Comparison",
     "Decision",

@@ -8,7 +8,7 @@ same evidence in any arrival order gives the same verdict.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from node.core._model import (
@@ -16,6 +16,7 @@ from node.core._model import (
     Evidence,
     Instant,
     Interval,
+    Key,
     Retraction,
     Rule,
     Verdict,
@@ -94,7 +95,7 @@ def representatives(evidence: Iterable[Evidence], policy: Policy) -> dict[str, E
     return best
 
 
-def arbitrate_reps(reps: dict[str, Evidence], policy: Policy) -> Verdict | None:
+def arbitrate_reps(reps: Mapping[str, Evidence], policy: Policy) -> Verdict | None:
     """Applies the rules in order as filters over the versions' representatives."""
     if not reps:
         return None
@@ -130,17 +131,37 @@ def arbitrate_reps(reps: dict[str, Evidence], policy: Policy) -> Verdict | None:
     return Verdict(winner, reps[winner].evidence_id, decided, False, tuple(sorted(beaten)))
 
 
+def with_evidence(
+    reps: Mapping[str, Evidence], new: Evidence, policy: Policy
+) -> Mapping[str, Evidence]:
+    """`representatives([*evidence, new])`, given `reps == representatives(evidence)`:
+    only `new` is looked at. `reps` is not changed (it is returned when `new` adds nothing)."""
+    held = reps.get(new.version_id)
+    if held is not None:
+        strength = _strength(policy)
+        s_new, s_held = strength(new), strength(held)
+        if s_new < s_held or (s_new == s_held and new.evidence_id > held.evidence_id):
+            return reps
+    return {**reps, new.version_id: new}
+
+
+def verdict_of(key: Key, reps: Mapping[str, Evidence], policy: Policy) -> Verdict | None:
+    """The belief for a key, given each visible version's representative."""
+    if not reps:
+        return None
+    if policy.is_multi_valued(key.predicate):
+        believed = tuple(sorted(reps))
+        first = believed[0]
+        return Verdict(first, reps[first].evidence_id, Rule.MULTI_VALUED, False, (), believed)
+    return arbitrate_reps(reps, policy)
+
+
 def arbitrate(evidence: Iterable[Evidence], policy: Policy) -> Verdict | None:
     """The belief for one key's visible evidence, or None when there is none."""
     evidence = list(evidence)
     if not evidence:
         return None
-    reps = representatives(evidence, policy)
-    if policy.is_multi_valued(evidence[0].key.predicate):
-        believed = tuple(sorted(reps))
-        first = believed[0]
-        return Verdict(first, reps[first].evidence_id, Rule.MULTI_VALUED, False, (), believed)
-    return arbitrate_reps(reps, policy)
+    return verdict_of(evidence[0].key, representatives(evidence, policy), policy)
 
 
 def believed_versions(verdict: Verdict | None) -> tuple[str, ...]:

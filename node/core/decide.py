@@ -7,10 +7,8 @@ candidate, and any retraction a winning `contradicts` implies).
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal
 
 from node.core._model import Decision, Evidence, Outcome, Retraction, Rule, Verdict
 from node.core.arbitration import (
@@ -19,7 +17,9 @@ from node.core.arbitration import (
     compare,
     describe,
     representatives,
+    verdict_of,
     visible,
+    with_evidence,
 )
 from node.core.policy import Policy
 
@@ -36,12 +36,18 @@ class KeyState:
         return arbitrate(visible(self.evidence, self.retractions), policy)
 
 
-class _Unknown(enum.Enum):
-    UNKNOWN = enum.auto()
+@dataclass(frozen=True, slots=True)
+class Arbitrated:
+    """What arbitrating a key's state found: its belief and, where the state is plain (no
+    retractions, nothing corrected, so every piece of evidence is visible), each version's
+    representative. A caller holding this for a state passes it to `decide` on that state."""
+
+    verdict: Verdict | None
+    reps: Mapping[str, Evidence] | None = None
 
 
-# `decide`'s `belief` when the caller has not already arbitrated the key's state.
-UNKNOWN: Final = _Unknown.UNKNOWN
+def _plain(state: KeyState) -> bool:
+    return not state.retractions and not any(e.corrects for e in state.evidence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,8 @@ class Ruling:
     retractions: tuple[Retraction, ...] = field(default=())
     before: Verdict | None = None
     after: Verdict | None = None
+    # The key's state with the new evidence, arbitrated (for a candidate).
+    arbitrated: Arbitrated | None = None
 
 
 def _gate(new: Evidence, policy: Policy, *, duplicate: bool, erased: bool) -> Ruling | None:
@@ -104,12 +112,13 @@ def decide(
     duplicate: bool = False,
     erased: bool = False,
     contradicted: KeyState | None = None,
-    belief: Verdict | Literal[_Unknown.UNKNOWN] | None = UNKNOWN,
+    known: Arbitrated | None = None,
 ) -> Ruling:
     """The one outcome of `new` against what its key holds (and the key it contradicts).
 
-    `belief`, where the caller already holds it, is `state.belief(policy)`: passing it saves
-    arbitrating the same state twice."""
+    `known`, where the caller holds it, is `state` arbitrated (a previous ruling's
+    `arbitrated`): with it the state is not arbitrated again, and for a plain state only
+    `new` is weighed against the versions' representatives."""
     gated = _gate(new, policy, duplicate=duplicate, erased=erased)
     if gated is not None:
         return gated
@@ -147,10 +156,25 @@ def decide(
             )
             moved_from = (other.version_id, rule)
 
-    before = state.belief(policy) if belief is UNKNOWN else belief
-    after_state = KeyState([*state.evidence, new], state.retractions)
-    after_visible = visible(after_state.evidence, after_state.retractions)
-    after = arbitrate(after_visible, policy)
+    before = state.belief(policy) if known is None else known.verdict
+    if known is not None and known.reps is not None and new.corrects is None:
+        # A plain state stays plain: the new evidence is visible and hides nothing.
+        after_reps = with_evidence(known.reps, new, policy)
+        after = verdict_of(new.key, after_reps, policy)
+        arbitrated = Arbitrated(after, after_reps)
+        versions_before: set[str] | None = set(known.reps)
+        new_visible = True
+    else:
+        after_state = KeyState([*state.evidence, new], state.retractions)
+        after_visible = visible(after_state.evidence, after_state.retractions)
+        if _plain(after_state):
+            reps = representatives(after_visible, policy)
+            arbitrated = Arbitrated(verdict_of(new.key, reps, policy), reps)
+        else:
+            arbitrated = Arbitrated(arbitrate(after_visible, policy))
+        after = arbitrated.verdict
+        versions_before = None
+        new_visible = new.evidence_id in {e.evidence_id for e in after_visible}
     if after is None or new.version_id not in believed_versions(after):
         # A fact that is not believed on its own key moves nothing away from the other key.
         retractions = ()
@@ -164,9 +188,10 @@ def decide(
             retractions,
             before,
             after,
+            arbitrated,
         )
 
-    if new.evidence_id not in {e.evidence_id for e in after_visible}:
+    if not new_visible:
         # Kept (never believed) just as if it had arrived before its correction, so what a
         # key holds, and its history, does not depend on arrival order.
         if any(e.corrects == new.evidence_id for e in state.evidence):
@@ -175,8 +200,9 @@ def decide(
 
     assert after is not None
     if policy.is_multi_valued(new.key.predicate):
-        seen = {e.version_id for e in visible(state.evidence, state.retractions)}
-        if new.version_id in seen:
+        if versions_before is None:
+            versions_before = {e.version_id for e in visible(state.evidence, state.retractions)}
+        if new.version_id in versions_before:
             return ruling(Outcome.CORROBORATED, Rule.CORROBORATION)
         return ruling(Outcome.ACCEPTED, Rule.MULTI_VALUED)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
-from node.core import Evidence, Key, KeyState, Retraction, Verdict
+from node.core import Arbitrated, Evidence, Key, KeyState, Retraction
 from node.core.consensus import Vote
 from node.store.repository import StoredBelief
 
@@ -115,9 +115,8 @@ class _TxFacet(Generic[V]):
 
 Beliefs = tuple[StoredBelief, ...]
 Votes = tuple[Vote, ...]
-# The local verdict over a key's cached state, as the ledger last worked it out: kept as a
-# one-tuple, since None (no belief) is a verdict too.
-Memo = tuple[Verdict | None]
+# A key's cached state as the ledger last arbitrated it.
+Memo = Arbitrated
 
 
 class KeyCache:

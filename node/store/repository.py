@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from node.core import (
+    Arbitrated,
     BeliefState,
     Decision,
     Evidence,
@@ -17,7 +18,6 @@ from node.core import (
     KeyState,
     Retraction,
     Rule,
-    Verdict,
 )
 from node.core.consensus import Vote
 
@@ -90,9 +90,9 @@ class Transaction(Protocol):
 
     def key_states(self, keys: Collection[Key]) -> dict[Key, KeyState]: ...
 
-    def remembered_verdicts(self, keys: Collection[Key]) -> dict[Key, Verdict | None]: ...
+    def remembered(self, keys: Collection[Key]) -> dict[Key, Arbitrated]: ...
 
-    def remember_verdicts(self, verdicts: Mapping[Key, Verdict | None]) -> None: ...
+    def remember(self, arbitrated: Mapping[Key, Arbitrated]) -> None: ...
 
     def stored_evidence_ids(self, evidence_ids: Collection[str]) -> set[str]: ...
 

@@ -28,6 +28,7 @@ from sqlalchemy.sql.expression import ClauseElement
 from sqlmodel import create_engine
 
 from node.core import (
+    Arbitrated,
     BeliefState,
     Decision,
     Evidence,
@@ -38,7 +39,6 @@ from node.core import (
     Outcome,
     Retraction,
     Rule,
-    Verdict,
     ids,
 )
 from node.core.consensus import Vote
@@ -455,23 +455,23 @@ class SqlTransaction:
             k: KeyState(tuple(evidence.get(k, ())), tuple(retractions.get(k, ()))) for k in keys
         }
 
-    def remembered_verdicts(self, keys: Collection[Key]) -> dict[Key, Verdict | None]:
-        """The local verdicts `remember_verdicts` left for keys whose state has not changed
-        since; keys without one are left out."""
+    def remembered(self, keys: Collection[Key]) -> dict[Key, Arbitrated]:
+        """What `remember` left for keys whose state has not changed since; keys without
+        it are left out."""
         if self._cache is None:
             return {}
-        out: dict[Key, Verdict | None] = {}
+        out: dict[Key, Arbitrated] = {}
         for key in keys:
             memo = self._cache.verdicts.get(key)
             if memo is not None:
-                out[key] = memo[0]
+                out[key] = memo
         return out
 
-    def remember_verdicts(self, verdicts: Mapping[Key, Verdict | None]) -> None:
-        """Keeps each key's local verdict over its state as it now stands in this transaction."""
+    def remember(self, arbitrated: Mapping[Key, Arbitrated]) -> None:
+        """Keeps each key's state as it now stands in this transaction, arbitrated."""
         if self._cache is not None:
-            for key, verdict in verdicts.items():
-                self._cache.verdicts.set(key, (verdict,))
+            for key, memo in arbitrated.items():
+                self._cache.verdicts.set(key, memo)
 
     def _forget(self) -> None:
         """Before a write the key cache does not follow: it starts over."""

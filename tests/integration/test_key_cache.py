@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from node.core import (
     MICROS_PER_DAY,
+    Arbitrated,
     BeliefState,
     Evidence,
     EvidenceStatus,
@@ -34,6 +35,7 @@ from node.core import (
     Submission,
     ids,
     make_evidence,
+    representatives,
 )
 from node.core.consensus import Vote
 from node.ledger import Ledger, NotFound
@@ -222,6 +224,24 @@ def observe(ledger: Ledger) -> dict[Any, Any]:
     return seen
 
 
+def _plain(state: KeyState) -> bool:
+    return not state.retractions and not any(e.corrects for e in state.evidence)
+
+
+def arbitrated_of(state: KeyState) -> Arbitrated:
+    """The state arbitrated from scratch, with representatives where it is plain."""
+    reps = representatives(state.evidence, POLICY) if _plain(state) else None
+    return Arbitrated(state.belief(POLICY), reps)
+
+
+def memo_is_true(memo: Arbitrated, state: KeyState) -> bool:
+    """A remembered arbitration is the state's own: its verdict, and representatives only
+    for a plain state and equal to those worked out from scratch."""
+    if memo.verdict != state.belief(POLICY):
+        return False
+    return memo.reps is None or (_plain(state) and dict(memo.reps) == arbitrated_of(state).reps)
+
+
 def assert_cache_agrees(repo: SqlRepository, keys: Sequence[Key] = KEYS) -> None:
     """Inside a write transaction, every committed cache entry and every cached answer equals
     what the database holds, and every remembered verdict is the key's verdict."""
@@ -242,15 +262,15 @@ def assert_cache_agrees(repo: SqlRepository, keys: Sequence[Key] = KEYS) -> None
             assert norm_votes(held_votes) == norm_votes(tx._load_votes(list(held_votes)))
         if held_verdicts:
             truth = tx._load_states(list(held_verdicts))
-            for key, (verdict,) in held_verdicts.items():
-                assert verdict == truth[key].belief(POLICY), key
+            for key, memo in held_verdicts.items():
+                assert memo_is_true(memo, truth[key]), key
 
         loaded = tx._load_states(keys)
         assert norm_states(tx.key_states(keys)) == norm_states(loaded)
         assert tx.beliefs(keys) == tx._load_beliefs(keys)
         assert norm_votes(tx.votes(keys)) == norm_votes(tx._load_votes(keys))
-        for key, verdict in tx.remembered_verdicts(keys).items():
-            assert verdict == loaded[key].belief(POLICY), key
+        for key, memo in tx.remembered(keys).items():
+            assert memo_is_true(memo, loaded[key]), key
 
 
 # -- two ledgers driven alike -----------------------------------------------------------------
@@ -414,7 +434,7 @@ def abort_after_staging(repo: SqlRepository, e: Evidence, now: int) -> None:
         tx.votes([key])
         tx.add_evidence([(e, EvidenceStatus.ACTIVE, None)])
         tx.add_retractions([Retraction(key, e.version_id, now, now, "staged")])
-        tx.remember_verdicts({key: None})
+        tx.remember({key: Arbitrated(None)})
         tx.replace_beliefs(
             [
                 (
@@ -613,15 +633,15 @@ def test_each_store_write_keeps_the_cache_true(tmp_path: Path) -> None:
                 states = tx.key_states(KEYS)
                 tx.beliefs(KEYS)
                 tx.votes(KEYS)
-                tx.remember_verdicts({k: st.belief(POLICY) for k, st in states.items()})
+                tx.remember({k: arbitrated_of(st) for k, st in states.items()})
                 write(tx)
                 # The transaction's own view already agrees with the database.
                 assert norm_states(tx.key_states(KEYS)) == norm_states(tx._load_states(KEYS))
                 assert tx.beliefs(KEYS) == tx._load_beliefs(KEYS)
                 assert norm_votes(tx.votes(KEYS)) == norm_votes(tx._load_votes(KEYS))
                 truth = tx._load_states(KEYS)
-                for key, verdict in tx.remembered_verdicts(KEYS).items():
-                    assert verdict == truth[key].belief(POLICY), key
+                for key, memo in tx.remembered(KEYS).items():
+                    assert memo_is_true(memo, truth[key]), key
             assert_cache_agrees(repo)
     finally:
         repo.close()
@@ -669,10 +689,7 @@ def test_a_failed_write_leaves_the_cache_and_the_database_as_they_were(tmp_path:
             assert tx.evidence([newer.evidence_id]) == {}
             assert [v.voter for v in tx.votes([LIVES_IN])[LIVES_IN]] == [NODE]
             assert tx.beliefs([LIVES_IN]) == tx._load_beliefs([LIVES_IN])
-            assert tx.remembered_verdicts([LIVES_IN]) in (
-                {},
-                {LIVES_IN: state.belief(POLICY)},
-            )
+            assert all(memo_is_true(m, state) for m in tx.remembered([LIVES_IN]).values())
         # And the ledger carries on as if the failed write never happened.
         again = ledger.submit(Submission(NS, "ana", "lives_in", "Lisbon", "user_stated", "ana"))
         # The same statement as the failed write's: stored now, not a duplicate, and tied with
@@ -718,7 +735,7 @@ def test_a_write_by_another_repository_clears_the_cache_at_the_next_write(tmp_pa
             assert norm_state(state) == norm_state(tx._load_states([LIVES_IN])[LIVES_IN])
             assert tx.beliefs([LIVES_IN]) == tx._load_beliefs([LIVES_IN])
             assert norm_votes(tx.votes([LIVES_IN])) == norm_votes(tx._load_votes([LIVES_IN]))
-            assert tx.remembered_verdicts([LIVES_IN]) in ({}, {LIVES_IN: state.belief(POLICY)})
+            assert all(memo_is_true(m, state) for m in tx.remembered([LIVES_IN]).values())
 
         # My ledger's next decision counts their evidence: a third value loses to user_stated.
         clock.advance(HOUR)
@@ -783,7 +800,7 @@ def test_a_zero_capacity_store_keeps_nothing(tmp_path: Path) -> None:
         )
         with repo.write() as tx:
             assert tx._cache is None
-            assert tx.remembered_verdicts([LIVES_IN]) == {}
+            assert tx.remembered([LIVES_IN]) == {}
         cache = repo._cache
         assert (
             not (cache.states.entries or cache.beliefs.entries or cache.votes.entries)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from node.core import (
     MICROS_PER_DAY,
+    Arbitrated,
     Evidence,
     Key,
     KeyState,
@@ -18,6 +19,7 @@ from node.core import (
     Submission,
     decide,
     make_evidence,
+    representatives,
 )
 
 DAY = MICROS_PER_DAY
@@ -68,6 +70,8 @@ class Replay:
     stored: set[str] = field(default_factory=set)
     rulings: list[Ruling] = field(default_factory=list)
     lineage: list[tuple[str, str]] = field(default_factory=list)
+    # Each key's state as the last ruling arbitrated it, as the ledger keeps it.
+    known: dict[Key, Arbitrated] = field(default_factory=dict)
 
     def state(self, key: Key = LIVES_IN) -> KeyState:
         """The key's candidate evidence and retractions, as `decide` is given them."""
@@ -77,21 +81,40 @@ class Replay:
         """One submission (or a retraction, which is only recorded), persisted like the shell."""
         if isinstance(item, Retraction):
             self.retractions[item.key].append(item)
+            self.known.pop(item.key, None)
             return None
         contradicted = self.state(item.contradicts) if item.contradicts else None
-        ruling = decide(
-            item,
-            self.state(item.key),
-            self.policy,
-            duplicate=item.evidence_id in self.stored,
-            contradicted=contradicted,
-        )
+        state = self.state(item.key)
+
+        def ruling_with(known: Arbitrated | None) -> Ruling:
+            return decide(
+                item,
+                state,
+                self.policy,
+                duplicate=item.evidence_id in self.stored,
+                contradicted=contradicted,
+                known=known,
+            )
+
+        ruling = ruling_with(None)
+        if item.key in self.known:
+            # Every replay also checks the ledger's shortcut: deciding from the remembered
+            # arbitration (for a plain state, only the new evidence is weighed) rules alike.
+            assert ruling_with(self.known[item.key]) == ruling
         if ruling.candidate is not None:
             self.stored.add(item.evidence_id)
         if ruling.candidate:
             self.evidence[item.key].append(item)
+            assert ruling.arbitrated is not None
+            self.known[item.key] = ruling.arbitrated
+            after = self.state(item.key)
+            assert ruling.arbitrated.verdict == after.belief(self.policy)
+            if ruling.arbitrated.reps is not None:
+                assert not after.retractions and not any(e.corrects for e in after.evidence)
+                assert dict(ruling.arbitrated.reps) == representatives(after.evidence, self.policy)
         for r in ruling.retractions:
             self.retractions[r.key].append(r)
+            self.known.pop(r.key, None)
         d = ruling.decision
         if d.outcome is Outcome.SUPERSEDED and d.supersedes and d.version_id:
             self.lineage.append((d.version_id, d.supersedes))

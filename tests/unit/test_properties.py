@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from _facts import DAY, LIVES_IN, NS, POLICY, Replay, fact, replay
 from hypothesis import given, settings
@@ -18,8 +18,10 @@ from node.core import (
     arbitrate,
     explain,
     history,
+    representatives,
     visible,
 )
+from node.core.arbitration import with_evidence
 
 SPEAKS = Key(NS, "ana", "speaks")
 KEYS = (LIVES_IN, SPEAKS)
@@ -119,6 +121,36 @@ def test_replayed_belief_equals_arbitration_of_the_set(data: st.DataObject) -> N
         ]
         rets = [r for r in items if isinstance(r, Retraction) and r.key == key]
         assert run.state(key).belief(POLICY) == arbitrate(visible(candidates, rets), POLICY)
+
+
+@st.composite
+def competing_evidence(draw: st.DrawFn) -> list[Evidence]:
+    """One key's evidence with few values and coarse metrics, so that versions often hold
+    several pieces of equal strength and the lowest evidence id must decide."""
+    return [
+        fact(
+            draw(st.sampled_from(["Porto", "Lisbon"])),
+            day=draw(st.integers(0, 1)),
+            anchor=draw(st.sampled_from(["user_stated", "llm_generated"])),
+            source=draw(st.sampled_from(["ana", "bob", "cid", "dee"])),
+            worth=draw(st.sampled_from([0.5, 0.7])),
+            confidence=0.9,
+        )
+        for _ in range(draw(st.integers(1, 8)))
+    ]
+
+
+@FAST
+@given(competing_evidence())
+def test_representatives_built_one_piece_at_a_time_equal_those_of_the_whole_set(
+    evidence: list[Evidence],
+) -> None:
+    """The ledger's shortcut: folding `with_evidence` over the evidence in arrival order gives
+    exactly `representatives` of the whole set, ties to the lowest evidence id included."""
+    reps: Mapping[str, Evidence] = {}
+    for e in evidence:
+        reps = with_evidence(reps, e, POLICY)
+    assert dict(reps) == representatives(evidence, POLICY)
 
 
 def test_core_imports_nothing_from_the_shell() -> None:

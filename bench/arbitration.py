@@ -6,8 +6,8 @@ Measures, in one run:
 
 1. Decisions per second of the pure core: every key gets V competing versions whose
    anchors, event times, worth and confidence vary deterministically (seeded), replayed
-   through `node.core.decide` against a per-key `KeyState` exactly as `Ledger.ingest`
-   does, with no I/O; then plain `arbitrate()` calls per second over the final sets.
+   through `node.core.decide` against a per-key `KeyState` and the key's last
+   arbitration exactly as `Ledger.ingest` does, with no I/O; then plain `arbitrate()` calls per second over the final sets.
 2. Store writes per second: `Ledger.ingest` in batches on a fresh SQLite file store,
    against a raw floor: stdlib `sqlite3` `executemany` of the same evidence rows into a
    table with the store's own DDL (copied from its `sqlite_master`), the same pragmas
@@ -41,6 +41,7 @@ from typing import Any
 
 from node.core import (
     MICROS_PER_DAY,
+    Arbitrated,
     Evidence,
     EvidenceStatus,
     Key,
@@ -121,6 +122,7 @@ def bench_core(evidence: Sequence[Evidence], policy: Policy) -> dict[str, Any]:
     """Replays the evidence through `decide` with per-key state, as `Ledger.ingest` does."""
     held: dict[Key, list[Evidence]] = {}
     ended: dict[Key, list[Retraction]] = {}
+    known: dict[Key, Arbitrated] = {}  # each key's last arbitration, as the ledger keeps it
     outcomes: Counter[str] = Counter()
     t0 = time.perf_counter()
     for e in evidence:
@@ -131,11 +133,15 @@ def bench_core(evidence: Sequence[Evidence], policy: Policy) -> dict[str, Any]:
             duplicate=False,
             erased=False,
             contradicted=None,
+            known=known.get(e.key),
         )
         if ruling.candidate:
             held[e.key].append(e)
+            assert ruling.arbitrated is not None
+            known[e.key] = ruling.arbitrated
         for r in ruling.retractions:
             ended.setdefault(r.key, []).append(r)
+            known.pop(r.key, None)
         outcomes[ruling.decision.outcome.value] += 1
     decide_s = time.perf_counter() - t0
 

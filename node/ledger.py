@@ -170,9 +170,16 @@ class _Batch:
     retractions: dict[Key, list[Retraction]] = field(default_factory=dict)
     # A key's state above arbitrated, where a decision (or an earlier batch) worked it out.
     known: dict[Key, Arbitrated] = field(default_factory=dict)
+    # Views of the lists above, which grow in place: one per key is enough.
+    states: dict[Key, KeyState] = field(default_factory=dict)
 
     def state(self, key: Key) -> KeyState:
-        return KeyState(self.evidence.setdefault(key, []), self.retractions.setdefault(key, []))
+        found = self.states.get(key)
+        if found is None:
+            found = self.states[key] = KeyState(
+                self.evidence.setdefault(key, []), self.retractions.setdefault(key, [])
+            )
+        return found
 
 
 @contextmanager

@@ -39,10 +39,12 @@ class _Facet(Generic[V]):
 
     def apply(self, staged: dict[Key, V]) -> None:
         entries = self.entries
-        for key, value in staged.items():
-            entries.pop(key, None)
-            if value is not _DROPPED:
-                entries[key] = value  # re-inserted: most recently used goes last
+        # Re-inserted, so the most recently used go last (dict operations in C, not a loop).
+        for key in staged.keys() & entries.keys():
+            del entries[key]
+        entries.update(staged)
+        for key in [k for k, v in staged.items() if v is _DROPPED]:
+            del entries[key]
         excess = len(entries) - self.capacity
         if excess > 0:
             oldest = iter(entries)

@@ -946,8 +946,7 @@ class SqlTransaction:
         return self._c.scalar(select(M.c.value).where(M.c.name == name))
 
     def set_meta(self, name: str, value: str) -> None:
-        self._c.execute(delete(M).where(M.c.name == name))
-        self._c.execute(insert(M), {"name": name, "value": value})
+        _insert(self._c, M, ("name", "value"), [(name, value)], ("name",))
 
 
 class SqlRepository:

@@ -217,24 +217,32 @@ def _serves_alike(a: Verdict | None, b: Verdict | None) -> bool:
 
 class _Representatives:
     """Each version's strongest evidence over a key's visible evidence, worked out only when a
-    version other than the verdict's is asked for (the verdict names its own)."""
+    version other than the verdict's is asked for (the verdict names its own) and not
+    already known."""
 
-    __slots__ = ("_all", "_evidence", "_policy", "_verdict")
+    __slots__ = ("_all", "_policy", "_state", "_verdict")
 
-    def __init__(self, evidence: Sequence[Evidence], verdict: Verdict | None, policy: Policy):
-        self._evidence = evidence
+    def __init__(
+        self,
+        state: KeyState,
+        verdict: Verdict | None,
+        policy: Policy,
+        known: Mapping[str, Evidence] | None = None,
+    ):
+        self._state = state
         self._verdict = verdict
         self._policy = policy
-        self._all: dict[str, Evidence] | None = None
+        self._all = known
 
     def of(self, version_id: str) -> Evidence | None:
         v = self._verdict
         if v is not None and version_id == v.version_id:
-            for e in self._evidence:
+            for e in self._state.evidence:  # the verdict's own evidence is visible
                 if e.evidence_id == v.evidence_id:
                     return e
         if self._all is None:
-            self._all = representatives(self._evidence, self._policy)
+            state = self._state
+            self._all = representatives(visible(state.evidence, state.retractions), self._policy)
         return self._all.get(version_id)
 
 
@@ -587,7 +595,7 @@ class Ledger:
             {k: batch.state(k) for k in touched},
             self.clock.now(),
             fx,
-            verdicts={k: a.verdict for k, a in batch.known.items()},
+            known=batch.known,
         )
         beliefs: dict[Key, Belief] = {}
         for key, served_rows in served.items():
@@ -645,12 +653,12 @@ class Ledger:
         *,
         current: dict[Key, list[StoredBelief]] | None = None,
         quiet: Collection[Key] = (),
-        verdicts: Mapping[Key, Verdict | None] | None = None,
+        known: Mapping[Key, Arbitrated] | None = None,
     ) -> dict[Key, list[StoredBelief]]:
         """Recomputes each key's local belief, this node's vote and the served belief,
         records what changed, and returns every key's served rows. `quiet` keys change
-        without announcing (erased keys); `verdicts` holds local beliefs already known
-        over the given states."""
+        without announcing (erased keys); `known` holds the given states already
+        arbitrated."""
         if not states:
             return {}
         keys = list(states)
@@ -663,12 +671,12 @@ class Ledger:
         removed: list[Key] = []
         transitions: list[Decision] = []
         for key, state in states.items():
-            evidence = visible(state.evidence, state.retractions)
-            if verdicts is not None and key in verdicts:
-                verdict = verdicts[key]
+            memo = known.get(key) if known is not None else None
+            if memo is not None:
+                verdict = memo.verdict
             else:
-                verdict = arbitrate(evidence, self.policy)
-            reps = _Representatives(evidence, verdict, self.policy)
+                verdict = arbitrate(visible(state.evidence, state.retractions), self.policy)
+            reps = _Representatives(state, verdict, self.policy, memo.reps if memo else None)
             mine = self._own_vote(key, verdict, reps, now)
             others = [v for v in votes.get(key, []) if v.voter != self.node_id]
             old_mine = next((v for v in votes.get(key, []) if v.voter == self.node_id), None)

@@ -196,6 +196,8 @@ def _evidence(row: Sequence[Any], key: Key | None = None) -> Evidence:
     )
 
 
+# Rows carry each enum as its plain string: StrEnum members are their values, and str()
+# gives them without the enum's attribute machinery (the write path's hottest loop).
 def _evidence_values(
     e: Evidence, status: EvidenceStatus, idempotency_key: str | None
 ) -> tuple[Any, ...]:
@@ -224,7 +226,7 @@ def _evidence_values(
         c.predicate if c else None,
         e.anchor_cap,
         idempotency_key,
-        status.value,
+        str(status),
         ids.subject_id(key.namespace, key.subject),
         e.origin_recorded_at,
     )
@@ -540,8 +542,8 @@ class SqlTransaction:
             [
                 (
                     *_key_values(d.key),
-                    d.outcome.value,
-                    d.rule.value,
+                    str(d.outcome),
+                    str(d.rule),
                     d.decided_at,
                     d.evidence_id,
                     d.version_id,
@@ -595,8 +597,8 @@ class SqlTransaction:
                     *cols[key],
                     b.version_id,
                     b.evidence_id,
-                    b.rule.value,
-                    b.state.value,
+                    str(b.rule),
+                    str(b.state),
                     b.updated_at,
                 )
                 for key, served, _ in changes
@@ -611,8 +613,8 @@ class SqlTransaction:
                 (
                     *cols[key],
                     served[0].version_id if served else None,
-                    served[0].state.value if served else None,
-                    served[0].rule.value if served else None,
+                    str(served[0].state) if served else None,
+                    str(served[0].rule) if served else None,
                     changed_at,
                 )
                 for key, served, announce in changes

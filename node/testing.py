@@ -64,6 +64,12 @@ class InProcessLink:
         self.bytes = 0
         # Messages left before the link breaks mid-round (None: it does not).
         self.breaks_after: int | None = None
+        # Seconds each call waits before it is answered, as a slow network would.
+        self.latency = 0.0
+
+    async def _delay(self) -> None:
+        if self.latency:
+            await asyncio.sleep(self.latency)
 
     def _send(self, msg: Message, kind: type[M]) -> M:
         if self.breaks_after is not None:
@@ -78,16 +84,19 @@ class InProcessLink:
         return kind.FromString(raw)
 
     async def get_digest(self, request: pb.DigestRequest) -> pb.Digest:
+        await self._delay()
         req = self._send(request, pb.DigestRequest)
         return self._send(self.endpoint.get_digest(self.caller, req), pb.Digest)
 
     async def pull_delta(self, request: pb.DeltaRequest) -> pb.Delta:
+        await self._delay()
         req = self._send(request, pb.DeltaRequest)
         return self._send(
             await asyncio.to_thread(self.endpoint.pull_delta, self.caller, req), pb.Delta
         )
 
     async def push_delta(self, delta: pb.Delta) -> pb.PushDeltaResponse:
+        await self._delay()
         req = self._send(delta, pb.Delta)
         reply = await asyncio.to_thread(self.endpoint.push_delta, self.caller, req)
         return self._send(reply, pb.PushDeltaResponse)

@@ -11,9 +11,10 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from node import _wire as wire
 from node.api.v1 import factnode_pb2 as pb
@@ -23,6 +24,18 @@ from node.federation._digest import DEPTH, SetDigest
 from node.ledger import Ledger
 
 log = logging.getLogger("factnode.federation")
+
+T = TypeVar("T")
+
+# The longest any one step of the current round may take: an RPC, or applying what it
+# brought. A round that keeps making progress is not cut short, however much it moves.
+_STEP_TIMEOUT: ContextVar[float | None] = ContextVar("factnode_sync_step_timeout", default=None)
+
+
+async def _step(aw: Awaitable[T]) -> T:
+    timeout = _STEP_TIMEOUT.get()
+    return await (aw if timeout is None else asyncio.wait_for(aw, timeout))
+
 
 EVIDENCE = pb.DIGEST_SET_EVIDENCE
 TOMBSTONES = pb.DIGEST_SET_TOMBSTONES
@@ -197,13 +210,16 @@ class Syncer:
     ) -> list[RoundResult]:
         """One round with every due peer (or `fanout` random ones), concurrently.
 
+        A round with a peer fails when any one step (an RPC, or applying what it brought)
+        takes longer than `timeout` seconds; a long exchange that keeps moving completes.
         Peers in backoff after a failure are skipped unless `force` (an operator's SyncNow)."""
         chosen = self._choose(only, force)
         return list(await asyncio.gather(*(self._guarded(s, timeout) for s in chosen)))
 
     async def _guarded(self, state: PeerState, timeout: float) -> RoundResult:
         try:
-            result = await asyncio.wait_for(self.round_with(state.peer), timeout)
+            _STEP_TIMEOUT.set(timeout)  # this peer's task has its own context
+            result = await self.round_with(state.peer)
         except Exception as exc:
             state.failures += 1
             state.last_error = _describe(exc)
@@ -236,7 +252,7 @@ class Syncer:
         link = self.link_for(peer)
         result = RoundResult(peer.node_id, peer.address)
         mine = self._mine(peer.node_id)
-        roots = await link.get_digest(pb.DigestRequest())
+        roots = await _step(link.get_digest(pb.DigestRequest()))
         frontier = [b for b in roots.buckets if b.set in mine and _differs(b, mine[b.set])]
         leaves: dict[pb.DigestSet, list[str]] = {s: [] for s in SETS}
         while frontier:
@@ -268,9 +284,11 @@ class Syncer:
         depth: int,
     ) -> list[pb.Bucket]:
         """The children `depth` levels below each bucket of `chunk` that differ from ours."""
-        reply = await link.get_digest(
-            pb.DigestRequest(
-                buckets=[pb.BucketRef(set=b.set, prefix=b.prefix) for b in chunk], depth=depth
+        reply = await _step(
+            link.get_digest(
+                pb.DigestRequest(
+                    buckets=[pb.BucketRef(set=b.set, prefix=b.prefix) for b in chunk], depth=depth
+                )
             )
         )
         theirs = {(b.set, b.prefix): b for b in reply.buckets}
@@ -307,21 +325,26 @@ class Syncer:
             for s, p in chunk:
                 if s in (EVIDENCE, TOMBSTONES):
                     have.extend(mine[s].ids_under([p]))
-            delta = await link.pull_delta(
-                pb.DeltaRequest(
-                    buckets=[pb.BucketRef(set=s, prefix=p) for s, p in chunk], have_ids=have
+            delta = await _step(
+                link.pull_delta(
+                    pb.DeltaRequest(
+                        buckets=[pb.BucketRef(set=s, prefix=p) for s, p in chunk], have_ids=have
+                    )
                 )
             )
-            received = await asyncio.to_thread(
-                self.ledger.receive,
-                peer.node_id,
-                peer.max_anchor,
-                [wire.tombstone(t) for t in delta.tombstones],
-                [wire.relayed(e) for e in delta.evidence],
-                [wire.vote(v, peer.node_id) for v in delta.votes],
-                # The peer answered with all its votes under these buckets: any other we hold
-                # there it withdrew (a withdrawal has no item of its own to send).
-                [p for s, p in chunk if s == PEER_VOTES],
+            # Abandoning the wait does not stop the thread: what it applies stays applied.
+            received = await _step(
+                asyncio.to_thread(
+                    self.ledger.receive,
+                    peer.node_id,
+                    peer.max_anchor,
+                    [wire.tombstone(t) for t in delta.tombstones],
+                    [wire.relayed(e) for e in delta.evidence],
+                    [wire.vote(v, peer.node_id) for v in delta.votes],
+                    # The peer answered with all its votes under these buckets: any other we hold
+                    # there it withdrew (a withdrawal has no item of its own to send).
+                    [p for s, p in chunk if s == PEER_VOTES],
+                )
             )
             result.tombstones_received += len(delta.tombstones)
             result.evidence_received += len(delta.evidence)
@@ -346,19 +369,21 @@ class Syncer:
                 "evidence": [p for s, p in chunk if s == EVIDENCE],
                 "votes": [p for s, p in chunk if s == YOUR_VOTES],
             }
-            tombstones, evidence, votes = await asyncio.to_thread(
-                self.ledger.offer, prefixes, peer_has
+            tombstones, evidence, votes = await _step(
+                asyncio.to_thread(self.ledger.offer, prefixes, peer_has)
             )
             # Our votes under a differing bucket are all sent, none or not: what the peer
             # holds there beyond them we withdrew.
             if not (tombstones or evidence or votes or prefixes["votes"]):
                 continue
-            reply = await link.push_delta(
-                pb.Delta(
-                    tombstones=[wire.tombstone_pb(t) for t in tombstones],
-                    evidence=[wire.relayed_pb(e) for e in evidence],
-                    votes=[wire.vote_pb(v) for v in votes],
-                    votes_complete_under=prefixes["votes"],
+            reply = await _step(
+                link.push_delta(
+                    pb.Delta(
+                        tombstones=[wire.tombstone_pb(t) for t in tombstones],
+                        evidence=[wire.relayed_pb(e) for e in evidence],
+                        votes=[wire.vote_pb(v) for v in votes],
+                        votes_complete_under=prefixes["votes"],
+                    )
                 )
             )
             result.tombstones_sent += len(tombstones)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -196,3 +197,25 @@ async def test_a_withdrawn_vote_spreads_when_its_voter_pushes(fed: Federation) -
     [result] = await fed.syncers["a"].sync_round(force=True)  # only a acts: pull, then push
     assert result.ok
     assert "a" not in voters_on_b()
+
+
+async def test_a_long_round_that_keeps_moving_completes_and_a_stalled_one_fails(
+    fed: Federation,
+) -> None:
+    """The round timeout bounds each step (an RPC, or applying what it brought), not the
+    whole exchange: many slow steps complete; one step slower than the timeout fails."""
+    for i in range(40):
+        _submit(fed, "a", f"v{i}", key=Key("team:infra", f"svc-{i}", "owner"))
+    link = fed.links[("b", "a")]
+    link.latency = 0.3  # each call; the round makes five or more
+    started = asyncio.get_running_loop().time()
+    [done] = await fed.syncers["b"].sync_round(force=True, timeout=1.0)
+    took = asyncio.get_running_loop().time() - started
+    assert done.ok, done.error
+    assert took > 1.0  # longer in all than the timeout allows any one step
+    assert fed.ledgers["b"].counts().evidence == 40
+
+    _submit(fed, "a", "late", key=Key("team:infra", "svc-late", "owner"))
+    link.latency = 1.0
+    [stalled] = await fed.syncers["b"].sync_round(force=True, timeout=0.2)
+    assert not stalled.ok and "timed out" in stalled.error

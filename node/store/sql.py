@@ -303,6 +303,42 @@ def _select_in(
         yield from result
 
 
+@functools.lru_cache(maxsize=64)
+def _under_sql(
+    dialect: Dialect, head: ClauseElement, column: str, fixed: tuple[str, ...], n: int
+) -> str:
+    """`head` restricted to rows whose `column` lies in one of `n` prefix ranges, with the
+    `fixed` columns equal to given values inside each range's term (so that each term is
+    one index range and the database can answer the OR range by range)."""
+    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    same = "".join(f"{c} = {mark} AND " for c in fixed)
+    term = f"({same}{column} >= {mark} AND {column} < {mark})"
+    where = " OR ".join([term] * n) if n else " AND ".join(f"{c} = {mark}" for c in fixed)
+    return f"{head.compile(dialect=dialect)}" + (f" WHERE {where}" if where else "")
+
+
+def _select_under(
+    conn: Connection,
+    head: ClauseElement,
+    column: str,
+    prefixes: Collection[str],
+    fixed: Sequence[tuple[str, Any]] = (),
+) -> Iterator[Any]:
+    """The rows of `head` whose hex `column` starts with one of `prefixes` (the empty prefix:
+    every row), `fixed` columns equal to their values; a few statements for many prefixes."""
+    names = tuple(c for c, _ in fixed)
+    values = tuple(v for _, v in fixed)
+    wanted = sorted(set(prefixes))
+    if "" in wanted:
+        yield from conn.exec_driver_sql(_under_sql(conn.dialect, head, column, names, 0), values)
+        return
+    for part in chunks(wanted, 64):
+        n = 1 << (len(part) - 1).bit_length()
+        padded = [*part, *[part[-1]] * (n - len(part))]
+        params = tuple(x for p in padded for x in (*values, p, p + "g"))
+        yield from conn.exec_driver_sql(_under_sql(conn.dialect, head, column, names, n), params)
+
+
 def _key(m: Any) -> Key:
     return Key(m["namespace"], m["subject"], m["predicate"])
 
@@ -626,12 +662,8 @@ class SqlTransaction:
                 self._cache.replaced_beliefs(key, served)
 
     def evidence(self, evidence_ids: Collection[str]) -> dict[str, Evidence]:
-        out: dict[str, Evidence] = {}
-        for part in chunks(sorted(evidence_ids)):
-            for row in self._c.execute(_SELECT_EVIDENCE.where(E.c.evidence_id.in_(part))):
-                e = _evidence(row)
-                out[e.evidence_id] = e
-        return out
+        rows = _select_in(self._c, _SELECT_EVIDENCE, "evidence.evidence_id", set(evidence_ids))
+        return {e.evidence_id: e for e in map(_evidence, rows)}
 
     def lineage(self, key: Key) -> list[tuple[str, str]]:
         q = select(D.c.version_id, D.c.supersedes).where(
@@ -867,13 +899,8 @@ class SqlTransaction:
             yield _vote(r)
 
     def evidence_under(self, prefixes: Collection[str]) -> list[Evidence]:
-        out: list[Evidence] = []
-        for p in sorted(prefixes):
-            out.extend(
-                _evidence(r)
-                for r in self._c.execute(_SELECT_EVIDENCE.where(*_prefix(E.c.evidence_id, p)))
-            )
-        return out
+        rows = _select_under(self._c, _SELECT_EVIDENCE, "evidence.evidence_id", prefixes)
+        return [_evidence(r) for r in rows]
 
     def tombstones_under(self, prefixes: Collection[str]) -> list[Tombstone]:
         out: list[Tombstone] = []
@@ -902,11 +929,10 @@ class SqlTransaction:
         return out
 
     def votes_under(self, voter: str, prefixes: Collection[str]) -> list[Vote]:
-        out: list[Vote] = []
-        for p in sorted(prefixes):
-            q = _SELECT_VOTES.where(V.c.voter == voter, *_prefix(V.c.key_id, p))
-            out.extend(_vote(r) for r in self._c.execute(q))
-        return out
+        rows = _select_under(
+            self._c, _SELECT_VOTES, "vote.key_id", prefixes, [("vote.voter", voter)]
+        )
+        return [_vote(r) for r in rows]
 
     def known_erasures(self, erasure_ids: Collection[str]) -> set[str]:
         out: set[str] = set()

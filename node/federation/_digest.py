@@ -33,6 +33,8 @@ class SetDigest:
     def __init__(self) -> None:
         self._levels: list[dict[str, list[int]]] = [{} for _ in range(DEPTH + 1)]
         self._items: dict[str, int] = {}
+        # The ids in each leaf bucket, so finding the ids under a prefix reads only its leaves.
+        self._leaves: dict[str, set[str]] = {}
 
     def __len__(self) -> int:
         return len(self._items)
@@ -53,6 +55,8 @@ class SetDigest:
             return
         if old is not None:
             self._apply(item_id, old, -1)
+        else:
+            self._leaves.setdefault(item_id[:DEPTH], set()).add(item_id)
         self._items[item_id] = h
         self._apply(item_id, h, +1)
 
@@ -61,6 +65,10 @@ class SetDigest:
         old = self._items.pop(item_id, None)
         if old is not None:
             self._apply(item_id, old, -1)
+            leaf = self._leaves[item_id[:DEPTH]]
+            leaf.discard(item_id)
+            if not leaf:
+                del self._leaves[item_id[:DEPTH]]
 
     def bucket(self, prefix: str) -> tuple[bytes, int]:
         """(digest, count) of the bucket; an empty bucket has an empty digest."""
@@ -90,9 +98,17 @@ class SetDigest:
         return out
 
     def ids_under(self, prefixes: Iterable[str]) -> list[str]:
-        """Ids of the items under any of the prefixes."""
-        pre = tuple(prefixes)
-        return sorted(i for i in self._items if i.startswith(pre))
+        """Ids of the items under any of the prefixes, read from the leaf buckets below them."""
+        found: set[str] = set()
+        for p in set(prefixes):
+            if not p:
+                return sorted(self._items)
+            if len(p) >= DEPTH:
+                found.update(i for i in self._leaves.get(p[:DEPTH], ()) if i.startswith(p))
+            else:
+                for leaf, _digest, _count in self.children(p, DEPTH - len(p)):
+                    found.update(self._leaves[leaf])
+        return sorted(found)
 
 
 def vote_item_hash(

@@ -112,7 +112,9 @@ def test_local_cluster_script_starts_a_converging_federation(tmp_path: Path) -> 
         def everywhere() -> bool:
             for ch in channels:
                 try:
-                    b = pb_grpc.FactServiceStub(ch).GetBelief(pb.GetBeliefRequest(key=key), timeout=5)
+                    b = pb_grpc.FactServiceStub(ch).GetBelief(
+                        pb.GetBeliefRequest(key=key), timeout=5
+                    )
                 except grpc.RpcError:
                     return False
                 if b.object != "3.12":

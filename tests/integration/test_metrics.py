@@ -25,14 +25,18 @@ async def test_metrics_count_decisions_and_decay_without_keys_or_values(tmp_path
     """/metrics counts decisions by outcome and rule and decay runs, and names no key or value."""
     metrics_port = _free_port()
     node = Node(
-        Settings(listen="127.0.0.1:0", data_dir=tmp_path, metrics_listen=f"127.0.0.1:{metrics_port}")
+        Settings(
+            listen="127.0.0.1:0", data_dir=tmp_path, metrics_listen=f"127.0.0.1:{metrics_port}"
+        )
     )
     port = await node.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             facts = pb_grpc.FactServiceStub(channel)
             key = pb.Key(namespace="user:secret-ns", subject="secret-subject", predicate="lives_in")
-            fact = pb.FactInput(key=key, object="Rua-Secreta-99", attribution="user_stated", source="ana")
+            fact = pb.FactInput(
+                key=key, object="Rua-Secreta-99", attribution="user_stated", source="ana"
+            )
             await facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=10)
             await pb_grpc.AdminServiceStub(channel).RunDecay(pb.RunDecayRequest(), timeout=10)
 

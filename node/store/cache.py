@@ -131,12 +131,12 @@ class KeyCache:
         self.states: _Facet[KeyState] = _Facet(capacity)
         self.beliefs: _Facet[Beliefs] = _Facet(capacity)
         self.votes: _Facet[Votes] = _Facet(capacity)
-        self.verdicts: _Facet[Memo] = _Facet(capacity)
+        self.arbitrated: _Facet[Memo] = _Facet(capacity)
         # The database generation these entries belong to (None: not yet known).
         self.generation: str | None = None
 
     def clear(self) -> None:
-        for facet in (self.states, self.beliefs, self.votes, self.verdicts):
+        for facet in (self.states, self.beliefs, self.votes, self.arbitrated):
             facet.entries.clear()
 
     def begin(self) -> TxCache:
@@ -151,16 +151,16 @@ class TxCache:
         self.states = _TxFacet(cache.states)
         self.beliefs = _TxFacet(cache.beliefs)
         self.votes = _TxFacet(cache.votes)
-        self.verdicts = _TxFacet(cache.verdicts)
+        self.arbitrated = _TxFacet(cache.arbitrated)
 
     def commit(self) -> None:
         """Called once the database commit has succeeded."""
-        for facet in (self.states, self.beliefs, self.votes, self.verdicts):
+        for facet in (self.states, self.beliefs, self.votes, self.arbitrated):
             facet.commit()
 
     def clear(self) -> None:
         """A write the cache cannot follow: forget everything, now and at commit."""
-        for facet in (self.states, self.beliefs, self.votes, self.verdicts):
+        for facet in (self.states, self.beliefs, self.votes, self.arbitrated):
             facet.clear()
 
     # -- following the transaction's writes ----------------------------------
@@ -168,12 +168,12 @@ class TxCache:
     def added_evidence(self, evidence: Iterable[Evidence]) -> None:
         for e in evidence:
             self.states.change(e.key, lambda s, e=e: KeyState((*s.evidence, e), s.retractions))  # type: ignore[misc]
-            self.verdicts.drop(e.key)
+            self.arbitrated.drop(e.key)
 
     def added_retractions(self, retractions: Iterable[Retraction]) -> None:
         for r in retractions:
             self.states.change(r.key, lambda s, r=r: KeyState(s.evidence, (*s.retractions, r)))  # type: ignore[misc]
-            self.verdicts.drop(r.key)
+            self.arbitrated.drop(r.key)
 
     def replaced_beliefs(self, key: Key, served: Sequence[StoredBelief]) -> None:
         self.beliefs.set(key, tuple(sorted(served, key=lambda b: b.version_id)))

@@ -500,7 +500,7 @@ class SqlTransaction:
             return {}
         out: dict[Key, Arbitrated] = {}
         for key in keys:
-            memo = self._cache.verdicts.get(key)
+            memo = self._cache.arbitrated.get(key)
             if memo is not None:
                 out[key] = memo
         return out
@@ -509,7 +509,7 @@ class SqlTransaction:
         """Keeps each key's state as it now stands in this transaction, arbitrated."""
         if self._cache is not None:
             for key, memo in arbitrated.items():
-                self._cache.verdicts.set(key, memo)
+                self._cache.arbitrated.set(key, memo)
 
     def _forget(self) -> None:
         """Before a write the key cache does not follow: it starts over."""

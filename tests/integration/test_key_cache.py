@@ -252,7 +252,7 @@ def assert_cache_agrees(repo: SqlRepository, keys: Sequence[Key] = KEYS) -> None
         held_states = dict(cache.states.entries)
         held_beliefs = dict(cache.beliefs.entries)
         held_votes = dict(cache.votes.entries)
-        held_verdicts = dict(cache.verdicts.entries)
+        held_memos = dict(cache.arbitrated.entries)
         if held_states:
             assert norm_states(held_states) == norm_states(tx._load_states(list(held_states)))
         if held_beliefs:
@@ -260,9 +260,9 @@ def assert_cache_agrees(repo: SqlRepository, keys: Sequence[Key] = KEYS) -> None
             assert {k: list(bs) for k, bs in held_beliefs.items()} == loaded_beliefs
         if held_votes:
             assert norm_votes(held_votes) == norm_votes(tx._load_votes(list(held_votes)))
-        if held_verdicts:
-            truth = tx._load_states(list(held_verdicts))
-            for key, memo in held_verdicts.items():
+        if held_memos:
+            truth = tx._load_states(list(held_memos))
+            for key, memo in held_memos.items():
                 assert memo_is_true(memo, truth[key]), key
 
         loaded = tx._load_states(keys)
@@ -661,7 +661,7 @@ def test_a_failed_write_leaves_the_cache_and_the_database_as_they_were(tmp_path:
             repo._cache.states.entries[LIVES_IN],
             repo._cache.beliefs.entries.get(LIVES_IN),
             repo._cache.votes.entries.get(LIVES_IN),
-            repo._cache.verdicts.entries.get(LIVES_IN),
+            repo._cache.arbitrated.entries.get(LIVES_IN),
         )
         generation = repo._cache.generation
         newer = ledger.evidence_of(
@@ -677,7 +677,7 @@ def test_a_failed_write_leaves_the_cache_and_the_database_as_they_were(tmp_path:
             cache.states.entries[LIVES_IN],
             cache.beliefs.entries.get(LIVES_IN),
             cache.votes.entries.get(LIVES_IN),
-            cache.verdicts.entries.get(LIVES_IN),
+            cache.arbitrated.entries.get(LIVES_IN),
         ) == before_entries
         with repo.write() as tx:
             # Still answered from the cache, and as the database answers.
@@ -782,13 +782,13 @@ def test_a_tiny_cache_keeps_at_most_its_capacity_and_answers_the_same() -> None:
         cache = pair.cached_repo._cache
         for op in steps:
             pair.apply(op)
-            for facet in (cache.states, cache.beliefs, cache.votes, cache.verdicts):
+            for facet in (cache.states, cache.beliefs, cache.votes, cache.arbitrated):
                 assert len(facet.entries) <= 2
             pair.check(raw=False)
         # The keys written last are the ones kept.
         assert set(cache.states.entries) == {KEYS[1], KEYS[3]}
         pair.check(raw=True)
-        for facet in (cache.states, cache.beliefs, cache.votes, cache.verdicts):
+        for facet in (cache.states, cache.beliefs, cache.votes, cache.arbitrated):
             assert len(facet.entries) <= 2
 
 
@@ -804,7 +804,7 @@ def test_a_zero_capacity_store_keeps_nothing(tmp_path: Path) -> None:
         cache = repo._cache
         assert (
             not (cache.states.entries or cache.beliefs.entries or cache.votes.entries)
-            and not cache.verdicts.entries
+            and not cache.arbitrated.entries
         )
     finally:
         repo.close()

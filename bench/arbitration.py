@@ -224,17 +224,23 @@ def raw_rows(
     return cols, [tuple(d[c] for c in cols) for d in dicts]
 
 
+def raw_connection(path: Path, ddl: Sequence[str]) -> sqlite3.Connection:
+    """A stdlib connection with the store's pragmas and the store's DDL applied."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("PRAGMA secure_delete=ON")
+    for stmt in ddl:
+        conn.execute(stmt)
+    return conn
+
+
 def run_raw(
     path: Path, ddl: Sequence[str], cols: Sequence[str], rows: Sequence[tuple[Any, ...]], batch: int
 ) -> float:
     """Seconds to insert the rows with executemany, one transaction per batch, store pragmas."""
-    conn = sqlite3.connect(path, isolation_level=None)
+    conn = raw_connection(path, ddl)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA secure_delete=ON")
-        for stmt in ddl:
-            conn.execute(stmt)
         sql = f"INSERT INTO evidence ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
         t0 = time.perf_counter()
         for part in batches(rows, batch):
@@ -271,13 +277,8 @@ def run_raw_all_tables(store_db: Path, path: Path, n_batches: int) -> tuple[floa
         data = {t: src.execute(f"SELECT * FROM {t}").fetchall() for t in WRITTEN_TABLES}
     finally:
         src.close()
-    conn = sqlite3.connect(path, isolation_level=None)
+    conn = raw_connection(path, ddl)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA secure_delete=ON")
-        for stmt in ddl:
-            conn.execute(stmt)
         total = sum(len(rows) for rows in data.values())
         t0 = time.perf_counter()
         for i in range(n_batches):

@@ -53,6 +53,7 @@ from node.core.validation import (
     check_instant,
     check_key,
     check_node_id,
+    describe_violations,
     relayed_violations,
 )
 from node.federation._digest import FederationIndex, vote_item_hash
@@ -384,9 +385,7 @@ class Ledger:
             for e in evidence:
                 problems = relayed_violations(e, self.policy)
                 if problems:
-                    rejected.append(
-                        (e.evidence_id, "; ".join(f"{p.field}: {p.reason}" for p in problems))
-                    )
+                    rejected.append((e.evidence_id, describe_violations(problems)))
                     continue
                 cap = min(
                     (c for c in (e.anchor_cap, cap_name) if c is not None),
@@ -586,9 +585,7 @@ class Ledger:
         # Where peers vote, new evidence can count for a version the votes favour even when
         # the local belief stands (`_served_rows`): those keys are recounted too.
         touched.update(
-            key
-            for key, held in tx.votes(grown - touched).items()
-            if any(v.voter != self.node_id for v in held)
+            key for key, held in tx.votes(grown - touched).items() if self._peer_voted(held)
         )
         served = self._refresh(
             tx,
@@ -709,6 +706,10 @@ class Ledger:
         tx.add_decisions(transitions)
         return served
 
+    def _peer_voted(self, votes: Iterable[Vote]) -> bool:
+        """Whether any node but this one votes among `votes`."""
+        return any(v.voter != self.node_id for v in votes)
+
     def _own_vote(
         self, key: Key, verdict: Verdict | None, reps: _Representatives, now: Instant
     ) -> Vote | None:
@@ -748,7 +749,7 @@ class Ledger:
                 if rep is not None
             ], None
         result = None
-        if any(v.voter != self.node_id for v in votes):
+        if self._peer_voted(votes):
             # Without a peer's vote the count cannot change what is served (`served`).
             result = tally(
                 votes,
@@ -1185,7 +1186,7 @@ def _tombstone_problem(t: Tombstone) -> str:
     check_instant(out, "erased_at", t.erased_at)
     if t.origin_node:  # older peers send none
         check_node_id(out, "origin_node", t.origin_node)
-    return "; ".join(f"{p.field}: {p.reason}" for p in out)
+    return describe_violations(out)
 
 
 def _vote_problem(v: Vote, held: dict[str, Evidence], policy: Policy) -> str:
@@ -1193,7 +1194,7 @@ def _vote_problem(v: Vote, held: dict[str, Evidence], policy: Policy) -> str:
     check_key(out, v.key)
     check_instant(out, "fresh_since", v.fresh_since)
     if out:
-        return "; ".join(f"{p.field}: {p.reason}" for p in out)
+        return describe_violations(out)
     if not 0 <= v.worth_milli <= 1000 or not 0 <= v.anchor <= max(policy.anchors.values()):
         return "vote weight out of range"
     if v.version_id is None:

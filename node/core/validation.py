@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from node.core import ids
@@ -28,12 +29,17 @@ class FieldViolation:
     reason: str
 
 
+def describe_violations(violations: Iterable[FieldViolation]) -> str:
+    """Violations as one line: "field: reason; field: reason"."""
+    return "; ".join(f"{v.field}: {v.reason}" for v in violations)
+
+
 class InvalidInput(ValueError):
     """A request that is not a decision: nothing was written."""
 
     def __init__(self, violations: list[FieldViolation]) -> None:
         self.violations = tuple(violations)
-        super().__init__("; ".join(f"{v.field}: {v.reason}" for v in self.violations))
+        super().__init__(describe_violations(self.violations))
 
 
 @dataclass(frozen=True, slots=True)

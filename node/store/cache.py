@@ -1,5 +1,6 @@
-"""The write path's memory of hot keys: what each key holds, serves and is voted, kept
-across transactions so that a busy key is not read back from the database on every write.
+"""The write path's memory of hot keys: what each key holds, serves and is voted, and how
+it was last arbitrated, kept across transactions so that a busy key is not read back from
+the database on every write.
 
 Only write transactions use it, and they run one at a time (the repository's writer lock,
 and the database's own). A transaction sees the committed entries plus its own staged
@@ -117,12 +118,11 @@ class _TxFacet(Generic[V]):
 
 Beliefs = tuple[StoredBelief, ...]
 Votes = tuple[Vote, ...]
-# A key's cached state as the ledger last arbitrated it.
-Memo = Arbitrated
 
 
 class KeyCache:
-    """The committed entries of three facets of each hot key; see the module docstring."""
+    """The committed entries of each hot key's four facets (state, served rows, votes, last
+    arbitration); see the module docstring."""
 
     def __init__(self, capacity: int = DEFAULT_CACHE_KEYS) -> None:
         if capacity < 0:
@@ -131,7 +131,7 @@ class KeyCache:
         self.states: _Facet[KeyState] = _Facet(capacity)
         self.beliefs: _Facet[Beliefs] = _Facet(capacity)
         self.votes: _Facet[Votes] = _Facet(capacity)
-        self.arbitrated: _Facet[Memo] = _Facet(capacity)
+        self.arbitrated: _Facet[Arbitrated] = _Facet(capacity)
         # The database generation these entries belong to (None: not yet known).
         self.generation: str | None = None
 

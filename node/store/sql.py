@@ -238,6 +238,11 @@ def _evidence_row(
     return dict(zip(_EVIDENCE_COLUMNS, _evidence_values(e, status, idempotency_key), strict=True))
 
 
+def _mark(dialect: Dialect) -> str:
+    """The dialect's positional parameter marker (psycopg takes %s for positions)."""
+    return "?" if dialect.paramstyle == "qmark" else "%s"
+
+
 @functools.lru_cache(maxsize=64)
 def _insert_sql(
     dialect: Dialect, table: Table, columns: tuple[str, ...], conflict: tuple[str, ...] = ()
@@ -245,7 +250,7 @@ def _insert_sql(
     """A driver-level INSERT of `columns` with positional markers in the dialect's style;
     with `conflict` (the primary key), a row that is already there is overwritten instead."""
     quote = dialect.identifier_preparer
-    mark = "?" if dialect.paramstyle == "qmark" else "%s"  # psycopg takes %s for positions
+    mark = _mark(dialect)
     sql = (
         f"INSERT INTO {quote.format_table(table)} ({', '.join(quote.quote(c) for c in columns)})"
         f" VALUES ({', '.join([mark] * len(columns))})"
@@ -277,7 +282,7 @@ def _insert(
 @functools.lru_cache(maxsize=256)
 def _in_sql(dialect: Dialect, head: ClauseElement, column: str, n: int) -> str:
     """`head` (a statement without parameters) restricted to `column` IN `n` positional values."""
-    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    mark = _mark(dialect)
     return f"{head.compile(dialect=dialect)} WHERE {column} IN ({', '.join([mark] * n)})"
 
 
@@ -310,7 +315,7 @@ def _under_sql(
     """`head` restricted to rows whose `column` lies in one of `n` prefix ranges, with the
     `fixed` columns equal to given values inside each range's term (so that each term is
     one index range and the database can answer the OR range by range)."""
-    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    mark = _mark(dialect)
     same = "".join(f"{c} = {mark} AND " for c in fixed)
     term = f"({same}{column} >= {mark} AND {column} < {mark})"
     where = " OR ".join([term] * n) if n else " AND ".join(f"{c} = {mark}" for c in fixed)
@@ -415,13 +420,6 @@ def _vote_values(v: Vote) -> tuple[Any, ...]:
     )
 
 
-def _prefix(col: Any, prefix: str) -> list[Any]:
-    """Rows whose hex id starts with `prefix`, as an index-friendly range."""
-    if not prefix:
-        return []
-    return [col >= prefix, col < prefix + "g"]
-
-
 # Columns of the other tables the write path inserts, in the order of their value tuples.
 _KEY_COLUMNS = ("key_id", "namespace", "subject", "predicate")
 _RETRACTION_COLUMNS = ("key_id", "version_id", "at", "recorded_at", "reason")
@@ -449,6 +447,8 @@ _VOTE_COLUMNS = (
 )
 _SELECT_RETRACTIONS = select(R.c.key_id, R.c.version_id, R.c.at, R.c.recorded_at, R.c.reason)
 _SELECT_EVIDENCE_ID = select(E.c.evidence_id)
+_SELECT_ERASURES = select(ER)
+_SELECT_ERASED_IDS = select(EE.c.erasure_id, EE.c.evidence_id)
 _DELETE_BELIEFS = delete(B)
 
 
@@ -903,30 +903,31 @@ class SqlTransaction:
         return [_evidence(r) for r in rows]
 
     def tombstones_under(self, prefixes: Collection[str]) -> list[Tombstone]:
-        out: list[Tombstone] = []
-        for p in sorted(prefixes):
-            for r in self._c.execute(select(ER).where(*_prefix(ER.c.erasure_id, p))):
-                m = r._mapping
-                erased = tuple(
-                    sorted(
-                        self._c.scalars(
-                            select(EE.c.evidence_id).where(EE.c.erasure_id == m["erasure_id"])
-                        )
-                    )
-                )
-                out.append(
-                    Tombstone(
-                        m["erasure_id"],
-                        m["scope"],
-                        m["scope_hash"],
-                        m["erased_at"],
-                        m["operator"],
-                        m["reason"],
-                        erased,
-                        m["origin_node"] or "",
-                    )
-                )
-        return out
+        found = [
+            r._mapping
+            for r in _select_under(self._c, _SELECT_ERASURES, "erasure.erasure_id", prefixes)
+        ]
+        erased: dict[str, list[str]] = defaultdict(list)
+        for erasure_id, evidence_id in _select_in(
+            self._c,
+            _SELECT_ERASED_IDS,
+            "erased_evidence.erasure_id",
+            {m["erasure_id"] for m in found},
+        ):
+            erased[erasure_id].append(evidence_id)
+        return [
+            Tombstone(
+                m["erasure_id"],
+                m["scope"],
+                m["scope_hash"],
+                m["erased_at"],
+                m["operator"],
+                m["reason"],
+                tuple(sorted(erased[m["erasure_id"]])),
+                m["origin_node"] or "",
+            )
+            for m in found
+        ]
 
     def votes_under(self, voter: str, prefixes: Collection[str]) -> list[Vote]:
         rows = _select_under(

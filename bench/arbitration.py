@@ -6,7 +6,7 @@ Measures, in one run:
 
 1. Decisions per second of the pure core: every key gets V competing versions whose
    anchors, event times, worth and confidence vary deterministically (seeded), replayed
-   through `node.core.decide` against a per-key `KeyState` and the key's last
+   through `factnode.core.decide` against a per-key `KeyState` and the key's last
    arbitration exactly as `Ledger.ingest` does, with no I/O; then plain `arbitrate()` calls per second over the final sets.
 2. Store writes per second: `Ledger.ingest` in batches on a fresh SQLite file store,
    against a raw floor: stdlib `sqlite3` `executemany` of the same evidence rows into a
@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from node.core import (
+from factnode.core import (
     MICROS_PER_DAY,
     Arbitrated,
     Evidence,
@@ -53,11 +53,11 @@ from node.core import (
     decide,
     make_evidence,
 )
-from node.ledger import Ledger
-from node.store import SqlRepository
-from node.store.cache import DEFAULT_CACHE_KEYS
-from node.store.sql import _evidence_row  # the store's own row builder: same rows
-from node.testing import FakeClock
+from factnode.ledger import Ledger
+from factnode.store import SqlRepository
+from factnode.store.cache import DEFAULT_CACHE_KEYS
+from factnode.store.sql import _evidence_row  # the store's own row builder: same rows
+from factnode.testing import FakeClock
 
 SEED = 20240611
 RATIO_TARGET = 0.25

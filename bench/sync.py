@@ -2,7 +2,7 @@
 
     python bench/sync.py [--quick]
 
-Measures, on `node.testing.Federation` (real ledgers on in-memory SQLite, every message
+Measures, on `factnode.testing.Federation` (real ledgers on in-memory SQLite, every message
 serialized; `InProcessLink.bytes` counts requests and replies):
 
 1. Bytes of an idle round between two nodes holding the same 1,000 and 100,000 keys.
@@ -35,8 +35,8 @@ import sys
 import time
 from typing import Any
 
-from node.core import MICROS_PER_DAY, Evidence, Policy, Submission
-from node.testing import FakeClock, Federation
+from factnode.core import MICROS_PER_DAY, Evidence, Policy, Submission
+from factnode.testing import FakeClock, Federation
 
 SEED = 20240611
 START = 20_000 * MICROS_PER_DAY  # FakeClock's default "now"

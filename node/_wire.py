@@ -6,8 +6,8 @@ from typing import Any, cast
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from node.api.v1 import factnode_pb2 as pb
-from node.core import (
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.core import (
     BeliefState,
     Comparison,
     Decision,
@@ -19,9 +19,9 @@ from node.core import (
     Submission,
     VersionHistory,
 )
-from node.core.consensus import Vote
-from node.ledger import Belief
-from node.store import Tombstone
+from factnode.core.consensus import Vote
+from factnode.ledger import Belief
+from factnode.store import Tombstone
 
 _MIN_SECONDS = -62_135_596_800
 _MAX_SECONDS = 253_402_300_799

@@ -23,9 +23,9 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-import node
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
+import factnode
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 
 if TYPE_CHECKING:
     from google.protobuf.timestamp_pb2 import Timestamp
@@ -369,7 +369,7 @@ def cmd_sync(c: Client, args: argparse.Namespace) -> tuple[Message, str]:
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
-    from node.certs import ensure_ca, issue_node_cert
+    from factnode.certs import ensure_ca, issue_node_cert
 
     out = Path(args.out)
     try:
@@ -399,8 +399,8 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from node.config import ConfigError, load_settings
-    from node.server.app import serve
+    from factnode.config import ConfigError, load_settings
+    from factnode.server.app import serve
 
     env = dict(os.environ)
     for option, var in (
@@ -449,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Run a node with `factnode serve`; the other commands talk to one.",
         epilog="Exit codes: 0 ok, 1 error, 2 usage, 3 unreachable, 4 refused, 5 not found, 6 invalid argument.",
     )
-    parser.add_argument("--version", action="version", version=f"factnode {node.__version__}")
+    parser.add_argument("--version", action="version", version=f"factnode {factnode.__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--address",
@@ -632,7 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "certs":
         return cmd_certs(args)
     if args.command == "demo":
-        from node.demo import main as demo
+        from factnode.demo import main as demo
 
         demo()
         return EXIT_OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from node.core import Instant
+from factnode.core import Instant
 
 
 class Clock(Protocol):

@@ -1,6 +1,6 @@
 """Node settings: one TOML file plus `FACTNODE_*` environment overrides.
 
-Nothing here connects to anything; the composition root (`node.server.app`) builds
+Nothing here connects to anything; the composition root (`factnode.server.app`) builds
 the node from a `Settings` value.
 """
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from node.core import Policy, PolicyError, load_policy, policy_from_mapping
-from node.store.cache import DEFAULT_CACHE_KEYS
+from factnode.core import Policy, PolicyError, load_policy, policy_from_mapping
+from factnode.store.cache import DEFAULT_CACHE_KEYS
 
 DEFAULT_LISTEN = "127.0.0.1:7420"
 ROLES = ("reader", "writer", "operator")

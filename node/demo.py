@@ -14,11 +14,11 @@ from pathlib import Path
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
-from node.certs import issue_node_cert
-from node.config import Peer, Settings
-from node.server.app import Node
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.certs import issue_node_cert
+from factnode.config import Peer, Settings
+from factnode.server.app import Node
 
 NODES = ("alpha", "beta", "gamma")
 TIMEOUT = 10.0

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
-from node.clock import Clock
-from node.core import (
+from factnode.clock import Clock
+from factnode.core import (
     Arbitrated,
     BeliefState,
     Comparison,
@@ -47,8 +47,8 @@ from node.core import (
     representatives,
     visible,
 )
-from node.core.consensus import Served, Tally, Vote, hour_of, served, tally
-from node.core.validation import (
+from factnode.core.consensus import Served, Tally, Vote, hour_of, served, tally
+from factnode.core.validation import (
     _is_id,
     check_instant,
     check_key,
@@ -56,9 +56,9 @@ from node.core.validation import (
     describe_violations,
     relayed_violations,
 )
-from node.federation._digest import FederationIndex, vote_item_hash
-from node.store import BeliefChange, Counts, LoggedDecision, Repository, StoredBelief, Tombstone
-from node.store.repository import Transaction
+from factnode.federation._digest import FederationIndex, vote_item_hash
+from factnode.store import BeliefChange, Counts, LoggedDecision, Repository, StoredBelief, Tombstone
+from factnode.store.repository import Transaction
 
 T = TypeVar("T")
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter
 
-from node.core import Decision
+from factnode.core import Decision
 
 
 class Metrics:

@@ -8,12 +8,12 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from node.api.v1 import factnode_pb2 as pb
-from node.config import Peer
-from node.core import MICROS_PER_DAY, Instant, Policy
-from node.federation.sync import FederationEndpoint, Syncer
-from node.ledger import Ledger
-from node.store import SqlRepository
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.config import Peer
+from factnode.core import MICROS_PER_DAY, Instant, Policy
+from factnode.federation.sync import FederationEndpoint, Syncer
+from factnode.ledger import Ledger
+from factnode.store import SqlRepository
 
 M = TypeVar("M", bound=Message)
 

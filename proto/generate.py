@@ -3,8 +3,9 @@
 Usage: python proto/generate.py [--out DIR]   (DIR defaults to the repository root)
 
 Needs grpcio-tools, and mypy-protobuf for the typed service stubs (*_pb2_grpc.pyi).
-The .proto folders mirror the Python package, so generated modules import each other
-as node.api.v1.xxx_pb2 and nothing is rewritten afterwards.
+The .proto folders mirror the import name (factnode/api/v1), so generated modules import
+each other as factnode.api.v1.xxx_pb2 and nothing is rewritten afterwards; the files land
+in node/api/v1, the folder that installs as factnode.api.v1.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import tempfile
 from importlib import resources
 from pathlib import Path
 
 PROTO_ROOT = Path(__file__).resolve().parent
 REPO_ROOT = PROTO_ROOT.parent
-PROTO_PACKAGE = Path("node/api/v1")
+PROTO_PACKAGE = Path("factnode/api/v1")
+# Where the package `factnode` lives in the repository (pyproject.toml maps it).
+SOURCE_PACKAGE = Path("node/api/v1")
 MYPY_GRPC_PLUGIN = "protoc-gen-mypy_grpc"
 
 
@@ -36,6 +40,16 @@ def find_mypy_grpc_plugin() -> str | None:
 
 def generate(out: Path) -> None:
     """Writes the generated modules under `out` (node/api/v1/...); raises on any protoc error."""
+    with tempfile.TemporaryDirectory() as tmp:
+        _protoc(Path(tmp))
+        target = out / SOURCE_PACKAGE
+        target.mkdir(parents=True, exist_ok=True)
+        for f in sorted((Path(tmp) / PROTO_PACKAGE).iterdir()):
+            shutil.copyfile(f, target / f.name)
+
+
+def _protoc(out: Path) -> None:
+    """Runs protoc with the Python, stub and service-stub plugins into `out`."""
     from grpc_tools import protoc  # type: ignore[import-untyped]
 
     plugin = find_mypy_grpc_plugin()

@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from node.core import Policy
-from node.ledger import Ledger
-from node.store import SqlRepository
-from node.testing import FakeClock
+from factnode.core import Policy
+from factnode.ledger import Ledger
+from factnode.store import SqlRepository
+from factnode.testing import FakeClock
 
 POSTGRES_ENV = "FACTNODE_TEST_POSTGRES_URL"
 

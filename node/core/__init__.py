@@ -1,6 +1,6 @@
 """The pure core of factnode: standard library only, no clock, no I/O."""
 
-from node.core._model import (
+from factnode.core._model import (
     ARBITRATION_RULES,
     MICROS_PER_DAY,
     MICROS_PER_SECOND,
@@ -17,7 +17,7 @@ from node.core._model import (
     Verdict,
     VersionHistory,
 )
-from node.core.arbitration import (
+from factnode.core.arbitration import (
     Comparison,
     arbitrate,
     belief_at,
@@ -27,10 +27,10 @@ from node.core.arbitration import (
     representatives,
     visible,
 )
-from node.core.decay import cold_evidence, effective_confidence_milli, freshness_milli
-from node.core.decide import Arbitrated, KeyState, Ruling, decide
-from node.core.policy import Policy, PolicyError, load_policy, policy_from_mapping
-from node.core.validation import FieldViolation, InvalidInput, Submission, make_evidence
+from factnode.core.decay import cold_evidence, effective_confidence_milli, freshness_milli
+from factnode.core.decide import Arbitrated, KeyState, Ruling, decide
+from factnode.core.policy import Policy, PolicyError, load_policy, policy_from_mapping
+from factnode.core.validation import FieldViolation, InvalidInput, Submission, make_evidence
 
 __all__ = [
     "ARBITRATION_RULES",

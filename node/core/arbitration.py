@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from node.core._model import (
+from factnode.core._model import (
     ARBITRATION_RULES,
     Evidence,
     Instant,
@@ -23,7 +23,7 @@ from node.core._model import (
     VersionHistory,
     iso,
 )
-from node.core.policy import Policy
+from factnode.core.policy import Policy
 
 
 def visible(

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from node.core._model import MICROS_PER_DAY, BeliefState, Instant, Key, Rule
-from node.core.decay import freshness_milli
+from factnode.core._model import MICROS_PER_DAY, BeliefState, Instant, Key, Rule
+from factnode.core.decay import freshness_milli
 
 MICROS_PER_HOUR = 3600 * 1_000_000
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from node.core._model import Evidence, Instant
-from node.core.policy import Policy
+from factnode.core._model import Evidence, Instant
+from factnode.core.policy import Policy
 
 
 def freshness_milli(age: Instant, half_life: Instant | None) -> int:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from node.core._model import Decision, Evidence, Outcome, Retraction, Rule, Verdict
-from node.core.arbitration import (
+from factnode.core._model import Decision, Evidence, Outcome, Retraction, Rule, Verdict
+from factnode.core.arbitration import (
     arbitrate,
     believed_versions,
     compare,
@@ -21,7 +21,7 @@ from node.core.arbitration import (
     visible,
     with_evidence,
 )
-from node.core.policy import Policy
+from factnode.core.policy import Policy
 
 
 @dataclass(frozen=True, slots=True)

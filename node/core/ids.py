@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 
-from node.core._model import Instant, Key
+from factnode.core._model import Instant, Key
 
 
 def _digest(kind: str, *parts: str) -> str:

@@ -14,7 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from node.core._model import MICROS_PER_DAY
+from factnode.core._model import MICROS_PER_DAY
 
 DEFAULT_ANCHORS: Mapping[str, int] = {
     "codebase_verified": 100,

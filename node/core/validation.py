@@ -6,9 +6,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from node.core import ids
-from node.core._model import Evidence, Instant, Key
-from node.core.policy import Policy
+from factnode.core import ids
+from factnode.core._model import Evidence, Instant, Key
+from factnode.core.policy import Policy
 
 # Documented limits (README, "Limits"); in UTF-8 bytes.
 MAX_KEY_PART_BYTES = 256

@@ -16,12 +16,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from node import _wire as wire
-from node.api.v1 import factnode_pb2 as pb
-from node.config import Peer
-from node.core import FieldViolation, InvalidInput
-from node.federation._digest import DEPTH, SetDigest
-from node.ledger import Ledger
+from factnode import _wire as wire
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.config import Peer
+from factnode.core import FieldViolation, InvalidInput
+from factnode.federation._digest import DEPTH, SetDigest
+from factnode.ledger import Ledger
 
 log = logging.getLogger("factnode.federation")
 

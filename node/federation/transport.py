@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import grpc
 
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
-from node.config import Peer
-from node.federation.sync import FederationEndpoint
-from node.server._errors import Context, PermissionDenied, unary
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.config import Peer
+from factnode.federation.sync import FederationEndpoint
+from factnode.server._errors import Context, PermissionDenied, unary
 
 CALL_TIMEOUT_SECONDS = 20.0
 

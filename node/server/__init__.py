@@ -1,5 +1,5 @@
 """The gRPC node: servicers, auth, error mapping and the composition root."""
 
-from node.server.app import Node, serve
+from factnode.server.app import Node, serve
 
 __all__ = ["Node", "serve"]

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
 
-from node.config import Settings, TokenGrant
-from node.server._errors import Context, PermissionDenied, Unauthenticated, abort
+from factnode.config import Settings, TokenGrant
+from factnode.server._errors import Context, PermissionDenied, Unauthenticated, abort
 
 PACKAGE = "factnode.v1"
 OPEN_SERVICES = frozenset(

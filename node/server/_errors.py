@@ -12,8 +12,8 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from node.core import InvalidInput
-from node.ledger import NotFound
+from factnode.core import InvalidInput
+from factnode.ledger import NotFound
 
 log = logging.getLogger("factnode.server")
 

@@ -11,17 +11,17 @@ from typing import Any, TypeVar
 
 from google.rpc import code_pb2
 
-import node
-from node import _wire as cv
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
-from node.core import BeliefState, Evidence, FieldViolation, InvalidInput, Key, Outcome
-from node.core.consensus import Tally
-from node.federation.sync import Syncer
-from node.ledger import Belief, Explanation, Ledger, NotFound
-from node.metrics import Metrics
-from node.server._auth import require_write
-from node.server._errors import Context, PermissionDenied, status_for, streaming, unary
+import factnode
+from factnode import _wire as cv
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.core import BeliefState, Evidence, FieldViolation, InvalidInput, Key, Outcome
+from factnode.core.consensus import Tally
+from factnode.federation.sync import Syncer
+from factnode.ledger import Belief, Explanation, Ledger, NotFound
+from factnode.metrics import Metrics
+from factnode.server._auth import require_write
+from factnode.server._errors import Context, PermissionDenied, status_for, streaming, unary
 
 T = TypeVar("T")
 
@@ -416,7 +416,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         return pb.GetStatusResponse(
             peers=peers,
             node_id=self.ctx.ledger.node_id,
-            version=node.__version__,
+            version=factnode.__version__,
             listen_address=self.ctx.listen,
             database=self.ctx.database,
             counts=pb.StatusCounts(

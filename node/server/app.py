@@ -14,17 +14,23 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
-from node.clock import Clock, SystemClock
-from node.config import ConfigError, Peer, Settings, check_exposure, redact_url
-from node.federation.sync import FederationEndpoint, Syncer
-from node.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles
-from node.ledger import Ledger, ensure_node_id
-from node.metrics import Metrics
-from node.server._auth import AuthInterceptor
-from node.server._services import AdminServicer, Changes, FactServicer, NodeContext, ReviewServicer
-from node.store import SqlRepository
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.clock import Clock, SystemClock
+from factnode.config import ConfigError, Peer, Settings, check_exposure, redact_url
+from factnode.federation.sync import FederationEndpoint, Syncer
+from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles
+from factnode.ledger import Ledger, ensure_node_id
+from factnode.metrics import Metrics
+from factnode.server._auth import AuthInterceptor
+from factnode.server._services import (
+    AdminServicer,
+    Changes,
+    FactServicer,
+    NodeContext,
+    ReviewServicer,
+)
+from factnode.store import SqlRepository
 
 log = logging.getLogger("factnode.server")
 

@@ -1,6 +1,6 @@
 """Persistence: the repository interface and its SQLModel implementation."""
 
-from node.store.repository import (
+from factnode.store.repository import (
     BeliefChange,
     Counts,
     LoggedDecision,
@@ -9,7 +9,7 @@ from node.store.repository import (
     Tombstone,
     Transaction,
 )
-from node.store.sql import SqlRepository, make_engine
+from factnode.store.sql import SqlRepository, make_engine
 
 __all__ = [
     "BeliefChange",

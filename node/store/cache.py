@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
-from node.core import Arbitrated, Evidence, Key, KeyState, Retraction
-from node.core.consensus import Vote
-from node.store.repository import StoredBelief
+from factnode.core import Arbitrated, Evidence, Key, KeyState, Retraction
+from factnode.core.consensus import Vote
+from factnode.store.repository import StoredBelief
 
 V = TypeVar("V")
 

@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from node.core import (
+from factnode.core import (
     Arbitrated,
     BeliefState,
     Decision,
@@ -19,7 +19,7 @@ from node.core import (
     Retraction,
     Rule,
 )
-from node.core.consensus import Vote
+from factnode.core.consensus import Vote
 
 T = TypeVar("T")
 

@@ -27,7 +27,7 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.expression import ClauseElement
 from sqlmodel import create_engine
 
-from node.core import (
+from factnode.core import (
     Arbitrated,
     BeliefState,
     Decision,
@@ -41,8 +41,8 @@ from node.core import (
     Rule,
     ids,
 )
-from node.core.consensus import Vote
-from node.store._tables import (
+from factnode.core.consensus import Vote
+from factnode.store._tables import (
     BeliefChangeRow,
     BeliefRow,
     DecisionRow,
@@ -53,9 +53,9 @@ from node.store._tables import (
     RetractionRow,
     VoteRow,
 )
-from node.store.cache import DEFAULT_CACHE_KEYS, KeyCache, TxCache, by_voter
-from node.store.migrations import upgrade
-from node.store.repository import (
+from factnode.store.cache import DEFAULT_CACHE_KEYS, KeyCache, TxCache, by_voter
+from factnode.store.migrations import upgrade
+from factnode.store.repository import (
     BeliefChange,
     Counts,
     LoggedDecision,

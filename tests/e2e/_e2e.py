@@ -44,7 +44,7 @@ def isolated_env(home: Path) -> dict[str, str]:
 
 def factnode_command(*args: str) -> list[str]:
     """The CLI of the environment running the tests."""
-    return [sys.executable, "-m", "node.cli", *args]
+    return [sys.executable, "-m", "factnode.cli", *args]
 
 
 def unique_ns(prefix: str) -> str:

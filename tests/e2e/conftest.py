@@ -8,7 +8,7 @@ import grpc
 import pytest
 from _e2e import Cli, ServerProcess, isolated_env, open_channel, start_server
 
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ from _e2e import (
 from google.rpc import code_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 
 READER, WRITER, OPERATOR = "reader-token-1", "writer-token-2", "operator-token-3"
 EXIT_REFUSED = 4

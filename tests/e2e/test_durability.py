@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from _e2e import RPC_TIMEOUT, START_TIMEOUT, open_channel, start_server
 
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 
 ACKED_NS, STREAM_NS = "dur:acked", "dur:stream"
 ACKED = 600  # facts in the first, completed SubmitFacts call

@@ -12,8 +12,8 @@ import pytest
 from _e2e import RPC_TIMEOUT, ServerProcess
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 
 
 @dataclass

@@ -10,8 +10,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 
 
 def fact(ns: str, subject: str, value: str, **overrides: object) -> pb.SubmitFactRequest:

@@ -9,9 +9,9 @@ import grpc
 import pytest
 from _e2e import RPC_TIMEOUT, Cli, isolated_env, start_server, unique_ns
 
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
-from node.certs import issue_node_cert
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.certs import issue_node_cert
 
 
 def test_an_oversized_message_is_refused_and_writes_nothing(

@@ -11,8 +11,8 @@ import pytest
 from _e2e import RPC_TIMEOUT, STOP_TIMEOUT, isolated_env, open_channel, start_server
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

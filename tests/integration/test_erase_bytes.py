@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from node.core import Key, Policy, Submission
-from node.ledger import Ledger
-from node.store import SqlRepository
-from node.testing import FakeClock
+from factnode.core import Key, Policy, Submission
+from factnode.ledger import Ledger
+from factnode.store import SqlRepository
+from factnode.testing import FakeClock
 
 NS = "user:ana"
 

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from node.api.v1 import factnode_pb2 as pb
-from node.core import MICROS_PER_DAY, Key, Submission
-from node.testing import Federation
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.core import MICROS_PER_DAY, Key, Submission
+from factnode.testing import Federation
 
 KEY = Key("team:infra", "build", "python_version")
 

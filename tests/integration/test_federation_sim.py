@@ -18,11 +18,11 @@ from fractions import Fraction
 
 import pytest
 
-from node.core import BeliefState, Key, Policy, Rule, Submission
-from node.core.consensus import MICROS_PER_HOUR
-from node.federation._digest import FederationIndex, SetDigest
-from node.ledger import Belief, Ledger, NotFound
-from node.testing import Federation
+from factnode.core import BeliefState, Key, Policy, Rule, Submission
+from factnode.core.consensus import MICROS_PER_HOUR
+from factnode.federation._digest import FederationIndex, SetDigest
+from factnode.ledger import Belief, Ledger, NotFound
+from factnode.testing import Federation
 
 NODES = [f"n{i}" for i in range(9)]
 NAMESPACE = "sim"

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.core import (
+from factnode.core import (
     MICROS_PER_DAY,
     Arbitrated,
     BeliefState,
@@ -37,13 +37,13 @@ from node.core import (
     make_evidence,
     representatives,
 )
-from node.core.consensus import Vote
-from node.ledger import Ledger, NotFound
-from node.store import SqlRepository, Tombstone
-from node.store.cache import KeyCache
-from node.store.repository import StoredBelief
-from node.store.sql import SqlTransaction
-from node.testing import FakeClock
+from factnode.core.consensus import Vote
+from factnode.ledger import Ledger, NotFound
+from factnode.store import SqlRepository, Tombstone
+from factnode.store.cache import KeyCache
+from factnode.store.repository import StoredBelief
+from factnode.store.sql import SqlTransaction
+from factnode.testing import FakeClock
 
 DAY = MICROS_PER_DAY
 HOUR = DAY // 24

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import grpc
 
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
-from node.config import Settings
-from node.server import Node
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.config import Settings
+from factnode.server import Node
 
 
 def _free_port() -> int:

@@ -11,12 +11,12 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, MetaData, inspect, text
 from sqlmodel import SQLModel
 
-import node.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
-from node.core import Key, Policy, Submission
-from node.ledger import Ledger, ensure_node_id
-from node.store import SqlRepository
-from node.store.migrations import alembic_config, upgrade
-from node.testing import FakeClock
+import factnode.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+from factnode.core import Key, Policy, Submission
+from factnode.ledger import Ledger, ensure_node_id
+from factnode.store import SqlRepository
+from factnode.store.migrations import alembic_config, upgrade
+from factnode.testing import FakeClock
 
 LIVES_IN = Key("user:ana", "ana", "lives_in")
 TABLES = {

@@ -9,7 +9,7 @@ from contextlib import contextmanager, suppress
 
 import pytest
 
-from node.core import (
+from factnode.core import (
     MICROS_PER_DAY,
     BeliefState,
     InvalidInput,
@@ -20,10 +20,10 @@ from node.core import (
     Submission,
     ids,
 )
-from node.ledger import Ledger, NotFound, ensure_node_id
-from node.store import SqlRepository
-from node.store.repository import Transaction
-from node.testing import FakeClock
+from factnode.ledger import Ledger, NotFound, ensure_node_id
+from factnode.store import SqlRepository
+from factnode.store.repository import Transaction
+from factnode.testing import FakeClock
 
 DAY = MICROS_PER_DAY
 NS = "user:ana"

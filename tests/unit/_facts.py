@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from node.core import (
+from factnode.core import (
     MICROS_PER_DAY,
     Arbitrated,
     Evidence,

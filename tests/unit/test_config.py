@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from node.config import ConfigError, Settings, load_settings
-from node.store.cache import DEFAULT_CACHE_KEYS
+from factnode.config import ConfigError, Settings, load_settings
+from factnode.store.cache import DEFAULT_CACHE_KEYS
 
 
 def _load(tmp_path: Path, toml: str, env: dict[str, str] | None = None) -> Settings:

@@ -10,8 +10,8 @@ from _facts import DAY, LIVES_IN
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.core import BeliefState, Rule
-from node.core.consensus import (
+from factnode.core import BeliefState, Rule
+from factnode.core.consensus import (
     MICROS_PER_HOUR,
     Served,
     Tally,

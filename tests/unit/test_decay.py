@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from _facts import DAY, POLICY, fact
 
-from node.core import (
+from factnode.core import (
     cold_evidence,
     effective_confidence_milli,
     freshness_milli,

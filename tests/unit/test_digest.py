@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.federation._digest import SetDigest, item_hash
+from factnode.federation._digest import SetDigest, item_hash
 
 HEX = "0123456789abcdef"
 ids = st.text(HEX, min_size=32, max_size=32)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from _facts import DAY, LIVES_IN, NS, POLICY, fact, outcomes, replay
 
-from node.core import (
+from factnode.core import (
     Evidence,
     Key,
     Outcome,
@@ -394,7 +394,7 @@ def test_multi_valued_predicate_keeps_every_value() -> None:
 
 def test_contradicting_fact_that_loses_on_its_own_key_leaves_the_other_key_alone() -> None:
     """A contradicts fact that is not believed on its own key does not end the other key's belief."""
-    from node.core import Key, KeyState, Policy, Submission, decide, make_evidence
+    from factnode.core import Key, KeyState, Policy, Submission, decide, make_evidence
 
     policy = Policy()
     old_key = Key("user:ana", "ana", "works_at")

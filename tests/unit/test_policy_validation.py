@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from _facts import DAY, POLICY
 
-from node.core import (
+from factnode.core import (
     MICROS_PER_DAY,
     InvalidInput,
     Key,
@@ -21,7 +21,7 @@ from node.core import (
     make_evidence,
     policy_from_mapping,
 )
-from node.core.validation import (
+from factnode.core.validation import (
     MAX_INSTANT,
     MAX_KEY_PART_BYTES,
     MAX_OBJECT_BYTES,

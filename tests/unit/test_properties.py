@@ -10,7 +10,7 @@ from _facts import DAY, LIVES_IN, NS, POLICY, Replay, fact, replay
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.core import (
+from factnode.core import (
     Evidence,
     Key,
     Outcome,
@@ -21,7 +21,7 @@ from node.core import (
     representatives,
     visible,
 )
-from node.core.arbitration import with_evidence
+from factnode.core.arbitration import with_evidence
 
 SPEAKS = Key(NS, "ana", "speaks")
 KEYS = (LIVES_IN, SPEAKS)
@@ -157,13 +157,13 @@ def test_core_imports_nothing_from_the_shell() -> None:
     """Importing every node.core module pulls in no gRPC, SQL or protobuf module."""
     code = (
         "import importlib, pkgutil, sys\n"
-        "import node.core\n"
-        "for m in pkgutil.walk_packages(node.core.__path__, 'node.core.'):\n"
+        "import factnode.core\n"
+        "for m in pkgutil.walk_packages(factnode.core.__path__, 'factnode.core.'):\n"
         "    importlib.import_module(m.name)\n"
         "bad = sorted(n for n in sys.modules\n"
         "             if n.split('.')[0] in ('grpc', 'sqlmodel', 'sqlalchemy')\n"
         "             or n == 'google.protobuf' or n.startswith('google.protobuf.'))\n"
-        "print(len(list(pkgutil.walk_packages(node.core.__path__))))\n"
+        "print(len(list(pkgutil.walk_packages(factnode.core.__path__))))\n"
         "print(','.join(bad))\n"
     )
     done = subprocess.run(

@@ -1,6 +1,6 @@
 """Smoke: the pure core decides a simple conflict."""
 
-from node.core import (
+from factnode.core import (
     MICROS_PER_DAY,
     KeyState,
     Outcome,

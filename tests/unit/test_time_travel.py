@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from _facts import DAY, LIVES_IN, NS, POLICY, fact, replay
 
-from node.core import (
+from factnode.core import (
     Evidence,
     Interval,
     Key,

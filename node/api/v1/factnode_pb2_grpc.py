@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from node.api.v1 import factnode_pb2 as node_dot_api_dot_v1_dot_factnode__pb2
+from factnode.api.v1 import factnode_pb2 as factnode_dot_api_dot_v1_dot_factnode__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in node/api/v1/factnode_pb2_grpc.py depends on'
+        + ' but the generated code in factnode/api/v1/factnode_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -37,48 +37,48 @@ class FactServiceStub:
         """
         self.SubmitFact = channel.unary_unary(
                 '/factnode.v1.FactService/SubmitFact',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.SubmitFactRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.SubmitFactResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SubmitFactRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SubmitFactResponse.FromString,
                 _registered_method=True)
         self.SubmitFacts = channel.stream_unary(
                 '/factnode.v1.FactService/SubmitFacts',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.SubmitFactRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.SubmitFactsResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SubmitFactRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SubmitFactsResponse.FromString,
                 _registered_method=True)
         self.GetBelief = channel.unary_unary(
                 '/factnode.v1.FactService/GetBelief',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.GetBeliefRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.Belief.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetBeliefRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.Belief.FromString,
                 _registered_method=True)
         self.ListBeliefs = channel.unary_unary(
                 '/factnode.v1.FactService/ListBeliefs',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsResponse.FromString,
                 _registered_method=True)
         self.GetHistory = channel.unary_unary(
                 '/factnode.v1.FactService/GetHistory',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.GetHistoryRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.GetHistoryResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetHistoryRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetHistoryResponse.FromString,
                 _registered_method=True)
         self.Explain = channel.unary_unary(
                 '/factnode.v1.FactService/Explain',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.ExplainRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.ExplainResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ExplainRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ExplainResponse.FromString,
                 _registered_method=True)
         self.Retract = channel.unary_unary(
                 '/factnode.v1.FactService/Retract',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.RetractRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.RetractResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RetractRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RetractResponse.FromString,
                 _registered_method=True)
         self.ListDecisions = channel.unary_unary(
                 '/factnode.v1.FactService/ListDecisions',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.ListDecisionsRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.ListDecisionsResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListDecisionsRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListDecisionsResponse.FromString,
                 _registered_method=True)
         self.WatchBeliefs = channel.unary_stream(
                 '/factnode.v1.FactService/WatchBeliefs',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.WatchBeliefsRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.BeliefChange.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.WatchBeliefsRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.BeliefChange.FromString,
                 _registered_method=True)
 
 
@@ -155,48 +155,48 @@ def add_FactServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'SubmitFact': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitFact,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.SubmitFactRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.SubmitFactResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SubmitFactRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SubmitFactResponse.SerializeToString,
             ),
             'SubmitFacts': grpc.stream_unary_rpc_method_handler(
                     servicer.SubmitFacts,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.SubmitFactRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.SubmitFactsResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SubmitFactRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SubmitFactsResponse.SerializeToString,
             ),
             'GetBelief': grpc.unary_unary_rpc_method_handler(
                     servicer.GetBelief,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.GetBeliefRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.Belief.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetBeliefRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.Belief.SerializeToString,
             ),
             'ListBeliefs': grpc.unary_unary_rpc_method_handler(
                     servicer.ListBeliefs,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsResponse.SerializeToString,
             ),
             'GetHistory': grpc.unary_unary_rpc_method_handler(
                     servicer.GetHistory,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.GetHistoryRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.GetHistoryResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetHistoryRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetHistoryResponse.SerializeToString,
             ),
             'Explain': grpc.unary_unary_rpc_method_handler(
                     servicer.Explain,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.ExplainRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.ExplainResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ExplainRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ExplainResponse.SerializeToString,
             ),
             'Retract': grpc.unary_unary_rpc_method_handler(
                     servicer.Retract,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.RetractRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.RetractResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RetractRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RetractResponse.SerializeToString,
             ),
             'ListDecisions': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDecisions,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.ListDecisionsRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.ListDecisionsResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListDecisionsRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListDecisionsResponse.SerializeToString,
             ),
             'WatchBeliefs': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchBeliefs,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.WatchBeliefsRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.BeliefChange.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.WatchBeliefsRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.BeliefChange.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -225,8 +225,8 @@ class FactService:
             request,
             target,
             '/factnode.v1.FactService/SubmitFact',
-            node_dot_api_dot_v1_dot_factnode__pb2.SubmitFactRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.SubmitFactResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.SubmitFactRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.SubmitFactResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -252,8 +252,8 @@ class FactService:
             request_iterator,
             target,
             '/factnode.v1.FactService/SubmitFacts',
-            node_dot_api_dot_v1_dot_factnode__pb2.SubmitFactRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.SubmitFactsResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.SubmitFactRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.SubmitFactsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -279,8 +279,8 @@ class FactService:
             request,
             target,
             '/factnode.v1.FactService/GetBelief',
-            node_dot_api_dot_v1_dot_factnode__pb2.GetBeliefRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.Belief.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.GetBeliefRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.Belief.FromString,
             options,
             channel_credentials,
             insecure,
@@ -306,8 +306,8 @@ class FactService:
             request,
             target,
             '/factnode.v1.FactService/ListBeliefs',
-            node_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -333,8 +333,8 @@ class FactService:
             request,
             target,
             '/factnode.v1.FactService/GetHistory',
-            node_dot_api_dot_v1_dot_factnode__pb2.GetHistoryRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.GetHistoryResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.GetHistoryRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.GetHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -360,8 +360,8 @@ class FactService:
             request,
             target,
             '/factnode.v1.FactService/Explain',
-            node_dot_api_dot_v1_dot_factnode__pb2.ExplainRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.ExplainResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ExplainRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ExplainResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -387,8 +387,8 @@ class FactService:
             request,
             target,
             '/factnode.v1.FactService/Retract',
-            node_dot_api_dot_v1_dot_factnode__pb2.RetractRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.RetractResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.RetractRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.RetractResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -414,8 +414,8 @@ class FactService:
             request,
             target,
             '/factnode.v1.FactService/ListDecisions',
-            node_dot_api_dot_v1_dot_factnode__pb2.ListDecisionsRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.ListDecisionsResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ListDecisionsRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ListDecisionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -441,8 +441,8 @@ class FactService:
             request,
             target,
             '/factnode.v1.FactService/WatchBeliefs',
-            node_dot_api_dot_v1_dot_factnode__pb2.WatchBeliefsRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.BeliefChange.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.WatchBeliefsRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.BeliefChange.FromString,
             options,
             channel_credentials,
             insecure,
@@ -466,18 +466,18 @@ class ReviewServiceStub:
         """
         self.ListContested = channel.unary_unary(
                 '/factnode.v1.ReviewService/ListContested',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.ListContestedRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.ListContestedResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListContestedRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListContestedResponse.FromString,
                 _registered_method=True)
         self.GetContested = channel.unary_unary(
                 '/factnode.v1.ReviewService/GetContested',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.GetContestedRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.ContestedKey.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetContestedRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ContestedKey.FromString,
                 _registered_method=True)
         self.ResolveContested = channel.unary_unary(
                 '/factnode.v1.ReviewService/ResolveContested',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.ResolveContestedRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.ResolveContestedResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ResolveContestedRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ResolveContestedResponse.FromString,
                 _registered_method=True)
 
 
@@ -511,18 +511,18 @@ def add_ReviewServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'ListContested': grpc.unary_unary_rpc_method_handler(
                     servicer.ListContested,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.ListContestedRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.ListContestedResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListContestedRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListContestedResponse.SerializeToString,
             ),
             'GetContested': grpc.unary_unary_rpc_method_handler(
                     servicer.GetContested,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.GetContestedRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.ContestedKey.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetContestedRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ContestedKey.SerializeToString,
             ),
             'ResolveContested': grpc.unary_unary_rpc_method_handler(
                     servicer.ResolveContested,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.ResolveContestedRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.ResolveContestedResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ResolveContestedRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ResolveContestedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -551,8 +551,8 @@ class ReviewService:
             request,
             target,
             '/factnode.v1.ReviewService/ListContested',
-            node_dot_api_dot_v1_dot_factnode__pb2.ListContestedRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.ListContestedResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ListContestedRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ListContestedResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -578,8 +578,8 @@ class ReviewService:
             request,
             target,
             '/factnode.v1.ReviewService/GetContested',
-            node_dot_api_dot_v1_dot_factnode__pb2.GetContestedRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.ContestedKey.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.GetContestedRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ContestedKey.FromString,
             options,
             channel_credentials,
             insecure,
@@ -605,8 +605,8 @@ class ReviewService:
             request,
             target,
             '/factnode.v1.ReviewService/ResolveContested',
-            node_dot_api_dot_v1_dot_factnode__pb2.ResolveContestedRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.ResolveContestedResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ResolveContestedRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ResolveContestedResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -630,23 +630,23 @@ class AdminServiceStub:
         """
         self.Erase = channel.unary_unary(
                 '/factnode.v1.AdminService/Erase',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.EraseRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.EraseResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.EraseRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.EraseResponse.FromString,
                 _registered_method=True)
         self.RunDecay = channel.unary_unary(
                 '/factnode.v1.AdminService/RunDecay',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.RunDecayRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.RunDecayResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RunDecayRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RunDecayResponse.FromString,
                 _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/factnode.v1.AdminService/GetStatus',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.GetStatusRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.GetStatusResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetStatusRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetStatusResponse.FromString,
                 _registered_method=True)
         self.SyncNow = channel.unary_unary(
                 '/factnode.v1.AdminService/SyncNow',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.SyncNowRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.SyncNowResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SyncNowRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SyncNowResponse.FromString,
                 _registered_method=True)
 
 
@@ -687,23 +687,23 @@ def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Erase': grpc.unary_unary_rpc_method_handler(
                     servicer.Erase,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.EraseRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.EraseResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.EraseRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.EraseResponse.SerializeToString,
             ),
             'RunDecay': grpc.unary_unary_rpc_method_handler(
                     servicer.RunDecay,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.RunDecayRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.RunDecayResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RunDecayRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RunDecayResponse.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.GetStatusRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.GetStatusResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetStatusRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetStatusResponse.SerializeToString,
             ),
             'SyncNow': grpc.unary_unary_rpc_method_handler(
                     servicer.SyncNow,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.SyncNowRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.SyncNowResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SyncNowRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SyncNowResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -732,8 +732,8 @@ class AdminService:
             request,
             target,
             '/factnode.v1.AdminService/Erase',
-            node_dot_api_dot_v1_dot_factnode__pb2.EraseRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.EraseResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.EraseRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.EraseResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -759,8 +759,8 @@ class AdminService:
             request,
             target,
             '/factnode.v1.AdminService/RunDecay',
-            node_dot_api_dot_v1_dot_factnode__pb2.RunDecayRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.RunDecayResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.RunDecayRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.RunDecayResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -786,8 +786,8 @@ class AdminService:
             request,
             target,
             '/factnode.v1.AdminService/GetStatus',
-            node_dot_api_dot_v1_dot_factnode__pb2.GetStatusRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.GetStatusResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.GetStatusRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.GetStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -813,8 +813,8 @@ class AdminService:
             request,
             target,
             '/factnode.v1.AdminService/SyncNow',
-            node_dot_api_dot_v1_dot_factnode__pb2.SyncNowRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.SyncNowResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.SyncNowRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.SyncNowResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -848,18 +848,18 @@ class FederationServiceStub:
         """
         self.GetDigest = channel.unary_unary(
                 '/factnode.v1.FederationService/GetDigest',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.DigestRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.Digest.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.DigestRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.Digest.FromString,
                 _registered_method=True)
         self.PullDelta = channel.unary_unary(
                 '/factnode.v1.FederationService/PullDelta',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.DeltaRequest.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.Delta.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.DeltaRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.Delta.FromString,
                 _registered_method=True)
         self.PushDelta = channel.unary_unary(
                 '/factnode.v1.FederationService/PushDelta',
-                request_serializer=node_dot_api_dot_v1_dot_factnode__pb2.Delta.SerializeToString,
-                response_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.PushDeltaResponse.FromString,
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.Delta.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.PushDeltaResponse.FromString,
                 _registered_method=True)
 
 
@@ -903,18 +903,18 @@ def add_FederationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'GetDigest': grpc.unary_unary_rpc_method_handler(
                     servicer.GetDigest,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.DigestRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.Digest.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.DigestRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.Digest.SerializeToString,
             ),
             'PullDelta': grpc.unary_unary_rpc_method_handler(
                     servicer.PullDelta,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.DeltaRequest.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.Delta.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.DeltaRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.Delta.SerializeToString,
             ),
             'PushDelta': grpc.unary_unary_rpc_method_handler(
                     servicer.PushDelta,
-                    request_deserializer=node_dot_api_dot_v1_dot_factnode__pb2.Delta.FromString,
-                    response_serializer=node_dot_api_dot_v1_dot_factnode__pb2.PushDeltaResponse.SerializeToString,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.Delta.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.PushDeltaResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -953,8 +953,8 @@ class FederationService:
             request,
             target,
             '/factnode.v1.FederationService/GetDigest',
-            node_dot_api_dot_v1_dot_factnode__pb2.DigestRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.Digest.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.DigestRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.Digest.FromString,
             options,
             channel_credentials,
             insecure,
@@ -980,8 +980,8 @@ class FederationService:
             request,
             target,
             '/factnode.v1.FederationService/PullDelta',
-            node_dot_api_dot_v1_dot_factnode__pb2.DeltaRequest.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.Delta.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.DeltaRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.Delta.FromString,
             options,
             channel_credentials,
             insecure,
@@ -1007,8 +1007,8 @@ class FederationService:
             request,
             target,
             '/factnode.v1.FederationService/PushDelta',
-            node_dot_api_dot_v1_dot_factnode__pb2.Delta.SerializeToString,
-            node_dot_api_dot_v1_dot_factnode__pb2.PushDeltaResponse.FromString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.Delta.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.PushDeltaResponse.FromString,
             options,
             channel_credentials,
             insecure,

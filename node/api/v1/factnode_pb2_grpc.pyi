@@ -23,8 +23,8 @@ Conventions:
 """
 
 from collections import abc as _abc
+from factnode.api.v1 import factnode_pb2 as _factnode_pb2
 from grpc import aio as _aio
-from node.api.v1 import factnode_pb2 as _factnode_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys

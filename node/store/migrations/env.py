@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlmodel import SQLModel
 
-import node.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+import factnode.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 connection = context.config.attributes["connection"]
 context.configure(

@@ -24,9 +24,9 @@ from pathlib import Path
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
-from node.certs import ensure_ca, issue_node_cert
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.certs import ensure_ca, issue_node_cert
 
 START_TIMEOUT = 30.0  # seconds for `serve` to announce its ports (several start at once)
 STOP_TIMEOUT = 15.0  # seconds for a graceful stop before SIGKILL
@@ -165,7 +165,7 @@ class FedNode:
         self._stderr = self.workdir / f"serve-{uuid.uuid4().hex[:8]}.stderr"
         with open(self._stderr, "w") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "node.cli", "serve", "--config", str(self.config_path)],
+                [sys.executable, "-m", "factnode.cli", "serve", "--config", str(self.config_path)],
                 stdout=subprocess.PIPE,
                 stderr=err,
                 stdin=subprocess.DEVNULL,

@@ -18,8 +18,8 @@ from _fednet import (
     unique_ns,
 )
 
-from node.api.v1 import factnode_pb2 as pb
-from node.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ from _fednet import (
     unique_ns,
 )
 
-from node.api.v1 import factnode_pb2 as pb
-from node.core import Key, ids
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.core import Key, ids
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 CONSENSUS = "federation_consensus"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from node.core import ids
+from factnode.core import ids
 
 revision = "0002"
 down_revision = "0001"

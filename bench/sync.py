@@ -36,6 +36,7 @@ import time
 from typing import Any
 
 from factnode.core import MICROS_PER_DAY, Evidence, Policy, Submission
+from factnode.federation._index import index_of
 from factnode.testing import FakeClock, Federation
 
 SEED = 20240611
@@ -81,9 +82,9 @@ def digests_equal(fed: Federation) -> bool:
     ledgers = list(fed.ledgers.values())
     views = [
         (
-            lg.index().evidence.bucket(""),
-            lg.index().tombstones.bucket(""),
-            tuple(lg.index().votes(v).bucket("") for v in sorted(fed.ledgers)),
+            index_of(lg).evidence.bucket(""),
+            index_of(lg).tombstones.bucket(""),
+            tuple(index_of(lg).votes(v).bucket("") for v in sorted(fed.ledgers)),
         )
         for lg in ledgers
     ]
@@ -136,7 +137,7 @@ def load(fed: Federation, evidence: list[Evidence]) -> float:
     for ledger in fed.ledgers.values():
         for i in range(0, len(evidence), INGEST_BATCH):
             ledger.ingest([(e, None) for e in evidence[i : i + INGEST_BATCH]])
-        ledger.index()  # built from the store on first use: not part of any round
+        index_of(ledger)  # built from the store on first use: not part of any round
     return time.perf_counter() - t0
 
 

@@ -325,3 +325,17 @@ def compare(challenger: Evidence, incumbent: Evidence, policy: Policy) -> tuple[
     verdict = arbitrate_reps(reps, policy)
     assert verdict is not None
     return verdict.version_id == challenger.version_id, verdict.rule
+
+
+def serves_alike(a: Verdict | None, b: Verdict | None) -> bool:
+    """Whether two local verdicts on a single-valued key give it the same served row and the
+    same own vote when no peer votes: the same winner, resting on the same evidence, by the
+    same rule, equally (un)ambiguous. Only the losers differ."""
+    if a is None or b is None:
+        return a is b
+    return (a.version_id, a.evidence_id, a.rule, a.ambiguous) == (
+        b.version_id,
+        b.evidence_id,
+        b.rule,
+        b.ambiguous,
+    )

@@ -11,7 +11,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from factnode.core._model import MICROS_PER_DAY, BeliefState, Instant, Key, Rule
+from factnode.core._model import (
+    MICROS_PER_DAY,
+    BeliefState,
+    Decision,
+    Instant,
+    Key,
+    Outcome,
+    Rule,
+)
 from factnode.core.decay import freshness_milli
 
 MICROS_PER_HOUR = 3600 * 1_000_000
@@ -160,3 +168,67 @@ def served(
         return Served(local.version_id, BeliefState.CONTESTED, local.rule)
     top = result.versions[0]
     return Served(top.version_id, BeliefState.CONTESTED, Rule.TIEBREAK)
+
+
+def same_vote(a: Vote | None, b: Vote | None) -> bool:
+    """Whether two votes say the same thing: re-casting an unchanged vote is no change."""
+    if a is None or b is None:
+        return a is b
+    return (a.version_id, a.evidence_id, a.anchor, a.worth_milli, a.fresh_since) == (
+        b.version_id,
+        b.evidence_id,
+        b.anchor,
+        b.worth_milli,
+        b.fresh_since,
+    )
+
+
+def transition(
+    key: Key,
+    before: Served | None,
+    after: Served | None,
+    result: Tally | None,
+    now: Instant,
+) -> Decision | None:
+    """The decision-log entry, with the tallies, when votes change what a key serves."""
+    if result is None or not result.peer_voted or after is None:
+        return None
+    if after.state is BeliefState.CONTESTED:
+        if (
+            before is not None
+            and before.state is BeliefState.CONTESTED
+            and before.version_id == after.version_id
+        ):
+            return None
+        outcome = Outcome.CONTESTED
+    elif after.rule is Rule.FEDERATION_CONSENSUS:
+        if (
+            before is not None
+            and before.rule is Rule.FEDERATION_CONSENSUS
+            and before.version_id == after.version_id
+        ):
+            return None
+        outcome = (
+            Outcome.SUPERSEDED
+            if before and before.version_id != after.version_id
+            else Outcome.CORROBORATED
+        )
+    else:
+        return None
+    return Decision(
+        key=key,
+        outcome=outcome,
+        rule=Rule.FEDERATION_CONSENSUS,
+        decided_at=now,
+        version_id=after.version_id,
+        supersedes=before.version_id if before and before.version_id != after.version_id else None,
+        detail=f"tally: {describe_tally(result)}",
+    )
+
+
+def describe_tally(result: Tally) -> str:
+    """Each version's share and voters, for the decision log."""
+    return "; ".join(
+        f"{t.version_id}: {result.share_milli(t.version_id) / 10:.1f}% by {', '.join(t.voters)}"
+        for t in result.versions
+    )

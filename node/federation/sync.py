@@ -21,6 +21,7 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.config import Peer
 from factnode.core import FieldViolation, InvalidInput
 from factnode.federation._digest import DEPTH, SetDigest
+from factnode.federation._index import index_of
 from factnode.ledger import Ledger
 
 log = logging.getLogger("factnode.federation")
@@ -74,7 +75,7 @@ class FederationEndpoint:
         self.peers = {p.node_id: p for p in peers}
 
     def _digest(self, caller: str, digest_set: pb.DigestSet) -> SetDigest:
-        index = self.ledger.index()
+        index = index_of(self.ledger)
         if digest_set == EVIDENCE:
             return index.evidence
         if digest_set == TOMBSTONES:
@@ -90,7 +91,7 @@ class FederationEndpoint:
         refs = list(request.buckets) or [pb.BucketRef(set=s, prefix="") for s in SETS]
         depth = min(request.depth, 2)
         out = pb.Digest()
-        index = self.ledger.index()
+        index = index_of(self.ledger)
         with index.lock:
             for ref in refs:
                 _check_prefix(ref.prefix)
@@ -300,7 +301,7 @@ class Syncer:
         return [c for c in theirs.values() if _differs(c, mine[c.set])]
 
     def _mine(self, peer_id: str) -> dict[pb.DigestSet, SetDigest]:
-        index = self.ledger.index()
+        index = index_of(self.ledger)
         return {
             EVIDENCE: index.evidence,
             TOMBSTONES: index.tombstones,

@@ -18,6 +18,7 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.clock import Clock, SystemClock
 from factnode.config import ConfigError, Peer, Settings, check_exposure, redact_url
+from factnode.federation._index import index_of
 from factnode.federation.sync import FederationEndpoint, Syncer
 from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles
 from factnode.ledger import Ledger, ensure_node_id
@@ -63,7 +64,7 @@ class Node:
         self._metrics_server: Any = None
         self.syncer: Syncer | None = None
         if settings.federated:
-            self.ledger.index()  # digests are kept from the first write on
+            index_of(self.ledger)  # digests are kept from the first write on
             self.syncer = Syncer(
                 self.ledger,
                 settings.peers,

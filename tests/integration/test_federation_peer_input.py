@@ -9,6 +9,7 @@ import pytest
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import MICROS_PER_DAY, Key, Submission
+from factnode.federation._index import index_of
 from factnode.testing import Federation
 
 KEY = Key("team:infra", "build", "python_version")
@@ -110,7 +111,7 @@ async def test_a_sync_that_breaks_midway_loses_nothing_and_resumes(fed: Federati
     for _ in range(3):
         await fed.round()
     assert fed.ledgers["b"].counts().evidence == 200
-    index_a, index_b = fed.ledgers["a"].index(), fed.ledgers["b"].index()
+    index_a, index_b = index_of(fed.ledgers["a"]), index_of(fed.ledgers["b"])
     assert index_a.evidence.bucket("") == index_b.evidence.bucket("")
 
 

@@ -12,7 +12,7 @@ import grpc
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.config import Settings
-from factnode.server import Node
+from factnode.server.app import Node
 
 
 def _free_port() -> int:

@@ -1,0 +1,57 @@
+"""The digests a ledger's peers compare, kept in step with its commits."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from factnode.core import ids
+from factnode.core.consensus import Vote
+from factnode.federation._digest import FederationIndex, vote_item_hash
+from factnode.ledger import Committed, Ledger
+
+_indexes: weakref.WeakKeyDictionary[Ledger, FederationIndex] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def vote_hash(v: Vote) -> int:
+    """A vote's digest hash (its content, not its cast time)."""
+    return vote_item_hash(
+        ids.key_id(v.key), v.version_id, v.evidence_id, v.anchor, v.worth_milli, v.fresh_since
+    )
+
+
+def index_of(ledger: Ledger) -> FederationIndex:
+    """The ledger's digests: built from its store on first use, then following its commits."""
+    with _lock:
+        index = _indexes.get(ledger)
+        if index is not None:
+            return index
+        index = FederationIndex()
+        with index.lock:
+            # Following first, loading second: a commit racing the load is applied after it
+            # (every update is idempotent), never lost.
+            ledger.on_commit(lambda committed: _follow(index, committed))
+            with ledger.repo.read() as tx:
+                for eid in tx.all_evidence_ids():
+                    index.put_evidence(eid)
+                for erasure_id in tx.all_erasure_ids():
+                    index.put_tombstone(erasure_id)
+                for v in tx.all_votes():
+                    index.put_vote(v.voter, ids.key_id(v.key), vote_hash(v))
+        _indexes[ledger] = index
+        return index
+
+
+def _follow(index: FederationIndex, fx: Committed) -> None:
+    with index.lock:
+        for eid in fx.evidence_added:
+            index.put_evidence(eid)
+        for eid in fx.evidence_removed:
+            index.evidence.discard(eid)
+        for erasure_id in fx.erasures_added:
+            index.put_tombstone(erasure_id)
+        for voter, key in fx.votes_removed:
+            index.discard_vote(voter, ids.key_id(key))
+        for v in fx.votes_put:
+            index.put_vote(v.voter, ids.key_id(v.key), vote_hash(v))

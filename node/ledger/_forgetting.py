@@ -1,0 +1,147 @@
+"""Forgetting: privacy erasure (values and sources destroyed, a hash tombstone kept) and
+decay (evidence whose effective confidence fell too low leaves beliefs, votes and sync)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from factnode.core import (
+    Evidence,
+    EvidenceStatus,
+    FieldViolation,
+    Instant,
+    InvalidInput,
+    Key,
+    cold_evidence,
+    effective_confidence_milli,
+    ids,
+)
+from factnode.core.validation import check_key
+from factnode.ledger._model import Committed, DecayReport, ErasureReport
+from factnode.ledger._serving import Serving
+from factnode.store import Tombstone
+from factnode.store.repository import Transaction
+
+
+class Forgetting(Serving):
+    """Erase and decay."""
+
+    def erase(
+        self,
+        *,
+        evidence_id: str | None = None,
+        key: Key | None = None,
+        subject: tuple[str, str] | None = None,
+        operator: str,
+        reason: str,
+    ) -> ErasureReport:
+        """Destroys values and sources in scope; only a hash tombstone stays."""
+        given = [x for x in (evidence_id, key, subject) if x is not None]
+        out: list[FieldViolation] = []
+        if len(given) != 1:
+            out.append(FieldViolation("scope", "give exactly one of evidence_id, key or subject"))
+        if key is not None:
+            check_key(out, key)
+        if subject is not None and not (subject[0].strip() and subject[1].strip()):
+            out.append(FieldViolation("subject", "needs both namespace and subject"))
+        if not operator.strip():
+            out.append(FieldViolation("operator", "is required"))
+        if out:
+            raise InvalidInput(out)
+        if evidence_id is not None:
+            scope, scope_hash = "evidence", evidence_id
+        elif key is not None:
+            scope, scope_hash = "key", ids.key_id(key)
+        else:
+            assert subject is not None
+            scope, scope_hash = "subject", ids.subject_id(*subject)
+        now = self.clock.now()
+        tombstone = Tombstone(
+            erasure_id=ids.value_hash(f"{scope}:{scope_hash}:{now}:{self.node_id}"),
+            scope=scope,
+            scope_hash=scope_hash,
+            erased_at=now,
+            operator=operator.strip(),
+            reason=reason,
+            evidence_ids=(),
+            origin_node=self.node_id,
+        )
+        fx = Committed()
+        with self.repo.write() as tx:
+            if key is not None:
+                doomed = tx.evidence_in_scope("key", None, key, None)
+            elif subject is not None:
+                doomed = tx.evidence_in_scope("subject", None, None, subject)
+            else:
+                doomed = tx.evidence_in_scope("evidence", evidence_id, None, None)
+            erased_ids = {e.evidence_id for e in doomed} | ({evidence_id} if evidence_id else set())
+            tombstone = replace(tombstone, evidence_ids=tuple(sorted(erased_ids)))
+            keys = self._apply_erasure(
+                tx, tombstone, doomed, fx, extra_keys={key} if key else set()
+            )
+        self._after(fx)
+        self.repo.after_erase()
+        return ErasureReport(tombstone.erasure_id, len(doomed), len(keys), now)
+
+    def _apply_erasure(
+        self,
+        tx: Transaction,
+        tombstone: Tombstone,
+        doomed: Sequence[Evidence],
+        fx: Committed,
+        extra_keys: set[Key] | None = None,
+    ) -> set[Key]:
+        """Destroys the doomed evidence, records the tombstone and recomputes the keys."""
+        keys = {e.key for e in doomed} | (extra_keys or set())
+        ids_ = sorted({e.evidence_id for e in doomed} | set(tombstone.evidence_ids))
+        forget = keys if tombstone.scope != "evidence" else set()
+        # Read before erasing: belief rows resting on erased evidence no longer join to it.
+        current = tx.beliefs(list(keys))
+        for v in tx.votes_on_evidence(ids_):
+            keys.add(v.key)
+            fx.votes_removed.append((v.voter, v.key))
+        tx.delete_votes_on_evidence(ids_)
+        if forget:
+            # Every vote on an erased key goes, abstentions too: they carry the key's text.
+            for key, held in tx.votes(forget).items():
+                fx.votes_removed.extend((v.voter, key) for v in held)
+            tx.delete_votes_on_keys(forget)
+        tx.erase(ids_, {e.key for e in doomed}, forget)
+        tx.add_tombstone(tombstone)
+        fx.evidence_removed.update(ids_)
+        fx.erasures_added.add(tombstone.erasure_id)
+        current.update({k: v for k, v in tx.beliefs([k for k in keys if k not in current]).items()})
+        self._refresh(
+            tx, tx.key_states(keys), tombstone.erased_at, fx, current=current, quiet=forget
+        )
+        return keys
+
+    def run_decay(self, now: Instant | None = None, batch: int = 2000) -> DecayReport:
+        """Tombstones evidence whose effective confidence fell below min_confidence."""
+        now = self.clock.now() if now is None else now
+        decaying = {a for a in self.policy.anchors if self.policy.half_life_micros(a) is not None}
+        decayed = tombstoned = 0
+        after = ""
+        while True:
+            with self.repo.read() as tx:
+                page = tx.decaying_evidence(decaying, after, batch)
+            if not page:
+                break
+            after = page[-1].evidence_id
+            decayed += sum(
+                1
+                for e in page
+                if effective_confidence_milli(e, self.policy, now) < e.confidence_milli
+            )
+            cold = set(cold_evidence(page, self.policy, now))
+            if not cold:
+                continue
+            tombstoned += len(cold)
+            keys = {e.key for e in page if e.evidence_id in cold}
+            fx = Committed()
+            with self.repo.write() as tx:
+                tx.set_status(cold, EvidenceStatus.DECAYED)
+                self._refresh(tx, tx.key_states(keys), self.clock.now(), fx)
+            self._after(fx)
+        return DecayReport(decayed, tombstoned)

@@ -1,0 +1,156 @@
+"""What the ledger answers: plain values built from the core's types and the store's rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from factnode.core import (
+    BeliefState,
+    Comparison,
+    Decision,
+    Evidence,
+    Instant,
+    Key,
+    Policy,
+    Rule,
+    Verdict,
+    arbitrate,
+)
+from factnode.core.consensus import Served, Vote
+from factnode.store import StoredBelief
+
+T = TypeVar("T")
+
+
+class NotFound(LookupError):
+    """The thing asked for does not exist on this node."""
+
+
+@dataclass(frozen=True, slots=True)
+class Belief:
+    """What the node believes for a key, with the rule that decided it."""
+
+    key: Key
+    version_id: str
+    object: str
+    state: BeliefState
+    rule: Rule
+    evidence: Evidence
+    # Multi-valued keys: every believed (version_id, object).
+    values: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """The answer to one submission: its decision and the key's belief after it."""
+
+    decision: Decision
+    evidence_id: str
+    version_id: str
+    belief: Belief | None
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Why a key's belief beats each other version."""
+
+    belief: Belief | None
+    comparisons: tuple[Comparison, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a listing and the token of the next (empty at the end)."""
+
+    items: list[T]
+    next_page_token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What an operator's resolution did."""
+
+    submitted: Submitted
+    resolved: bool
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """What this node took from a peer's delta, and what it refused and why."""
+
+    accepted: int
+    rejected: list[tuple[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureReport:
+    """What an erase removed."""
+
+    erasure_id: str
+    evidence_erased: int
+    keys_affected: int
+    erased_at: Instant
+
+
+@dataclass(frozen=True, slots=True)
+class DecayReport:
+    """What a decay run did."""
+
+    decayed: int
+    tombstoned: int
+
+
+@dataclass(slots=True)
+class Committed:
+    """What one committed write transaction changed in the sets peers compare: evidence,
+    erasures and votes. Observers registered with `Ledger.on_commit` receive it."""
+
+    evidence_added: set[str] = field(default_factory=set)
+    evidence_removed: set[str] = field(default_factory=set)
+    erasures_added: set[str] = field(default_factory=set)
+    votes_put: list[Vote] = field(default_factory=list)
+    votes_removed: list[tuple[str, Key]] = field(default_factory=list)
+
+
+def served_of(row: StoredBelief | None) -> Served | None:
+    """A stored belief row as the core's served answer."""
+    return None if row is None else Served(row.version_id, row.state, row.rule)
+
+
+def belief_from_rows(rows: Sequence[StoredBelief], reps: dict[str, Evidence]) -> Belief:
+    """A served belief from its stored rows (several for a multi-valued key)."""
+    first = rows[0]
+    values = (
+        tuple((b.version_id, b.object) for b in rows)
+        if len(rows) > 1 or first.rule is Rule.MULTI_VALUED
+        else ()
+    )
+    return Belief(
+        first.key,
+        first.version_id,
+        first.object,
+        first.state,
+        first.rule,
+        reps[first.evidence_id],
+        values,
+    )
+
+
+def belief_from_verdict(key: Key, evidence: Sequence[Evidence], policy: Policy) -> Belief | None:
+    """The local belief that arbitration gives over `evidence` (no votes counted)."""
+    verdict: Verdict | None = arbitrate(evidence, policy)
+    if verdict is None:
+        return None
+    by_id = {e.evidence_id: e for e in evidence}
+    rep = by_id[verdict.evidence_id]
+    values: tuple[tuple[str, str], ...] = ()
+    if verdict.believed:
+        values = tuple(
+            (vid, next(e.object for e in evidence if e.version_id == vid))
+            for vid in verdict.believed
+        )
+    state = BeliefState.AMBIGUOUS if verdict.ambiguous else BeliefState.BELIEVED
+    return Belief(key, verdict.version_id, rep.object, state, verdict.rule, rep, values)

@@ -1,0 +1,219 @@
+"""Reading: served beliefs, as-of beliefs, history, explanations, pages of beliefs and of
+the decision log, the change feed and counts. Reads never write."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+
+from factnode.core import (
+    BeliefState,
+    Evidence,
+    FieldViolation,
+    Instant,
+    InvalidInput,
+    Key,
+    VersionHistory,
+    explain,
+    history,
+    ids,
+    visible,
+)
+from factnode.core.consensus import Tally, tally
+from factnode.ledger._model import (
+    Belief,
+    Explanation,
+    NotFound,
+    Page,
+    belief_from_rows,
+    belief_from_verdict,
+)
+from factnode.ledger._serving import Serving, check_key_input, check_times
+from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief
+
+MAX_PAGE_SIZE = 1000
+DEFAULT_PAGE_SIZE = 100
+
+
+def _encode_token(*parts: str | int) -> str:
+    raw = "\x1f".join(str(p) for p in parts).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_token(token: str, n: int) -> list[str]:
+    try:
+        parts = base64.urlsafe_b64decode(token.encode()).decode().split("\x1f")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        parts = []
+    if len(parts) != n:
+        raise InvalidInput([FieldViolation("page_token", "is not a token this node issued")])
+    return parts
+
+
+def _decode_seq(token: str) -> int:
+    (seq,) = _decode_token(token, 1)
+    if not seq.isdigit():
+        raise InvalidInput([FieldViolation("page_token", "is not a token this node issued")])
+    return int(seq)
+
+
+def _page_size(size: int) -> int:
+    if size < 0:
+        raise InvalidInput([FieldViolation("page_size", "must not be negative")])
+    return min(size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+
+
+class Reading(Serving):
+    """Everything a client or operator reads from the node."""
+
+    def belief(
+        self, key: Key, as_of: Instant | None = None, known_at: Instant | None = None
+    ) -> Belief:
+        """The served belief now, or the local belief as of an event time / as known at a time."""
+        check_key_input(key)
+        check_times(as_of, known_at)
+        with self.repo.read() as tx:
+            if as_of is None and known_at is None:
+                found = self._beliefs(tx, [key]).get(key)
+            else:
+                state = tx.key_states([key])[key]
+                found = belief_from_verdict(
+                    key,
+                    visible(state.evidence, state.retractions, as_of=as_of, known_at=known_at),
+                    self.policy,
+                )
+        if found is None:
+            raise NotFound(f"no belief for {key}")
+        return found
+
+    def list_beliefs(
+        self, namespace: str, subject: str | None = None, page_size: int = 0, page_token: str = ""
+    ) -> Page[Belief]:
+        """Current beliefs of a namespace (and subject), a page at a time."""
+        return self._list(namespace, subject, page_size, page_token, None)
+
+    def review_queue(
+        self, namespace: str = "", page_size: int = 0, page_token: str = ""
+    ) -> Page[Belief]:
+        """Every key whose served state is CONTESTED or AMBIGUOUS, and only those."""
+        return self._list(
+            namespace, None, page_size, page_token, (BeliefState.AMBIGUOUS, BeliefState.CONTESTED)
+        )
+
+    def _list(
+        self,
+        namespace: str,
+        subject: str | None,
+        page_size: int,
+        page_token: str,
+        states: tuple[BeliefState, ...] | None,
+    ) -> Page[Belief]:
+        size = _page_size(page_size)
+        after = tuple(_decode_token(page_token, 2)) if page_token else None
+        with self.repo.read() as tx:
+            rows = tx.list_beliefs(namespace, subject, after, size + 1, states)  # type: ignore[arg-type]
+            more = len(rows) > size
+            if more:
+                extra, rows = rows[size], rows[:size]
+                if extra.key == rows[-1].key:
+                    # The page would end between two values of one multi-valued key: take
+                    # all of them, so no key is split into two partial beliefs across pages.
+                    last = extra.key
+                    rest = [
+                        b
+                        for b in tx.beliefs([last])[last]
+                        if after is None or (ids.key_id(last), b.version_id) > after
+                    ]
+                    rows = [b for b in rows if b.key != last] + rest
+            reps = tx.evidence([b.evidence_id for b in rows])
+        grouped: dict[Key, list[StoredBelief]] = {}
+        for b in rows:
+            grouped.setdefault(b.key, []).append(b)
+        items = [belief_from_rows(bs, reps) for bs in grouped.values()]
+        token = _encode_token(ids.key_id(rows[-1].key), rows[-1].version_id) if more else ""
+        return Page(items, token)
+
+    def history(self, key: Key, known_at: Instant | None = None) -> list[VersionHistory]:
+        """Every version of a key with its validity intervals, statuses and lineage."""
+        check_key_input(key)
+        check_times(None, known_at)
+        with self.repo.read() as tx:
+            state = tx.key_states([key])[key]
+            lineage = tx.lineage(key)
+        if not state.evidence:
+            raise NotFound(f"no evidence for {key}")
+        return history(
+            state.evidence, state.retractions, self.policy, known_at=known_at, lineage=lineage
+        )
+
+    def explain(
+        self, key: Key, as_of: Instant | None = None, known_at: Instant | None = None
+    ) -> Explanation:
+        """The belief and, for every other version, the first rule by which the belief beats it."""
+        check_key_input(key)
+        check_times(as_of, known_at)
+        with self.repo.read() as tx:
+            state = tx.key_states([key])[key]
+            served = (
+                self._beliefs(tx, [key]).get(key) if as_of is None and known_at is None else None
+            )
+        evidence = visible(state.evidence, state.retractions, as_of=as_of, known_at=known_at)
+        verdict, comparisons = explain(evidence, self.policy)
+        if verdict is None:
+            raise NotFound(f"no belief for {key}")
+        return Explanation(served or belief_from_verdict(key, evidence, self.policy), comparisons)
+
+    def evidence_by_ids(self, evidence_ids: Sequence[str]) -> dict[str, Evidence]:
+        """Stored evidence by id (any status)."""
+        with self.repo.read() as tx:
+            return tx.evidence(evidence_ids)
+
+    def evidence_of_version(self, key: Key, version_id: str) -> list[Evidence]:
+        """The active evidence for one version of a key."""
+        with self.repo.read() as tx:
+            state = tx.key_states([key])[key]
+        return [e for e in state.evidence if e.version_id == version_id]
+
+    def decisions(
+        self, key: Key | None = None, namespace: str = "", page_size: int = 0, page_token: str = ""
+    ) -> Page[LoggedDecision]:
+        """The decision log, oldest first, optionally for one key or namespace."""
+        if key is not None:
+            check_key_input(key)
+        size = _page_size(page_size)
+        after = _decode_seq(page_token) if page_token else 0
+        with self.repo.read() as tx:
+            rows = tx.decisions(key, namespace or None, after, size + 1)
+        more = len(rows) > size
+        rows = rows[:size]
+        return Page(rows, _encode_token(rows[-1].seq) if more else "")
+
+    def changes(
+        self, namespace: str = "", after_seq: int = 0, limit: int = 100
+    ) -> list[BeliefChange]:
+        """Belief changes after a resume point, oldest first."""
+        with self.repo.read() as tx:
+            return tx.belief_changes(namespace or None, after_seq, limit)
+
+    def counts(self) -> Counts:
+        """Sizes of the store."""
+        with self.repo.read() as tx:
+            return tx.counts()
+
+    def tally_of(self, key: Key) -> Tally | None:
+        """The vote count for a key as this node sees it now."""
+        with self.repo.read() as tx:
+            votes = tx.votes([key])[key]
+        return tally(
+            votes,
+            now=self.clock.now(),
+            threshold=self.policy.consensus_threshold,
+            half_life_days=self.policy.vote_half_life_days,
+            self_id=self.node_id,
+        )
+
+    def meta(self, name: str) -> str | None:
+        """A persisted node fact."""
+        with self.repo.read() as tx:
+            return tx.meta(name)

@@ -1,0 +1,260 @@
+"""What every part of the ledger shares: recomputing a key's served belief and own vote
+after its evidence or votes changed, and telling observers what a commit changed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+
+from factnode.clock import Clock
+from factnode.core import (
+    Arbitrated,
+    BeliefState,
+    Evidence,
+    FieldViolation,
+    Instant,
+    InvalidInput,
+    Key,
+    KeyState,
+    Policy,
+    Verdict,
+    arbitrate,
+    representatives,
+    visible,
+)
+from factnode.core.consensus import Served, Tally, Vote, same_vote, served, tally, transition
+from factnode.core.validation import check_instant, check_key
+from factnode.ledger._model import Belief, Committed, belief_from_rows, served_of
+from factnode.store import Repository, StoredBelief
+from factnode.store.repository import Transaction
+
+
+class _Representatives:
+    """Each version's strongest evidence over a key's visible evidence, worked out only when a
+    version other than the verdict's is asked for (the verdict names its own) and not
+    already known."""
+
+    __slots__ = ("_all", "_policy", "_state", "_verdict")
+
+    def __init__(
+        self,
+        state: KeyState,
+        verdict: Verdict | None,
+        policy: Policy,
+        known: Mapping[str, Evidence] | None = None,
+    ):
+        self._state = state
+        self._verdict = verdict
+        self._policy = policy
+        self._all = known
+
+    def of(self, version_id: str) -> Evidence | None:
+        v = self._verdict
+        if v is not None and version_id == v.version_id:
+            for e in self._state.evidence:  # the verdict's own evidence is visible
+                if e.evidence_id == v.evidence_id:
+                    return e
+        if self._all is None:
+            state = self._state
+            self._all = representatives(visible(state.evidence, state.retractions), self._policy)
+        return self._all.get(version_id)
+
+
+def check_key_input(key: Key) -> None:
+    """Raises InvalidInput naming each bad part of a key."""
+    out: list[FieldViolation] = []
+    check_key(out, key)
+    if out:
+        raise InvalidInput(out)
+
+
+def check_times(as_of: Instant | None, known_at: Instant | None) -> None:
+    """Raises InvalidInput for an as-of or known-at time out of range."""
+    out: list[FieldViolation] = []
+    check_instant(out, "as_of", as_of)
+    check_instant(out, "known_at", known_at)
+    if out:
+        raise InvalidInput(out)
+
+
+class Serving:
+    """The node's identity, store and policy, and the served-belief computation every
+    write shares."""
+
+    def __init__(self, repo: Repository, policy: Policy, node_id: str, clock: Clock) -> None:
+        self.repo = repo
+        self.policy = policy
+        self.node_id = node_id
+        self.clock = clock
+        self._observers: list[Callable[[Committed], None]] = []
+
+    def on_commit(self, observer: Callable[[Committed], None]) -> None:
+        """Calls `observer` after every committed write with what it changed (the federation
+        keeps its digests this way, so the ledger never imports the federation)."""
+        self._observers.append(observer)
+
+    def _after(self, committed: Committed) -> None:
+        for observer in list(self._observers):
+            observer(committed)
+
+    def _refresh(
+        self,
+        tx: Transaction,
+        states: dict[Key, KeyState],
+        now: Instant,
+        fx: Committed,
+        *,
+        current: dict[Key, list[StoredBelief]] | None = None,
+        quiet: Collection[Key] = (),
+        known: Mapping[Key, Arbitrated] | None = None,
+    ) -> dict[Key, list[StoredBelief]]:
+        """Recomputes each key's local belief, this node's vote and the served belief,
+        records what changed, and returns every key's served rows. `quiet` keys change
+        without announcing (erased keys); `known` holds the given states already
+        arbitrated."""
+        if not states:
+            return {}
+        keys = list(states)
+        if current is None:
+            current = tx.beliefs(keys)
+        votes = tx.votes(keys)
+        served_rows: dict[Key, list[StoredBelief]] = {}
+        changes: list[tuple[Key, Sequence[StoredBelief], bool]] = []
+        put: list[Vote] = []
+        removed: list[Key] = []
+        transitions = []
+        for key, state in states.items():
+            memo = known.get(key) if known is not None else None
+            if memo is not None:
+                verdict = memo.verdict
+            else:
+                verdict = arbitrate(visible(state.evidence, state.retractions), self.policy)
+            reps = _Representatives(state, verdict, self.policy, memo.reps if memo else None)
+            mine = self._own_vote(key, verdict, reps, now)
+            others = [v for v in votes.get(key, []) if v.voter != self.node_id]
+            old_mine = next((v for v in votes.get(key, []) if v.voter == self.node_id), None)
+            if not same_vote(old_mine, mine):
+                if mine is None:
+                    removed.append(key)
+                else:
+                    put.append(mine)
+            else:
+                mine = old_mine
+            rows, result = self._served_rows(
+                key, verdict, reps, [*others, *([mine] if mine else [])], now
+            )
+            served_rows[key] = rows
+            old = current.get(key, [])
+            if [(b.version_id, b.evidence_id, b.rule, b.state) for b in old] != [
+                (b.version_id, b.evidence_id, b.rule, b.state) for b in rows
+            ] or (key in quiet and old):
+                changes.append((key, rows, key not in quiet))
+                logged = transition(
+                    key,
+                    served_of(old[0] if old else None),
+                    served_of(rows[0] if rows else None),
+                    result,
+                    now,
+                )
+                if logged is not None:
+                    transitions.append(logged)
+        if removed:
+            tx.delete_votes(self.node_id, removed)
+            fx.votes_removed.extend((self.node_id, k) for k in removed)
+        if put:
+            tx.put_votes(put)
+            fx.votes_put.extend(put)
+        tx.replace_beliefs(changes, now)
+        tx.add_decisions(transitions)
+        return served_rows
+
+    def _peer_voted(self, votes: Iterable[Vote]) -> bool:
+        """Whether any node but this one votes among `votes`."""
+        return any(v.voter != self.node_id for v in votes)
+
+    def _own_vote(
+        self, key: Key, verdict: Verdict | None, reps: _Representatives, now: Instant
+    ) -> Vote | None:
+        """This node's vote is its local belief; it abstains where that is AMBIGUOUS."""
+        if verdict is None or self.policy.is_multi_valued(key.predicate):
+            return None
+        if verdict.ambiguous:
+            return Vote(self.node_id, key, None, "", 0, 0, 0, now)
+        rep = reps.of(verdict.version_id)
+        assert rep is not None
+        return Vote(
+            self.node_id,
+            key,
+            verdict.version_id,
+            rep.evidence_id,
+            self.policy.anchor_value(rep.attribution, rep.anchor_cap),
+            rep.worth_milli,
+            rep.valid_from,
+            now,
+        )
+
+    def _served_rows(
+        self,
+        key: Key,
+        verdict: Verdict | None,
+        reps: _Representatives,
+        votes: Sequence[Vote],
+        now: Instant,
+    ) -> tuple[list[StoredBelief], Tally | None]:
+        if verdict is not None and verdict.believed:
+            believed = [(vid, reps.of(vid)) for vid in verdict.believed]
+            return [
+                StoredBelief(
+                    key, vid, rep.object, rep.evidence_id, verdict.rule, BeliefState.BELIEVED, now
+                )
+                for vid, rep in believed
+                if rep is not None
+            ], None
+        result = None
+        if self._peer_voted(votes):
+            # Without a peer's vote the count cannot change what is served (`served`).
+            result = tally(
+                votes,
+                now=now,
+                threshold=self.policy.consensus_threshold,
+                half_life_days=self.policy.vote_half_life_days,
+                self_id=self.node_id,
+            )
+        local_rep = reps.of(verdict.version_id) if verdict else None
+        protected = (
+            local_rep is not None
+            and self.policy.anchor_value(local_rep.attribution, local_rep.anchor_cap)
+            >= self.policy.anchors[self.policy.protect_anchor]
+        )
+        answer = served(
+            verdict.version_id if verdict else None,
+            verdict.rule if verdict else None,
+            verdict.ambiguous if verdict else False,
+            protected,
+            result,
+        )
+        rep = reps.of(answer.version_id) if answer is not None else None
+        if answer is not None and rep is None and verdict is not None:
+            # The consensus version's evidence has not reached this node yet.
+            answer = Served(verdict.version_id, BeliefState.CONTESTED, verdict.rule)
+            rep = local_rep
+        if answer is None or rep is None:
+            return [], result
+        row = StoredBelief(
+            key, answer.version_id, rep.object, rep.evidence_id, answer.rule, answer.state, now
+        )
+        return [row], result
+
+    def _beliefs(
+        self, tx: Transaction, keys: Iterable[Key], held: Mapping[str, Evidence] | None = None
+    ) -> dict[Key, Belief]:
+        """The served beliefs of `keys`; `held` is evidence the caller already has in hand."""
+        rows = tx.beliefs(list(keys))
+        wanted = [b.evidence_id for bs in rows.values() for b in bs]
+        reps = {i: held[i] for i in wanted if i in held} if held else {}
+        if len(reps) < len(wanted):
+            reps.update(tx.evidence([i for i in wanted if i not in reps]))
+        out = {}
+        for key, bs in rows.items():
+            if bs:
+                out[key] = belief_from_rows(bs, reps)
+        return out

@@ -1,0 +1,245 @@
+"""Writing: every submission (first-party or relayed) decided in order and recorded, and
+retractions."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+from factnode.core import (
+    Arbitrated,
+    Decision,
+    Evidence,
+    EvidenceStatus,
+    FieldViolation,
+    Instant,
+    InvalidInput,
+    Key,
+    KeyState,
+    Outcome,
+    Retraction,
+    Rule,
+    Ruling,
+    Submission,
+    believed_versions,
+    decide,
+    ids,
+    make_evidence,
+)
+from factnode.core.arbitration import serves_alike
+from factnode.core.validation import check_instant
+from factnode.ledger._model import Belief, Committed, NotFound, Submitted, belief_from_rows
+from factnode.ledger._serving import Serving, check_key_input
+from factnode.store.repository import Transaction
+
+
+@dataclass(slots=True)
+class _Batch:
+    """Mutable per-transaction view of the keys a batch touches."""
+
+    evidence: dict[Key, list[Evidence]] = field(default_factory=dict)
+    retractions: dict[Key, list[Retraction]] = field(default_factory=dict)
+    # A key's state above arbitrated, where a decision (or an earlier batch) worked it out.
+    known: dict[Key, Arbitrated] = field(default_factory=dict)
+    # Views of the lists above, which grow in place: one per key is enough.
+    states: dict[Key, KeyState] = field(default_factory=dict)
+
+    def state(self, key: Key) -> KeyState:
+        found = self.states.get(key)
+        if found is None:
+            found = self.states[key] = KeyState(
+                self.evidence.setdefault(key, []), self.retractions.setdefault(key, [])
+            )
+        return found
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off for one write batch.
+
+    A batch allocates many small objects that live exactly as long as the batch and form no
+    cycles, so reference counting frees them. Collections during the batch only promote them
+    to the oldest generation, whose full collections then scan every long-lived object (the
+    key cache among them): about a tenth of the write path's time (bench/arbitration.py).
+    Left alone where something else turned the collector off."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _erased_key(key: Key) -> Key:
+    """A stand-in key for logging a rejection by erasure: its hash, never its text."""
+    return Key("erased", ids.key_id(key), "-")
+
+
+class Writing(Serving):
+    """Submissions decided and recorded, one transaction per batch."""
+
+    def evidence_of(self, sub: Submission, recorded_at: Instant | None = None) -> Evidence:
+        """Checks a submission and builds its evidence; raises InvalidInput naming every bad field."""
+        return make_evidence(
+            sub,
+            self.policy,
+            recorded_at=self.clock.now() if recorded_at is None else recorded_at,
+            origin_node=self.node_id,
+        )
+
+    def submit(self, sub: Submission) -> Submitted:
+        """Decides one submission and records the decision."""
+        return self.submit_many([sub])[0]
+
+    def submit_many(self, subs: Sequence[Submission]) -> list[Submitted]:
+        """Decides a batch in one transaction; all items must be valid (checked first)."""
+        now = self.clock.now()
+        evidence = [self.evidence_of(s, now) for s in subs]
+        return self.ingest(list(zip(evidence, [s.idempotency_key for s in subs], strict=True)))
+
+    def ingest(self, items: Sequence[tuple[Evidence, str | None]]) -> list[Submitted]:
+        """Decides checked evidence in order, in one write transaction."""
+        fx = Committed()
+        with _collector_paused(), self.repo.write() as tx:
+            rulings, beliefs = self._ingest_in(tx, items, fx)
+            untouched = {e.key for e, _ in items} - set(beliefs)
+            # Their state was just loaded (and is in the write cache): no evidence read-back.
+            held = {
+                e.evidence_id: e for st in tx.key_states(untouched).values() for e in st.evidence
+            }
+            beliefs.update(self._beliefs(tx, untouched, held))
+        self._after(fx)
+        return [
+            Submitted(ruling.decision, e.evidence_id, e.version_id, beliefs.get(e.key))
+            for e, ruling in rulings
+        ]
+
+    def _ingest_in(
+        self, tx: Transaction, items: Sequence[tuple[Evidence, str | None]], fx: Committed
+    ) -> tuple[list[tuple[Evidence, Ruling]], dict[Key, Belief]]:
+        """Decides `items` in order; returns the rulings and the served beliefs of the keys
+        whose evidence changed (built from what was just computed, not read back)."""
+        keys = {e.key for e, _ in items} | {e.contradicts for e, _ in items if e.contradicts}
+        batch = _Batch()
+        for key, state in tx.key_states(keys).items():
+            batch.evidence[key] = list(state.evidence)
+            batch.retractions[key] = list(state.retractions)
+        remembered = tx.remembered(keys)
+        batch.known.update(remembered)
+        stored = tx.stored_evidence_ids([e.evidence_id for e, _ in items])
+        by_idempotency = tx.evidence_for_idempotency_keys([k for _, k in items if k])
+        erased = tx.erased([e for e, _ in items])
+
+        rows: list[tuple[Evidence, EvidenceStatus, str | None]] = []
+        rulings: list[tuple[Evidence, Ruling]] = []
+        touched: set[Key] = set()  # keys whose served belief or own vote may have moved
+        grown: set[Key] = set()  # keys with new evidence
+
+        for e, idem in items:
+            duplicate = e.evidence_id in stored or (idem is not None and idem in by_idempotency)
+            ruling = decide(
+                e,
+                batch.state(e.key),
+                self.policy,
+                duplicate=duplicate,
+                erased=e.evidence_id in erased,
+                contradicted=batch.state(e.contradicts) if e.contradicts else None,
+                known=batch.known.get(e.key),
+            )
+            if duplicate and idem is not None and idem in by_idempotency:
+                # A retry answers, and logs, the evidence its idempotency key first stored.
+                e = replace(e, evidence_id=by_idempotency[idem])
+                ruling = replace(
+                    ruling, decision=replace(ruling.decision, evidence_id=e.evidence_id)
+                )
+            if ruling.candidate is not None:
+                status = EvidenceStatus.ACTIVE if ruling.candidate else EvidenceStatus.REJECTED
+                rows.append((e, status, idem))
+                stored.add(e.evidence_id)
+                fx.evidence_added.add(e.evidence_id)
+                if idem is not None:
+                    by_idempotency[idem] = e.evidence_id
+            if ruling.candidate:
+                assert ruling.arbitrated is not None
+                batch.evidence[e.key].append(e)
+                batch.known[e.key] = ruling.arbitrated
+                grown.add(e.key)
+                if not serves_alike(ruling.before, ruling.after) or self.policy.is_multi_valued(
+                    e.key.predicate
+                ):
+                    touched.add(e.key)
+            for r in ruling.retractions:
+                batch.retractions.setdefault(r.key, []).append(r)
+                batch.known.pop(r.key, None)
+                touched.add(r.key)
+            if ruling.decision.rule is Rule.ERASED:
+                # Logged and countable, but the key's text must not come back after an erasure.
+                ruling = replace(ruling, decision=replace(ruling.decision, key=_erased_key(e.key)))
+            rulings.append((e, ruling))
+
+        tx.add_evidence(rows)
+        tx.add_retractions([r for _, ruling in rulings for r in ruling.retractions])
+        tx.remember({k: a for k, a in batch.known.items() if remembered.get(k) is not a})
+        tx.add_decisions([ruling.decision for _, ruling in rulings])
+        # Where peers vote, new evidence can count for a version the votes favour even when
+        # the local belief stands (`_served_rows`): those keys are recounted too.
+        touched.update(
+            key for key, held in tx.votes(grown - touched).items() if self._peer_voted(held)
+        )
+        served = self._refresh(
+            tx,
+            {k: batch.state(k) for k in touched},
+            self.clock.now(),
+            fx,
+            known=batch.known,
+        )
+        beliefs: dict[Key, Belief] = {}
+        for key, served_rows in served.items():
+            if served_rows:
+                by_id = {e.evidence_id: e for e in batch.evidence[key]}
+                beliefs[key] = belief_from_rows(served_rows, by_id)
+        return rulings, beliefs
+
+    def retract(
+        self,
+        key: Key,
+        obj: str | None = None,
+        at: Instant | None = None,
+        reason: str = "",
+    ) -> Decision:
+        """Ends the belief's validity at `at` (default now) without a replacement."""
+        check_key_input(key)
+        out: list[FieldViolation] = []
+        check_instant(out, "at", at)
+        if out:
+            raise InvalidInput(out)
+        now = self.clock.now()
+        fx = Committed()
+        with self.repo.write() as tx:
+            state = tx.key_states([key])[key]
+            verdict = state.belief(self.policy)
+            vid = ids.version_id(key, obj) if obj is not None else None
+            if verdict is None or (vid is not None and vid not in believed_versions(verdict)):
+                raise NotFound(f"no current belief for {key}" + (" with that value" if obj else ""))
+            if vid is None and self.policy.is_multi_valued(key.predicate):
+                vid = None  # the whole multi-valued key ends
+            retraction = Retraction(key, vid, now if at is None else at, now, reason)
+            decision = Decision(
+                key=key,
+                outcome=Outcome.RETRACTED,
+                rule=Rule.RETRACT,
+                decided_at=now,
+                version_id=vid or verdict.version_id,
+                detail=reason,
+            )
+            tx.add_retractions([retraction])
+            tx.add_decisions([decision])
+            self._refresh(
+                tx, {key: KeyState(state.evidence, [*state.retractions, retraction])}, now, fx
+            )
+        self._after(fx)
+        return decision

@@ -1,7 +1,7 @@
 """Consensus: nodes' beliefs as weighted votes, adopted only on a supermajority.
 
 Pure: votes in, outcome out. Weights are integers (`anchor x worth_milli x
-freshness_milli`) and the threshold is an exact fraction, so no float rounding
+freshness_ppm`) and the threshold is an exact fraction, so no float rounding
 decides; the same vote set in any order gives the same outcome.
 """
 
@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from factnode.core._model import (
-    MICROS_PER_DAY,
     BeliefState,
     Decision,
     Instant,
@@ -20,7 +19,7 @@ from factnode.core._model import (
     Outcome,
     Rule,
 )
-from factnode.core.decay import freshness_milli
+from factnode.core.decay import freshness_ppm
 
 MICROS_PER_HOUR = 3600 * 1_000_000
 
@@ -71,9 +70,10 @@ def hour_of(now: Instant) -> Instant:
 
 
 def vote_weight(vote: Vote, now: Instant, half_life_days: int) -> int:
-    """anchor x worth_milli x freshness_milli, freshness measured at the current UTC hour."""
-    fresh = freshness_milli(hour_of(now) - vote.fresh_since, half_life_days * MICROS_PER_DAY)
-    return vote.anchor * vote.worth_milli * fresh
+    """anchor x worth_milli x freshness_ppm, the age counted in whole hours up to the start
+    of the current UTC hour; never zero for a vote with anchor and worth."""
+    age_hours = max(0, (hour_of(now) - vote.fresh_since) // MICROS_PER_HOUR)
+    return vote.anchor * vote.worth_milli * freshness_ppm(age_hours, half_life_days * 24)
 
 
 def latest_votes(votes: Iterable[Vote]) -> dict[str, Vote]:

@@ -6,11 +6,12 @@ applied, or the reason it is refused (reported back to the peer item by item).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Protocol
 
 from factnode.core._model import Evidence, Instant
-from factnode.core.consensus import Vote
+from factnode.core.consensus import Vote, latest_votes
 from factnode.core.policy import Policy
 from factnode.core.validation import (
     FieldViolation,
@@ -41,8 +42,9 @@ class ErasureRecord(Protocol):
     def origin_node(self) -> str: ...
 
 
-def tombstone_problem(t: ErasureRecord) -> str:
-    """Why a peer's tombstone is refused, or "" when it may be applied."""
+def tombstone_problem(t: ErasureRecord, now: Instant, skew: int) -> str:
+    """Why a peer's tombstone is refused, or "" when it may be applied. One dated beyond
+    this node's clock plus the skew allowance is refused: no peer can block a key for ever."""
     if t.scope not in ERASURE_SCOPES:
         return f"unknown erasure scope {t.scope!r}"
     if (
@@ -55,21 +57,50 @@ def tombstone_problem(t: ErasureRecord) -> str:
     check_instant(out, "erased_at", t.erased_at)
     if t.origin_node:  # older peers send none
         check_node_id(out, "origin_node", t.origin_node)
+    if not out and t.erased_at > now + skew:
+        return "erased_at lies in this node's future"
     return describe_violations(out)
 
 
-def vote_problem(v: Vote, held: Mapping[str, Evidence], policy: Policy) -> str:
-    """Why a peer's vote is refused, or "" when it may be counted."""
+def vote_problem(v: Vote, policy: Policy, now: Instant) -> str:
+    """Why a peer's vote is refused outright, or "" when it may be kept. A kept vote counts
+    only as `counted_vote` weighs it, from evidence held here."""
     out: list[FieldViolation] = []
     check_key(out, v.key)
     check_instant(out, "fresh_since", v.fresh_since)
+    check_instant(out, "cast_at", v.cast_at)
     if out:
         return describe_violations(out)
     if not 0 <= v.worth_milli <= 1000 or not 0 <= v.anchor <= max(policy.anchors.values()):
         return "vote weight out of range"
+    if v.cast_at > now + policy.clock_skew_micros:
+        return "cast_at lies in this node's future"
+    if v.version_id is not None and not (_is_id(v.version_id) and _is_id(v.evidence_id)):
+        return "version_id and evidence_id must be 32 lowercase hex digits"
+    return ""
+
+
+def latest_per_key(votes: Iterable[Vote]) -> list[Vote]:
+    """One vote per (voter, key): the latest cast, whatever order they arrived in."""
+    by_key: dict[tuple[str, object], list[Vote]] = {}
+    for v in votes:
+        by_key.setdefault((v.voter, v.key), []).append(v)
+    return [next(iter(latest_votes(group).values())) for group in by_key.values()]
+
+
+def counted_vote(v: Vote, held: Mapping[str, Evidence], policy: Policy) -> Vote | None:
+    """A peer's vote as this node counts it, or None while it cannot count.
+
+    Checked, never believed: the vote must rest on active evidence held here for the voted
+    version (until that evidence arrives the vote waits); its worth and freshness come from
+    that evidence and its anchor is at most what the table gives the evidence's attribution.
+    An abstention counts as it is."""
     if v.version_id is None:
-        return ""
+        return v
     e = held.get(v.evidence_id)
     if e is None or e.key != v.key or e.version_id != v.version_id:
-        return "unknown version: the vote does not rest on evidence this node holds"
-    return ""
+        return None
+    anchor = min(v.anchor, policy.anchors.get(e.attribution, 0))
+    if (anchor, e.worth_milli, e.valid_from) == (v.anchor, v.worth_milli, v.fresh_since):
+        return v
+    return replace(v, anchor=anchor, worth_milli=e.worth_milli, fresh_since=e.valid_from)

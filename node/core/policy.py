@@ -69,6 +69,8 @@ class Policy:
     vote_half_life_days: int = 30
     protect_anchor: str = "user_confirmed"
     default_max_anchor: str = "federation_received"
+    # How far in this node's future a peer's tombstone or vote may be dated (clock skew).
+    clock_skew_seconds: int = 300
 
     def anchor_value(self, attribution: str, cap: str | None = None) -> int:
         """Trust value of an anchor; relayed evidence counts at most at its peer's cap."""
@@ -85,6 +87,11 @@ class Policy:
         """Decay half-life of an anchor in microseconds; None never decays."""
         days = self.half_life_days.get(attribution)
         return None if days is None else days * MICROS_PER_DAY
+
+    @property
+    def clock_skew_micros(self) -> int:
+        """The clock-skew allowance in microseconds."""
+        return self.clock_skew_seconds * 1_000_000
 
     def is_protected(self, attribution: str) -> bool:
         """A belief resting on a protected anchor is never overwritten by consensus."""
@@ -139,6 +146,7 @@ _KNOWN_FIELDS = {
     "vote_half_life_days",
     "protect_anchor",
     "default_max_anchor",
+    "clock_skew_seconds",
 }
 
 
@@ -193,6 +201,14 @@ def policy_from_mapping(data: Mapping[str, Any], base: Policy | None = None) -> 
         if days is None:
             raise PolicyError("vote_half_life_days", "votes must age; give a number of days")
         changes["vote_half_life_days"] = days
+    if "clock_skew_seconds" in data:
+        skew = data["clock_skew_seconds"]
+        if isinstance(skew, bool) or not isinstance(skew, int) or not 0 <= skew <= 86_400:
+            raise PolicyError(
+                "clock_skew_seconds",
+                f"must be a whole number of seconds in [0, 86400], got {skew!r}",
+            )
+        changes["clock_skew_seconds"] = skew
     for name in ("protect_anchor", "default_max_anchor"):
         if name in data:
             changes[name] = _anchor_name(name, data[name], anchors)

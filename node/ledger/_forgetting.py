@@ -142,6 +142,7 @@ class Forgetting(Serving):
             fx = Committed()
             with self.repo.write() as tx:
                 tx.set_status(cold, EvidenceStatus.DECAYED)
+                fx.evidence_removed.update(cold)  # decayed evidence leaves sync too
                 self._refresh(tx, tx.key_states(keys), self.clock.now(), fx)
             self._after(fx)
         return DecayReport(decayed, tombstoned)

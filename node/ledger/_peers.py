@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from factnode.core import Evidence, Key, Rule, ids
 from factnode.core.consensus import Vote, hour_of, same_vote
-from factnode.core.peer_checks import tombstone_problem, vote_problem
+from factnode.core.peer_checks import latest_per_key, tombstone_problem, vote_problem
 from factnode.core.validation import describe_violations, relayed_violations
 from factnode.ledger._forgetting import Forgetting
 from factnode.ledger._model import Committed, Received
@@ -52,8 +52,10 @@ class PeerInput(Writing, Forgetting):
         votes_complete_under: Collection[str] = (),
     ) -> Received:
         """Applies what a peer sent, tombstones first: erased evidence cannot come back in the
-        same delta. Relayed evidence counts with its anchor capped at the peer's ceiling; votes
-        count for `peer_id`, the node the connection proved, and must rest on evidence held here.
+        same delta. Relayed evidence counts with its anchor capped at the peer's ceiling. Votes
+        count for `peer_id`, the node the connection proved; a vote older than the one held
+        from that peer is ignored, one dated in this node's future or resting on erased
+        evidence is refused, and a kept vote counts only as weighed from evidence held here.
 
         `votes_complete_under` names key-id prefixes under which `votes` are all the peer's
         votes (a pull answers with every vote the peer holds there): a vote of the peer's held
@@ -66,7 +68,7 @@ class PeerInput(Writing, Forgetting):
         with self.repo.write() as tx:
             known = tx.known_erasures([t.erasure_id for t in tombstones])
             for t in tombstones:
-                problem = tombstone_problem(t)
+                problem = tombstone_problem(t, now, self.policy.clock_skew_micros)
                 if problem:
                     rejected.append((t.erasure_id, problem))
                     continue
@@ -104,14 +106,26 @@ class PeerInput(Writing, Forgetting):
                 else:
                     accepted += 1
 
-            held = tx.evidence([v.evidence_id for v in votes if v.version_id is not None])
+            named = [v.evidence_id for v in votes if v.version_id is not None]
+            erased = tx.erased_ids(named)
+            held = tx.evidence(named)
             good: list[Vote] = []
             for v in votes:
-                problem = vote_problem(v, held, self.policy)
+                problem = vote_problem(v, self.policy, now)
+                if not problem and v.version_id is not None:
+                    named_evidence = held.get(v.evidence_id)
+                    if v.evidence_id in erased:
+                        problem = "the vote rests on erased evidence"
+                    elif named_evidence is not None and (
+                        named_evidence.key,
+                        named_evidence.version_id,
+                    ) != (v.key, v.version_id):
+                        problem = "unknown version: the evidence it names is for another version"
                 if problem:
                     rejected.append((ids.key_id(v.key), problem))
                     continue
                 good.append(replace(v, voter=peer_id))
+            good = latest_per_key(good)
             withdrawn: set[Key] = set()
             if votes_complete_under:
                 sent = {v.key for v in votes}
@@ -126,13 +140,16 @@ class PeerInput(Writing, Forgetting):
             fresh: list[Vote] = []
             if good:
                 current = tx.votes({v.key for v in good})
-                fresh = [
-                    v
-                    for v in good
-                    if not same_vote(
-                        next((o for o in current[v.key] if o.voter == peer_id), None), v
-                    )
-                ]
+                for v in good:
+                    held_vote = next((o for o in current[v.key] if o.voter == peer_id), None)
+                    if held_vote is not None and latest_per_key([held_vote, v])[0] is held_vote:
+                        continue  # an older vote arriving late never replaces a newer one
+                    if held_vote is None or not same_vote(held_vote, v):
+                        fresh.append(v)
+                    elif v.cast_at > held_vote.cast_at:
+                        # The same vote cast again: keep its latest time, so a vote cast
+                        # between the two and arriving later still loses to it.
+                        fresh.append(v)
                 tx.put_votes(fresh)
                 fx.votes_put.extend(fresh)
             self._refresh(tx, tx.key_states({v.key for v in fresh} | withdrawn), now, fx)

@@ -205,8 +205,10 @@ class Reading(Serving):
         """The vote count for a key as this node sees it now."""
         with self.repo.read() as tx:
             votes = tx.votes([key])[key]
+            state = tx.key_states([key])[key]
+        mine = [v for v in votes if v.voter == self.node_id]
         return tally(
-            votes,
+            [*mine, *self._peer_votes_counted(votes, state)],
             now=self.clock.now(),
             threshold=self.policy.consensus_threshold,
             half_life_days=self.policy.vote_half_life_days,

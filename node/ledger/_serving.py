@@ -4,6 +4,7 @@ after its evidence or votes changed, and telling observers what a commit changed
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from factnode.clock import Clock
 from factnode.core import (
@@ -22,6 +23,7 @@ from factnode.core import (
     visible,
 )
 from factnode.core.consensus import Served, Tally, Vote, same_vote, served, tally, transition
+from factnode.core.peer_checks import counted_vote
 from factnode.core.validation import check_instant, check_key
 from factnode.ledger._model import Belief, Committed, belief_from_rows, served_of
 from factnode.store import Repository, StoredBelief
@@ -130,12 +132,15 @@ class Serving:
                 verdict = arbitrate(visible(state.evidence, state.retractions), self.policy)
             reps = _Representatives(state, verdict, self.policy, memo.reps if memo else None)
             mine = self._own_vote(key, verdict, reps, now)
-            others = [v for v in votes.get(key, []) if v.voter != self.node_id]
+            others = self._peer_votes_counted(votes.get(key, []), state)
             old_mine = next((v for v in votes.get(key, []) if v.voter == self.node_id), None)
             if not same_vote(old_mine, mine):
                 if mine is None:
                     removed.append(key)
                 else:
+                    if old_mine is not None and mine.cast_at <= old_mine.cast_at:
+                        # Peers keep the latest cast: a changed vote must be cast later.
+                        mine = replace(mine, cast_at=old_mine.cast_at + 1)
                     put.append(mine)
             else:
                 mine = old_mine
@@ -166,6 +171,18 @@ class Serving:
         tx.replace_beliefs(changes, now)
         tx.add_decisions(transitions)
         return served_rows
+
+    def _peer_votes_counted(self, votes: Iterable[Vote], state: KeyState) -> list[Vote]:
+        """The peers' votes on a key as this node counts them: each weighed from the key's
+        active evidence held here; a vote whose evidence has not arrived waits."""
+        held = {e.evidence_id: e for e in state.evidence}
+        out = []
+        for v in votes:
+            if v.voter != self.node_id:
+                counted = counted_vote(v, held, self.policy)
+                if counted is not None:
+                    out.append(counted)
+        return out
 
     def _peer_voted(self, votes: Iterable[Vote]) -> bool:
         """Whether any node but this one votes among `votes`."""

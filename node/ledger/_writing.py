@@ -160,7 +160,8 @@ class Writing(Serving):
                 status = EvidenceStatus.ACTIVE if ruling.candidate else EvidenceStatus.REJECTED
                 rows.append((e, status, idem))
                 stored.add(e.evidence_id)
-                fx.evidence_added.add(e.evidence_id)
+                if ruling.candidate:  # peers compare, and are offered, active evidence only
+                    fx.evidence_added.add(e.evidence_id)
                 if idem is not None:
                     by_idempotency[idem] = e.evidence_id
             if ruling.candidate:

@@ -748,7 +748,11 @@ class SqlTransaction:
         q = (
             _SELECT_EVIDENCE.where(
                 E.c.status == EvidenceStatus.ACTIVE.value,
-                E.c.attribution.in_(sorted(attributions)),
+                # Relayed evidence decays at its capped anchor's half-life (DESIGN §6).
+                or_(
+                    E.c.attribution.in_(sorted(attributions)),
+                    E.c.anchor_cap.in_(sorted(attributions)),
+                ),
                 E.c.evidence_id > after,
             )
             .order_by(E.c.evidence_id)
@@ -889,7 +893,8 @@ class SqlTransaction:
             self._c.execute(delete(V).where(V.c.evidence_id.in_(part)))
 
     def all_evidence_ids(self) -> Iterator[str]:
-        yield from self._c.scalars(select(E.c.evidence_id))
+        """Active evidence only: peers never compare or receive decayed or rejected evidence."""
+        yield from self._c.scalars(select(E.c.evidence_id).where(E.c.status == _ACTIVE.value))
 
     def all_erasure_ids(self) -> Iterator[str]:
         yield from self._c.scalars(select(ER.c.erasure_id))
@@ -900,7 +905,7 @@ class SqlTransaction:
 
     def evidence_under(self, prefixes: Collection[str]) -> list[Evidence]:
         rows = _select_under(self._c, _SELECT_EVIDENCE, "evidence.evidence_id", prefixes)
-        return [_evidence(r) for r in rows]
+        return [_evidence(r) for r in rows if r[_EVIDENCE_STATUS] == _ACTIVE]
 
     def tombstones_under(self, prefixes: Collection[str]) -> list[Tombstone]:
         found = [

@@ -23,6 +23,7 @@ from factnode.core.consensus import (
     tally,
     vote_weight,
 )
+from factnode.core.decay import freshness_ppm
 
 HOUR = MICROS_PER_HOUR
 NOW = 1000 * DAY + 5 * HOUR  # the start of a UTC hour
@@ -41,14 +42,14 @@ def vote(
     fresh_since: int = NOW,
     cast_at: int = 0,
 ) -> Vote:
-    """A vote on LIVES_IN; by default on the voter's own evidence, fresh, weight anchor x 10^6."""
+    """A vote on LIVES_IN; by default on the voter's own evidence, fresh, weight anchor x 10^9."""
     if evidence is None:
         evidence = "" if version is None else f"{voter}:{version}"
     return Vote(voter, LIVES_IN, version, evidence, anchor, worth, fresh_since, cast_at)
 
 
 def weighted(voter: str, version: str, weight: int, evidence: str | None = None) -> Vote:
-    """A fresh vote whose weight is exactly `weight` x 1000 (anchor=weight, worth_milli=1)."""
+    """A fresh vote whose weight is exactly `weight` x 10^6 (anchor=weight, worth_milli=1)."""
     return vote(voter, version, evidence, anchor=weight, worth=1)
 
 
@@ -69,17 +70,17 @@ def weights(t: Tally | None) -> dict[str, int]:
 @pytest.mark.parametrize(
     ("anchor", "worth", "age", "half_life_days", "expected"),
     [
-        (5, 700, 0, 30, 5 * 700 * 1000),
-        (5, 700, 30 * DAY, 30, 5 * 700 * 500),
-        (5, 700, 60 * DAY, 30, 5 * 700 * 250),
-        (5, 700, 15 * DAY, 30, 5 * 700 * 707),  # floor(1000 / sqrt(2))
-        (1, 1000, 10 * DAY, 10, 1000 * 500),
-        (3, 500, -2 * DAY, 30, 3 * 500 * 1000),  # evidence dated after the hour has not aged
+        (5, 700, 0, 30, 5 * 700 * 1_000_000),
+        (5, 700, 30 * DAY, 30, 5 * 700 * 500_000),
+        (5, 700, 60 * DAY, 30, 5 * 700 * 250_000),
+        (5, 700, 15 * DAY, 30, 5 * 700 * 707_106),  # floor(10^6 / sqrt(2))
+        (1, 1000, 10 * DAY, 10, 1000 * 500_000),
+        (3, 500, -2 * DAY, 30, 3 * 500 * 1_000_000),  # evidence dated after the hour has not aged
         (7, 0, 0, 30, 0),
     ],
 )
 def test_vote_weight(anchor: int, worth: int, age: int, half_life_days: int, expected: int) -> None:
-    """A vote weighs the integer anchor x worth_milli x freshness_milli, halving per half-life."""
+    """A vote weighs the integer anchor x worth_milli x freshness_ppm, halving per half-life."""
     v = vote("n1", "A", anchor=anchor, worth=worth, fresh_since=NOW - age)
     w = vote_weight(v, NOW, half_life_days)
     assert type(w) is int
@@ -99,19 +100,19 @@ def test_weights_agree_within_the_same_utc_hour(offset: int) -> None:
     """Nodes evaluating anywhere in the same UTC hour (:00 to :59) compute identical weights."""
     v = vote("n1", "A", anchor=4, worth=650, fresh_since=NOW - 30 * DAY)
     at_the_hour = vote_weight(v, NOW, HALF_LIFE)
-    assert vote_weight(v, NOW + offset, HALF_LIFE) == at_the_hour == 4 * 650 * 500
+    assert vote_weight(v, NOW + offset, HALF_LIFE) == at_the_hour == 4 * 650 * 500_000
 
 
 def test_weights_may_change_at_the_next_utc_hour() -> None:
     """An hour later the vote has aged one more hour and may weigh less."""
     v = vote("n1", "A", anchor=4, worth=650, fresh_since=NOW - 30 * DAY)
-    assert vote_weight(v, NOW + HOUR, HALF_LIFE) == 4 * 650 * 499
+    assert vote_weight(v, NOW + HOUR, HALF_LIFE) == 4 * 650 * 499_518  # floor(10^6 x 0.5^(721/720))
 
 
 def test_fresh_since_within_the_current_hour_has_not_aged() -> None:
     """Evidence dated after the start of the current hour counts as fully fresh."""
     v = vote("n1", "A", anchor=2, worth=300, fresh_since=NOW + 10 * 60 * 1_000_000)
-    assert vote_weight(v, NOW + 20 * 60 * 1_000_000, HALF_LIFE) == 2 * 300 * 1000
+    assert vote_weight(v, NOW + 20 * 60 * 1_000_000, HALF_LIFE) == 2 * 300 * 1_000_000
 
 
 @settings(max_examples=100, deadline=None)
@@ -151,8 +152,8 @@ def test_latest_vote_replaces_earlier_ones_in_any_order() -> None:
         t = count(list(order))
         assert t is not None
         assert t.consensus == "B"
-        assert weights(t) == {"B": 3 * 1000 * 1000}
-        assert t.versions == (VersionTally("B", 3_000_000, ("n1", "n2", "n3")),)
+        assert weights(t) == {"B": 3 * 1000 * 1_000_000}
+        assert t.versions == (VersionTally("B", 3_000_000_000, ("n1", "n2", "n3")),)
 
 
 def test_a_later_abstention_withdraws_a_nodes_vote() -> None:
@@ -165,7 +166,7 @@ def test_a_later_abstention_withdraws_a_nodes_vote() -> None:
     ]
     t = count(votes)
     assert t is not None
-    assert weights(t) == {"B": 2_000_000}
+    assert weights(t) == {"B": 2_000_000_000}
     assert t.consensus == "B"
 
 
@@ -183,10 +184,10 @@ def test_echoes_of_one_evidence_count_once() -> None:
     ]
     t = count(votes)
     assert t is not None
-    assert t.total == 30_000
+    assert t.total == 30_000_000
     assert t.versions == (
-        VersionTally("B", 20_000, ("n4", "n5")),
-        VersionTally("A", 10_000, ("n1", "n2", "n3")),
+        VersionTally("B", 20_000_000, ("n4", "n5")),
+        VersionTally("A", 10_000_000, ("n1", "n2", "n3")),
     )
     # 20/30 > 66/100; had the echoes counted three times it would be 20/50.
     assert t.consensus == "B"
@@ -201,8 +202,8 @@ def test_echoes_count_at_the_highest_weight_among_them() -> None:
         weighted("n4", "B", 3),
     ]
     t = count(votes)
-    assert weights(t) == {"A": 7_000, "B": 3_000}
-    assert t is not None and t.total == 10_000 and t.consensus == "A"
+    assert weights(t) == {"A": 7_000_000, "B": 3_000_000}
+    assert t is not None and t.total == 10_000_000 and t.consensus == "A"
 
 
 # --- abstentions ---------------------------------------------------------------------------
@@ -214,7 +215,7 @@ def test_abstentions_add_no_weight() -> None:
     abstaining = [vote(f"x{i}", None, anchor=7) for i in range(5)]
     assert count(votes + abstaining) == count(votes)
     t = count(votes + abstaining)
-    assert t is not None and t.total == 4_000_000 and t.consensus == "A"
+    assert t is not None and t.total == 4_000_000_000 and t.consensus == "A"
 
 
 def test_only_abstentions_is_no_tally() -> None:
@@ -250,7 +251,7 @@ def test_threshold_is_exact(
     """A version is adopted only when strictly above the threshold share, compared in integers."""
     t = count([weighted("n1", "A", for_a), weighted("n2", "B", for_b)], threshold)
     assert t is not None
-    assert t.total == (for_a + for_b) * 1000
+    assert t.total == (for_a + for_b) * 1_000_000
     assert t.consensus == adopted
 
 
@@ -479,3 +480,48 @@ def test_own_vote_alone_is_not_a_peer_vote() -> None:
     assert served("A", TRUST, False, False, t) == Served("A", BELIEVED, TRUST)
     with_peer = count([*votes, vote("n4", "A")], self_id="self")
     assert with_peer is not None and with_peer.peer_voted
+
+
+# --- freshness in millionths ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("age_hours", "expected"),
+    [
+        (0, 1_000_000),
+        (1, 999_037),  # floor(10^6 x 0.5^(1/720))
+        (360, 707_106),
+        (720, 500_000),
+        (24 * 365, 217),
+        (24 * 365 * 10, 1),  # would round to 0; never does
+    ],
+)
+def test_freshness_ppm_is_the_exact_floor_with_a_floor_of_one(
+    age_hours: int, expected: int
+) -> None:
+    """freshness_ppm = max(1, floor(10^6 x 0.5^(age / half_life))) in whole hours."""
+    assert freshness_ppm(age_hours, 720) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(age=st.integers(0, 24 * 3650), half_life=st.integers(1, 24 * 400))
+def test_freshness_ppm_brackets_the_real_value(age: int, half_life: int) -> None:
+    """The integer n returned satisfies n <= 10^6 x 2^(-a/h) < n + 1 (or is the floor of 1),
+    checked exactly as n^h x 2^a <= 10^(6h) < (n+1)^h x 2^a for small h, and by float else."""
+    n = freshness_ppm(age, half_life)
+    assert 1 <= n <= 1_000_000
+    if half_life <= 48:
+        if n > 1:
+            assert n**half_life << age <= 10 ** (6 * half_life)
+        assert (n + 1) ** half_life << age > 10 ** (6 * half_life)
+    else:
+        assert abs(n - max(1.0, 1e6 * 0.5 ** (age / half_life))) <= 1
+
+
+def test_an_agreed_fact_two_years_old_keeps_consensus() -> None:
+    """Votes on two-year-old evidence still weigh more than nothing, so agreement holds."""
+    old = NOW - 730 * DAY
+    votes = [vote(f"n{i}", "A", anchor=90, worth=900, fresh_since=old) for i in range(3)]
+    t = count(votes)
+    assert t is not None and t.total > 0
+    assert t.consensus == "A"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from _facts import DAY, POLICY, fact
 
@@ -86,3 +88,12 @@ def test_decay_follows_the_policy() -> None:
     assert effective_confidence_milli(e, policy, now=10 * DAY) == 450
     assert cold_evidence([e], policy, now=10 * DAY) == [e.evidence_id]
     assert cold_evidence([e], POLICY, now=10 * DAY) == []
+
+
+def test_relayed_evidence_decays_at_its_capped_anchors_half_life() -> None:
+    """A relayed user_stated fact counted as federation_received here halves every 30 days."""
+    own = fact("Porto", day=0, confidence=1.0)
+    relayed = replace(own, anchor_cap="federation_received")
+    assert effective_confidence_milli(own, POLICY, 30 * DAY) == 1000
+    assert effective_confidence_milli(relayed, POLICY, 30 * DAY) == 500
+    assert cold_evidence([own, relayed], POLICY, 90 * DAY) == [relayed.evidence_id]

@@ -35,10 +35,23 @@ def version_id(key: Key, obj: str) -> str:
     return _digest("version", key.namespace, key.subject, key.predicate, obj)
 
 
-def evidence_id(key: Key, obj: str, attribution: str, source: str, valid_from: Instant) -> str:
-    """Id of one statement: key, object, attribution, source and event time."""
+def evidence_id(
+    key: Key,
+    obj: str,
+    attribution: str,
+    source: str,
+    valid_from: Instant,
+    worth_milli: int,
+    confidence_milli: int,
+    corrects: str | None,
+    contradicts: Key | None,
+) -> str:
+    """Id of one statement over everything arbitration reads: the same statement with another
+    worth or confidence is other evidence, so no arrival order decides which is kept.
+    ("evidence/2": ids of the first form, without worth, confidence, corrects and
+    contradicts, were rewritten by migration 0005.)"""
     return _digest(
-        "evidence",
+        "evidence/2",
         key.namespace,
         key.subject,
         key.predicate,
@@ -46,6 +59,10 @@ def evidence_id(key: Key, obj: str, attribution: str, source: str, valid_from: I
         attribution,
         source,
         str(valid_from),
+        str(worth_milli),
+        str(confidence_milli),
+        corrects or "",
+        *(("", "", "") if contradicts is None else contradicts),
     )
 
 

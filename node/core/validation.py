@@ -149,15 +149,26 @@ def make_evidence(
     key = sub.key
     valid_from = recorded_at if sub.valid_from is None else sub.valid_from
     source = sub.source.strip()
+    worth_milli, confidence_milli = to_milli(sub.worth), to_milli(sub.confidence)
     return Evidence(
-        evidence_id=ids.evidence_id(key, sub.object, sub.attribution, source, valid_from),
+        evidence_id=ids.evidence_id(
+            key,
+            sub.object,
+            sub.attribution,
+            source,
+            valid_from,
+            worth_milli,
+            confidence_milli,
+            sub.corrects,
+            sub.contradicts,
+        ),
         key=key,
         object=sub.object,
         version_id=ids.version_id(key, sub.object),
         attribution=sub.attribution,
         source=source,
-        worth_milli=to_milli(sub.worth),
-        confidence_milli=to_milli(sub.confidence),
+        worth_milli=worth_milli,
+        confidence_milli=confidence_milli,
         valid_from=valid_from,
         valid_from_defaulted=sub.valid_from is None,
         recorded_at=recorded_at,
@@ -188,7 +199,17 @@ def relayed_violations(e: Evidence, policy: Policy) -> list[FieldViolation]:
         check_key(out, e.contradicts, "contradicts.")
     check_node_id(out, "origin_node", e.origin_node)
     if not out:
-        expected = ids.evidence_id(e.key, e.object, e.attribution, e.source, e.valid_from)
+        expected = ids.evidence_id(
+            e.key,
+            e.object,
+            e.attribution,
+            e.source,
+            e.valid_from,
+            e.worth_milli,
+            e.confidence_milli,
+            e.corrects,
+            e.contradicts,
+        )
         if e.evidence_id != expected:
             out.append(FieldViolation("evidence_id", "does not match the evidence's content"))
     return out

@@ -665,7 +665,7 @@ def test_a_failed_write_leaves_the_cache_and_the_database_as_they_were(tmp_path:
         )
         generation = repo._cache.generation
         newer = ledger.evidence_of(
-            Submission(NS, "ana", "lives_in", "Lisbon", "user_stated", "ana", 0.9, 0.9)
+            Submission(NS, "ana", "lives_in", "Lisbon", "user_stated", "ana")
         )
 
         with pytest.raises(Boom):

@@ -166,3 +166,60 @@ def test_a_0002_database_with_data_upgrades_and_still_erases(tmp_path: Path) -> 
         assert logged(kept.evidence_id) == 1
     finally:
         again.close()
+
+
+def test_0005_rewrites_evidence_ids_and_every_reference(tmp_path: Path) -> None:
+    """A 0004 store (ids without worth, confidence, corrects, contradicts) upgrades to ids of
+    the second form; corrections, decisions and served beliefs follow; nothing is lost."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    clock = FakeClock()
+    repo = SqlRepository(url)
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", clock)
+        first = ledger.submit(
+            Submission("user:ana", "ana", "lives_in", "Lisbon", "user_stated", "a", valid_from=1)
+        )
+        fix = ledger.submit(
+            Submission(
+                "user:ana",
+                "ana",
+                "lives_in",
+                "Porto",
+                "user_stated",
+                "a",
+                valid_from=2,
+                corrects=first.evidence_id,
+            )
+        )
+        counts, belief = ledger.counts(), ledger.belief(LIVES_IN)
+        with repo.engine.connect() as conn:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0004")
+            conn.commit()
+            old_ids = set(conn.execute(text("SELECT evidence_id FROM evidence")).scalars())
+        assert old_ids.isdisjoint({first.evidence_id, fix.evidence_id})
+    finally:
+        repo.close()
+
+    again = SqlRepository(url)  # opening migrates to head
+    try:
+        ledger = Ledger(again, Policy(), "node-test", clock)
+        with again.engine.connect() as conn:
+            ids_now = set(conn.execute(text("SELECT evidence_id FROM evidence")).scalars())
+            corrects = conn.execute(
+                text("SELECT corrects FROM evidence WHERE evidence_id = :e"),
+                {"e": fix.evidence_id},
+            ).scalar()
+            logged = set(
+                conn.execute(
+                    text("SELECT evidence_id FROM decision WHERE evidence_id IS NOT NULL")
+                ).scalars()
+            )
+        assert ids_now == {first.evidence_id, fix.evidence_id}
+        assert corrects == first.evidence_id
+        assert logged <= ids_now and fix.evidence_id in logged
+        assert ledger.counts() == counts
+        assert ledger.belief(LIVES_IN) == belief
+    finally:
+        again.close()

@@ -742,7 +742,7 @@ def test_rejected_evidence_is_stored_with_rejected_status(ledger: Ledger) -> Non
     """A rejected submission is stored as REJECTED evidence, not as a candidate, and counted."""
     ledger.submit(sub("Evora", confidence=0.1))
     with ledger.repo.read() as tx:
-        evidence_id = ids.evidence_id(LIVES_IN, "Evora", "user_stated", "ana", FakeClock().now())
+        evidence_id = ledger.evidence_of(sub("Evora", confidence=0.1)).evidence_id
         [stored] = tx.evidence([evidence_id]).values()
     assert stored.object == "Evora"
     counts = ledger.counts()

@@ -49,7 +49,17 @@ CASES: list[tuple[str, list[Evidence], Evidence, bool, Outcome, Rule, bool | Non
     ("no-source", [], fact("Porto", source=""), False, R, Rule.NO_PROVENANCE, False),
     ("blank-source", [], fact("Porto", source="   "), False, R, Rule.NO_PROVENANCE, False),
     ("erased", [], fact("Porto"), True, R, Rule.ERASED, None),
-    ("duplicate", [PORTO], fact("Porto", day=1, at=9, worth=0.9), False, D, Rule.DUPLICATE, None),
+    ("duplicate", [PORTO], fact("Porto", day=1, at=9), False, D, Rule.DUPLICATE, None),
+    # The same statement with another worth is other evidence for the same version (DESIGN §2).
+    (
+        "same-statement-other-worth",
+        [PORTO],
+        fact("Porto", day=1, at=9, worth=0.9),
+        False,
+        C,
+        Rule.CORROBORATION,
+        True,
+    ),
     ("corroborated", [PORTO], fact("Porto", source="bob"), False, C, Rule.CORROBORATION, True),
     ("first-version", [], fact("Porto", confidence=0.4), False, A, Rule.FIRST_VERSION, True),
     (

@@ -326,10 +326,10 @@ def test_worth_and_confidence_become_thousandths() -> None:
 
 
 def test_same_statement_gets_the_same_id_anywhere() -> None:
-    """Ids cover key, object, attribution, source and event time; not numbers, node or ingestion."""
+    """Ids cover everything arbitration reads; not the node or the ingestion time."""
     a = make_evidence(_submit(worth=0.2), POLICY, recorded_at=2 * DAY, origin_node="n1")
     b = make_evidence(
-        _submit(worth=0.9, confidence=0.1, source="  ana "),
+        _submit(worth=0.2, source="  ana "),
         POLICY,
         recorded_at=9 * DAY,
         origin_node="n2",
@@ -348,6 +348,10 @@ def test_same_statement_gets_the_same_id_anywhere() -> None:
         {"attribution": "api_response"},
         {"source": "bob"},
         {"valid_from": DAY + 1},
+        {"worth": 0.9},
+        {"confidence": 0.95},
+        {"corrects": "0" * 32},
+        {"contradicts": Key("user:ana", "ana", "lived_in")},
     ],
 )
 def test_any_identity_part_changes_the_evidence_id(changes: dict[str, Any]) -> None:

@@ -66,6 +66,8 @@ class Rule(enum.StrEnum):
     CORRECTION = "correction"
     # Federation.
     FEDERATION_CONSENSUS = "federation_consensus"
+    # An operator's pin on a key under review (DESIGN §7).
+    OPERATOR_RESOLUTION = "operator_resolution"
 
 
 ARBITRATION_RULES: tuple[Rule, ...] = (

@@ -18,6 +18,7 @@ from factnode.core._model import (
     Key,
     Outcome,
     Rule,
+    Verdict,
 )
 from factnode.core.decay import freshness_ppm
 
@@ -232,3 +233,30 @@ def describe_tally(result: Tally) -> str:
         f"{t.version_id}: {result.share_milli(t.version_id) / 10:.1f}% by {', '.join(t.voters)}"
         for t in result.versions
     )
+
+
+def tied_versions(verdict: Verdict | None) -> frozenset[str]:
+    """The versions no rule separates from an ambiguous verdict's pick (itself included)."""
+    if verdict is None or not verdict.ambiguous:
+        return frozenset()
+    tied = {vid for vid, rule in verdict.beaten_by if rule is Rule.TIEBREAK}
+    return frozenset({verdict.version_id, *tied})
+
+
+def pinned(
+    answer: Served | None, pin: str | None, verdict: Verdict | None, result: Tally | None
+) -> Served | None:
+    """An operator's pin settles a key under review: while the served answer is AMBIGUOUS or
+    CONTESTED and the pinned version is among the competitors (the versions tied locally,
+    or those the votes name), the pinned version is served BELIEVED by operator_resolution.
+    Once the rules or the votes decide the key, the pin no longer applies."""
+    if pin is None or answer is None or answer.state is BeliefState.BELIEVED:
+        return answer
+    competing = set(tied_versions(verdict))
+    if verdict is not None:
+        competing.add(verdict.version_id)
+    if result is not None:
+        competing.update(v.version_id for v in result.versions)
+    if pin not in competing:
+        return answer
+    return Served(pin, BeliefState.BELIEVED, Rule.OPERATOR_RESOLUTION)

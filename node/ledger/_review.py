@@ -1,9 +1,19 @@
-"""Review: an operator settles a contested or ambiguous key."""
+"""Review: an operator settles a contested or ambiguous key by pinning one of its versions."""
 
 from __future__ import annotations
 
-from factnode.core import BeliefState, FieldViolation, InvalidInput, Key, Submission, ids
-from factnode.ledger._model import NotFound, Resolution
+from factnode.core import (
+    BeliefState,
+    Decision,
+    FieldViolation,
+    InvalidInput,
+    Key,
+    KeyState,
+    Outcome,
+    Rule,
+    ids,
+)
+from factnode.ledger._model import Committed, NotFound, Resolution, Submitted
 from factnode.ledger._reading import Reading
 from factnode.ledger._serving import check_key_input
 from factnode.ledger._writing import Writing
@@ -15,53 +25,57 @@ class Review(Writing, Reading):
     def resolve(
         self, key: Key, *, version_id: str | None, obj: str | None, reason: str, operator: str
     ) -> Resolution:
-        """Records an operator's choice as user_confirmed evidence, arbitrated like any other."""
+        """Pins the operator's choice among a key's versions, with the reason, in the decision
+        log. While the key is AMBIGUOUS or CONTESTED the pinned version is served BELIEVED by
+        rule operator_resolution (and, where the key is locally ambiguous, is this node's
+        vote); evidence that makes a version win on the rules takes over."""
         check_key_input(key)
         out: list[FieldViolation] = []
         if (version_id is None) == (obj is None):
             out.append(FieldViolation("choice", "give exactly one of version_id or object"))
         if not operator.strip():
             out.append(FieldViolation("operator", "is required"))
+        if not reason.strip():
+            out.append(FieldViolation("reason", "is required"))
         if out:
             raise InvalidInput(out)
-        if version_id is not None:
-            evidence = self.evidence_of_version(key, version_id)
-            if not evidence:
-                raise NotFound(f"no version {version_id} for {key}")
-            obj = evidence[0].object
-        assert obj is not None
-        submitted = self.submit(
-            Submission(
-                key.namespace,
-                key.subject,
-                key.predicate,
-                obj,
-                "user_confirmed",
-                f"operator:{operator.strip()}",
-                worth=1.0,
-                confidence=1.0,
+        chosen = version_id if version_id is not None else ids.version_id(key, obj or "")
+        now = self.clock.now()
+        fx = Committed()
+        with self.repo.write() as tx:
+            state = tx.key_states([key])[key]
+            held = [e for e in state.evidence if e.version_id == chosen]
+            if not held:
+                what = f"version {version_id}" if version_id is not None else f"value {obj!r}"
+                raise NotFound(f"no {what} for {key}: a pin chooses among held versions")
+            before = tx.beliefs([key]).get(key, [])
+            tx.put_pin(key, chosen, operator.strip(), reason, now)
+            decision = Decision(
+                key=key,
+                outcome=Outcome.RESOLVED,
+                rule=Rule.OPERATOR_RESOLUTION,
+                decided_at=now,
+                version_id=chosen,
+                supersedes=before[0].version_id
+                if before and before[0].version_id != chosen
+                else None,
+                detail=f"pinned by {operator.strip()}: {reason}",
             )
-        )
-        chosen = ids.version_id(key, obj)
-        belief = submitted.belief
-        if belief is not None and chosen in {v for v, _ in belief.values}:
-            return Resolution(submitted, True, f"{key} now believes {obj!r} (rule {belief.rule})")
-        if belief is not None and belief.version_id == chosen:
-            if belief.state is BeliefState.BELIEVED:
-                return Resolution(
-                    submitted, True, f"{key} now believes {obj!r} (rule {belief.rule})"
-                )
-            return Resolution(
-                submitted,
-                False,
-                f"{key} serves {obj!r} but is still {belief.state.value} (rule {belief.rule}): "
-                "the operator's user_confirmed evidence does not outrank what keeps the key "
-                "under review; retract or correct the competing evidence",
-            )
-        keeper = belief.version_id if belief else "none"
+            tx.add_decisions([decision])
+            served = self._refresh(tx, {key: KeyState(state.evidence, state.retractions)}, now, fx)
+            rows = served.get(key, [])
+            belief = self._beliefs(tx, [key], {e.evidence_id: e for e in held}).get(key)
+        self._after(fx)
+        submitted = Submitted(decision, held[0].evidence_id, chosen, belief)
+        value = held[0].object
+        row = rows[0] if rows else None
+        if row is not None and row.version_id == chosen and row.state is BeliefState.BELIEVED:
+            return Resolution(submitted, True, f"{key} now believes {value!r} (rule {row.rule})")
+        keeper = f"{row.version_id} by rule {row.rule}" if row is not None else "none"
         return Resolution(
             submitted,
             False,
-            f"stronger local evidence still keeps version {keeper} by rule "
-            f"{submitted.decision.rule}; retract or correct that evidence instead",
+            f"{key} is not under review: the rules decide it ({keeper}), so the pin waits "
+            "until it is AMBIGUOUS or CONTESTED again; to overrule the rules, submit evidence "
+            f"as user_confirmed with source operator:{operator.strip()}",
         )

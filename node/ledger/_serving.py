@@ -22,7 +22,17 @@ from factnode.core import (
     representatives,
     visible,
 )
-from factnode.core.consensus import Served, Tally, Vote, same_vote, served, tally, transition
+from factnode.core.consensus import (
+    Served,
+    Tally,
+    Vote,
+    pinned,
+    same_vote,
+    served,
+    tally,
+    tied_versions,
+    transition,
+)
 from factnode.core.peer_checks import counted_vote
 from factnode.core.validation import check_instant, check_key
 from factnode.ledger._model import Belief, Committed, belief_from_rows, served_of
@@ -124,6 +134,7 @@ class Serving:
         put: list[Vote] = []
         removed: list[Key] = []
         transitions = []
+        verdicts: dict[Key, tuple[Verdict | None, _Representatives]] = {}
         for key, state in states.items():
             memo = known.get(key) if known is not None else None
             if memo is not None:
@@ -131,7 +142,19 @@ class Serving:
             else:
                 verdict = arbitrate(visible(state.evidence, state.retractions), self.policy)
             reps = _Representatives(state, verdict, self.policy, memo.reps if memo else None)
-            mine = self._own_vote(key, verdict, reps, now)
+            verdicts[key] = (verdict, reps)
+        # Only a key under review can be pinned: most writes read no pin at all.
+        pins = tx.pins(
+            [
+                k
+                for k, (verdict, _) in verdicts.items()
+                if (verdict is not None and verdict.ambiguous) or self._peer_voted(votes.get(k, ()))
+            ]
+        )
+        for key, state in states.items():
+            verdict, reps = verdicts[key]
+            pin = pins.get(key)
+            mine = self._own_vote(key, verdict, reps, now, pin)
             others = self._peer_votes_counted(votes.get(key, []), state)
             old_mine = next((v for v in votes.get(key, []) if v.voter == self.node_id), None)
             if not same_vote(old_mine, mine):
@@ -145,7 +168,7 @@ class Serving:
             else:
                 mine = old_mine
             rows, result = self._served_rows(
-                key, verdict, reps, [*others, *([mine] if mine else [])], now
+                key, verdict, reps, [*others, *([mine] if mine else [])], now, pin
             )
             served_rows[key] = rows
             old = current.get(key, [])
@@ -189,19 +212,28 @@ class Serving:
         return any(v.voter != self.node_id for v in votes)
 
     def _own_vote(
-        self, key: Key, verdict: Verdict | None, reps: _Representatives, now: Instant
+        self,
+        key: Key,
+        verdict: Verdict | None,
+        reps: _Representatives,
+        now: Instant,
+        pin: str | None = None,
     ) -> Vote | None:
-        """This node's vote is its local belief; it abstains where that is AMBIGUOUS."""
+        """This node's vote is its local belief; where that is AMBIGUOUS it abstains, unless
+        an operator pinned one of the tied versions: then it votes for that one."""
         if verdict is None or self.policy.is_multi_valued(key.predicate):
             return None
+        chosen = verdict.version_id
         if verdict.ambiguous:
-            return Vote(self.node_id, key, None, "", 0, 0, 0, now)
-        rep = reps.of(verdict.version_id)
+            if pin is None or pin not in tied_versions(verdict):
+                return Vote(self.node_id, key, None, "", 0, 0, 0, now)
+            chosen = pin
+        rep = reps.of(chosen)
         assert rep is not None
         return Vote(
             self.node_id,
             key,
-            verdict.version_id,
+            chosen,
             rep.evidence_id,
             self.policy.anchor_value(rep.attribution, rep.anchor_cap),
             rep.worth_milli,
@@ -216,6 +248,7 @@ class Serving:
         reps: _Representatives,
         votes: Sequence[Vote],
         now: Instant,
+        pin: str | None = None,
     ) -> tuple[list[StoredBelief], Tally | None]:
         if verdict is not None and verdict.believed:
             believed = [(vid, reps.of(vid)) for vid in verdict.believed]
@@ -249,6 +282,7 @@ class Serving:
             protected,
             result,
         )
+        answer = pinned(answer, pin, verdict, result)
         rep = reps.of(answer.version_id) if answer is not None else None
         if answer is not None and rep is None and verdict is not None:
             # The consensus version's evidence has not reached this node yet.

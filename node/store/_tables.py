@@ -177,3 +177,16 @@ class VoteRow(SQLModel, table=True):
     worth_milli: int
     fresh_since: int = Field(sa_type=BigInteger)
     cast_at: int = Field(sa_type=BigInteger)
+
+
+class PinRow(SQLModel, table=True):
+    """An operator's resolution of a key under review: the version it serves while the
+    key stays AMBIGUOUS or CONTESTED (DESIGN §7). The latest resolution replaces."""
+
+    __tablename__ = "pin"
+
+    key_id: str = Field(primary_key=True, max_length=ID)
+    version_id: str = Field(max_length=ID)
+    operator: str = Field(max_length=NAME)
+    reason: str = Field(sa_type=Text)
+    pinned_at: int = Field(sa_type=BigInteger)

@@ -50,6 +50,7 @@ from factnode.store._tables import (
     ErasureRow,
     EvidenceRow,
     NodeMetaRow,
+    PinRow,
     RetractionRow,
     VoteRow,
 )
@@ -73,6 +74,7 @@ ER = ErasureRow.__table__  # type: ignore[attr-defined]
 EE = ErasedEvidenceRow.__table__  # type: ignore[attr-defined]
 M = NodeMetaRow.__table__  # type: ignore[attr-defined]
 V = VoteRow.__table__  # type: ignore[attr-defined]
+P = PinRow.__table__  # type: ignore[attr-defined]
 
 
 def make_engine(url: str) -> Engine:
@@ -140,7 +142,15 @@ _EVIDENCE_KEY_ID = _EVIDENCE_COLUMNS.index("key_id")
 _EVIDENCE_STATUS = _EVIDENCE_COLUMNS.index("status")
 _ACTIVE = EvidenceStatus.ACTIVE
 # Tables whose rows an erasure removes (values, sources, or the key's text).
-_ERASED_TABLES = ("evidence", "decision", "belief", "belief_change", "vote", "retraction")
+_ERASED_TABLES = (
+    "evidence",
+    "decision",
+    "belief",
+    "belief_change",
+    "vote",
+    "retraction",
+    "pin",
+)
 # The node_meta row whose value changes with every write transaction.
 _GENERATION = "write_generation"
 
@@ -804,7 +814,7 @@ class SqlTransaction:
             )
             self._c.execute(delete(E).where(E.c.evidence_id.in_(part)))
         for part in chunks(sorted(ids.key_id(k) for k in forget_keys)):
-            for table in (D, BC, R):
+            for table in (D, BC, R, P):
                 self._c.execute(delete(table).where(table.c.key_id.in_(part)))
 
     def add_tombstone(self, tombstone: Tombstone) -> None:
@@ -841,6 +851,27 @@ class SqlTransaction:
         for part in chunks(sorted(evidence_ids)):
             out.update(self._c.scalars(select(EE.c.evidence_id).where(EE.c.evidence_id.in_(part))))
         return out
+
+    # -- operators' pins --------------------------------------------------------
+
+    def pins(self, keys: Collection[Key]) -> dict[Key, str]:
+        """The pinned version of each key that has one."""
+        by_id = {ids.key_id(k): k for k in keys}
+        head = select(P.c.key_id, P.c.version_id)
+        return {
+            by_id[key_id]: version_id
+            for key_id, version_id in _select_in(self._c, head, "pin.key_id", by_id)
+        }
+
+    def put_pin(self, key: Key, version_id: str, operator: str, reason: str, at: Instant) -> None:
+        """Pins `version_id` for `key`, replacing an earlier pin."""
+        _insert(
+            self._c,
+            P,
+            ("key_id", "version_id", "operator", "reason", "pinned_at"),
+            [(ids.key_id(key), version_id, operator, reason, at)],
+            ("key_id",),
+        )
 
     # -- federation -----------------------------------------------------------
 

@@ -151,12 +151,12 @@ def test_review_list_show_resolve_an_ambiguous_key(cli: Cli) -> None:
     resolved = cli.json(
         "review", "resolve", ns, *BOB, "--value", other, "--reason", "asked", "--operator", "olga"
     )
-    assert resolved["decision"]["rule"] and resolved["note"], resolved
-    # The resolution is evidence like any other: user_confirmed, from operator:<name>.
-    versions = cli.json("history", ns, *BOB)["versions"]
-    provenance = {(e["attribution"], e["source"]) for v in versions for e in v.get("evidence", [])}
-    assert ("user_confirmed", "operator:olga") in provenance
-    assert len(cli.json("decisions", "--key", ns, *BOB)["decisions"]) == 3
+    assert resolved["decision"]["rule"] == "operator_resolution" and resolved["note"], resolved
+    # The resolution is a pin in the decision log, with the operator and the reason.
+    assert cli.json("get", ns, *BOB)["object"] == other
+    logged = cli.json("decisions", "--key", ns, *BOB)["decisions"]
+    assert len(logged) == 3
+    assert logged[-1]["outcome"] == "OUTCOME_RESOLVED" and "olga" in logged[-1]["detail"]
 
 
 def test_resolve_prints_outcome_rule_and_note_and_settles_the_key(cli: Cli) -> None:
@@ -167,7 +167,7 @@ def test_resolve_prints_outcome_rule_and_note_and_settles_the_key(cli: Cli) -> N
     other = ({"dev", "ops"} - {second["belief"]["object"]}).pop()
     r = cli.run("review", "resolve", ns, *BOB, "--value", other, "--reason", "asked bob")
     first, note = r.stdout.splitlines()[:2]
-    assert first == "SUPERSEDED by rule trust_anchor", r.describe()
+    assert first == "RESOLVED by rule operator_resolution", r.describe()
     assert f"'{other}'" in note
     assert cli.json("get", ns, *BOB)["object"] == other
     assert cli.json("review", "list", "--namespace", ns).get("keys", []) == []

@@ -501,7 +501,7 @@ def test_retract_one_value_of_a_multi_valued_key(ledger: Ledger) -> None:
 
 
 def test_resolve_settles_an_ambiguous_key(ledger: Ledger) -> None:
-    """Resolving with a version records operator evidence that wins and empties the queue."""
+    """Resolving with a version pins it: served BELIEVED by operator_resolution, queue empty."""
     _ambiguous(ledger)
     provisional = ledger.belief(WORKS_AT)
     other = next(
@@ -517,34 +517,22 @@ def test_resolve_settles_an_ambiguous_key(ledger: Ledger) -> None:
     assert (belief.version_id, belief.state, belief.rule) == (
         other,
         BeliefState.BELIEVED,
-        Rule.TRUST_ANCHOR,
-    )
-    assert (belief.evidence.attribution, belief.evidence.source) == (
-        "user_confirmed",
-        "operator:rui",
+        Rule.OPERATOR_RESOLUTION,
     )
     assert ledger.review_queue(NS).items == []
     with pytest.raises(NotFound):
-        ledger.resolve(WORKS_AT, version_id="0" * 32, obj=None, reason="", operator="rui")
+        ledger.resolve(WORKS_AT, version_id="0" * 32, obj=None, reason="r", operator="rui")
     with pytest.raises(InvalidInput):
         ledger.resolve(WORKS_AT, version_id=other, obj="Acme", reason="", operator="rui")
 
 
-def test_resolution_losing_to_stronger_evidence_says_so(ledger: Ledger) -> None:
-    """A resolution beaten by stronger local evidence is not applied, and its note says why."""
+def test_resolving_to_a_value_no_evidence_supports_is_not_found(ledger: Ledger) -> None:
+    """A pin chooses among held versions: an unsupported value is NOT_FOUND, nothing moves."""
     _ambiguous(ledger, anchor="codebase_verified")
     before = ledger.belief(WORKS_AT)
-    resolution = ledger.resolve(
-        WORKS_AT, version_id=None, obj="Hooli", reason="guess", operator="rui"
-    )
-    assert not resolution.resolved
-    assert "stronger local evidence" in resolution.note
-    assert before.version_id in resolution.note
-    assert (resolution.submitted.decision.outcome, resolution.submitted.decision.rule) == (
-        Outcome.DISBELIEVED,
-        Rule.TRUST_ANCHOR,
-    )
-    assert ledger.belief(WORKS_AT).version_id == before.version_id
+    with pytest.raises(NotFound, match="held versions"):
+        ledger.resolve(WORKS_AT, version_id=None, obj="Hooli", reason="guess", operator="rui")
+    assert ledger.belief(WORKS_AT) == before
     assert [b.key for b in ledger.review_queue(NS).items] == [WORKS_AT]
 
 

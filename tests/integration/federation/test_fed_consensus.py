@@ -171,10 +171,12 @@ def test_an_echoed_observation_counts_once(fed5: Federation, keys: Keys) -> None
     assert set(states.values()) == {("Porto", CONTESTED, "worth")}
 
 
-def test_an_operator_resolution_turns_a_contested_key_into_consensus(
+def test_an_operator_resolution_settles_the_contested_key_it_looked_at(
     fed5: Federation, keys: Keys
 ) -> None:
-    """Resolving a 3:2 key on a dissenting node changes its vote; every node adopts the majority."""
+    """Resolving a 3:2 key on a dissenting node pins it there (BELIEVED by operator_resolution,
+    out of the queue); its vote is still its local belief, so the other nodes' tallies and
+    states do not move (DESIGN §7: a pin is the vote only where the key was locally tied)."""
     before = served(fed5, keys.swing)
     assert before["n5"] == ("Lisbon", CONTESTED, "trust_anchor")
     assert {state for _, state, _ in before.values()} == {CONTESTED}
@@ -188,7 +190,11 @@ def test_an_operator_resolution_turns_a_contested_key_into_consensus(
         timeout=RPC_TIMEOUT,
     )
     assert resolved.belief.object == "Porto", resolved.note
+    assert resolved.decision.rule == "operator_resolution"
     fed5.sync_until_quiet()
-    assert set(served(fed5, keys.swing).values()) == {("Porto", BELIEVED, CONSENSUS)}
-    for node in fed5:
-        assert (keys.swing.namespace, "ana", "lives_in") not in node.contested(keys.swing.namespace)
+    after = served(fed5, keys.swing)
+    assert after.pop("n5") == ("Porto", BELIEVED, "operator_resolution")
+    assert after == {n: state for n, state in before.items() if n != "n5"}
+    assert (keys.swing.namespace, "ana", "lives_in") not in fed5["n5"].contested(
+        keys.swing.namespace
+    )

@@ -1,0 +1,84 @@
+"""An operator's resolution is a pin: it settles the key under review in one command, and
+the rules take over again when evidence decides the key (DESIGN §7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from factnode.core import BeliefState, InvalidInput, Key, Outcome, Rule, Submission
+from factnode.ledger import Ledger, NotFound
+
+LIVES_IN = Key("user:ana", "ana", "lives_in")
+SEPT = 1_756_684_800_000_000  # 2025-09-01T00:00:00Z
+
+
+def _say(ledger: Ledger, value: str, source: str, valid_from: int = SEPT) -> None:
+    ledger.submit(
+        Submission(
+            "user:ana", "ana", "lives_in", value, "user_stated", source, 0.5, 0.9, valid_from
+        )
+    )
+
+
+def test_the_walkthroughs_tie_is_resolved_in_one_command(ledger: Ledger) -> None:
+    """Two user_stated facts tied on every rule: resolving to Faro serves Faro BELIEVED by
+    operator_resolution, takes the key out of the review queue and logs who and why."""
+    _say(ledger, "Faro", "ana")
+    _say(ledger, "Braga", "bob")
+    assert ledger.belief(LIVES_IN).state is BeliefState.AMBIGUOUS
+    resolution = ledger.resolve(
+        LIVES_IN, version_id=None, obj="Faro", reason="asked Ana", operator="op"
+    )
+    assert resolution.resolved, resolution.note
+    belief = ledger.belief(LIVES_IN)
+    assert (belief.object, belief.state, belief.rule) == (
+        "Faro",
+        BeliefState.BELIEVED,
+        Rule.OPERATOR_RESOLUTION,
+    )
+    assert ledger.review_queue("user:ana").items == []
+    logged = ledger.decisions(LIVES_IN).items[-1]
+    assert (logged.decision.outcome, logged.decision.rule) == (
+        Outcome.RESOLVED,
+        Rule.OPERATOR_RESOLUTION,
+    )
+    assert "asked Ana" in logged.decision.detail and "op" in logged.decision.detail
+
+
+def test_evidence_that_decides_the_key_takes_over_from_the_pin(ledger: Ledger) -> None:
+    """A later, recency-winning fact for Braga ends the pin's hold; the pin stays in the log."""
+    _say(ledger, "Faro", "ana")
+    _say(ledger, "Braga", "bob")
+    ledger.resolve(LIVES_IN, version_id=None, obj="Faro", reason="asked Ana", operator="op")
+    _say(ledger, "Braga", "ana", valid_from=SEPT + 86_400_000_000)
+    belief = ledger.belief(LIVES_IN)
+    assert (belief.object, belief.state, belief.rule) == (
+        "Braga",
+        BeliefState.BELIEVED,
+        Rule.RECENCY,
+    )
+    outcomes = [d.decision.outcome for d in ledger.decisions(LIVES_IN).items]
+    assert Outcome.RESOLVED in outcomes
+
+
+def test_a_pin_on_a_key_the_rules_decide_says_so_and_changes_nothing(ledger: Ledger) -> None:
+    """Resolving to a version that lost on the rules reports it was not applied."""
+    _say(ledger, "Faro", "ana")
+    _say(ledger, "Porto", "ana", valid_from=SEPT - 86_400_000_000)
+    resolution = ledger.resolve(
+        LIVES_IN, version_id=None, obj="Porto", reason="checked", operator="op"
+    )
+    assert not resolution.resolved
+    assert "not under review" in resolution.note
+    assert ledger.belief(LIVES_IN).object == "Faro"
+
+
+def test_a_resolution_needs_a_held_version_and_a_reason(ledger: Ledger) -> None:
+    """An unknown value is NOT_FOUND; an empty reason is invalid and writes nothing."""
+    _say(ledger, "Faro", "ana")
+    with pytest.raises(NotFound):
+        ledger.resolve(LIVES_IN, version_id=None, obj="Lagos", reason="x", operator="op")
+    before = ledger.counts()
+    with pytest.raises(InvalidInput, match="reason"):
+        ledger.resolve(LIVES_IN, version_id=None, obj="Faro", reason=" ", operator="op")
+    assert ledger.counts() == before

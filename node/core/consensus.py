@@ -191,8 +191,28 @@ def transition(
     result: Tally | None,
     now: Instant,
 ) -> Decision | None:
-    """The decision-log entry, with the tallies, when votes change what a key serves."""
-    if result is None or not result.peer_voted or after is None:
+    """The decision-log entry, with the tallies, when votes change what a key serves:
+    entering consensus or contest, moving within it, and leaving consensus."""
+    if after is None:
+        return None
+    if (
+        before is not None
+        and before.rule is Rule.FEDERATION_CONSENSUS
+        and after.rule is not Rule.FEDERATION_CONSENSUS
+        and after.state is not BeliefState.CONTESTED
+    ):
+        moved = before.version_id != after.version_id
+        return Decision(
+            key=key,
+            outcome=Outcome.SUPERSEDED if moved else Outcome.CORROBORATED,
+            rule=after.rule,
+            decided_at=now,
+            version_id=after.version_id,
+            supersedes=before.version_id if moved else None,
+            detail="left federation consensus; "
+            + (f"tally: {describe_tally(result)}" if result is not None else "no peer votes"),
+        )
+    if result is None or not result.peer_voted:
         return None
     if after.state is BeliefState.CONTESTED:
         if (
@@ -260,3 +280,14 @@ def pinned(
     if pin not in competing:
         return answer
     return Served(pin, BeliefState.BELIEVED, Rule.OPERATOR_RESOLUTION)
+
+
+def consensus_reason(result: Tally, winner: str, loser: str, threshold: Fraction) -> str:
+    """Why the consensus version is served over another: the vote shares and the threshold."""
+    voters = {t.version_id: ", ".join(t.voters) or "no node" for t in result.versions}
+    return (
+        f"{result.share_milli(winner) / 10:.1f}% of the counted vote weight "
+        f"({voters.get(winner, 'no node')}) against {result.share_milli(loser) / 10:.1f}% "
+        f"({voters.get(loser, 'no node')}); adopting needs more than "
+        f"{float(threshold) * 100:.0f}%"
+    )

@@ -18,7 +18,7 @@ from factnode.core import (
     Verdict,
     arbitrate,
 )
-from factnode.core.consensus import Served, Vote
+from factnode.core.consensus import Served, Tally, Vote
 from factnode.store import StoredBelief
 
 T = TypeVar("T")
@@ -54,10 +54,14 @@ class Submitted:
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
-    """Why a key's belief beats each other version."""
+    """Why a key's belief beats each other version: by the rule that served it (arbitration,
+    federation consensus or an operator's pin), with the local arbitration and the votes."""
 
     belief: Belief | None
     comparisons: tuple[Comparison, ...]
+    # Local arbitration's chain (the same as `comparisons` when the local belief is served).
+    local_comparisons: tuple[Comparison, ...] = ()
+    tally: Tally | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,17 @@ from factnode.core import (
     Instant,
     InvalidInput,
     Key,
+    KeyState,
+    Rule,
     VersionHistory,
     explain,
     history,
     ids,
+    representatives,
     visible,
 )
-from factnode.core.consensus import Tally, tally
+from factnode.core.arbitration import Comparison
+from factnode.core.consensus import Tally, Vote, consensus_reason, tally
 from factnode.ledger._model import (
     Belief,
     Explanation,
@@ -150,19 +154,61 @@ class Reading(Serving):
     def explain(
         self, key: Key, as_of: Instant | None = None, known_at: Instant | None = None
     ) -> Explanation:
-        """The belief and, for every other version, the first rule by which the belief beats it."""
+        """The belief and, for every other version, the first rule by which the belief beats
+        it. Where votes or an operator's pin decided what is served, that is the rule named,
+        with the vote shares; local arbitration's own chain is kept beside it."""
         check_key_input(key)
         check_times(as_of, known_at)
+        now_view = as_of is None and known_at is None
         with self.repo.read() as tx:
             state = tx.key_states([key])[key]
-            served = (
-                self._beliefs(tx, [key]).get(key) if as_of is None and known_at is None else None
-            )
+            served = self._beliefs(tx, [key]).get(key) if now_view else None
+            votes = tx.votes([key])[key] if now_view else []
         evidence = visible(state.evidence, state.retractions, as_of=as_of, known_at=known_at)
-        verdict, comparisons = explain(evidence, self.policy)
+        verdict, local = explain(evidence, self.policy)
         if verdict is None:
             raise NotFound(f"no belief for {key}")
-        return Explanation(served or belief_from_verdict(key, evidence, self.policy), comparisons)
+        result = self._tally(votes, state) if votes else None
+        belief = served or belief_from_verdict(key, evidence, self.policy)
+        assert belief is not None
+        comparisons = local
+        if belief.rule in (Rule.FEDERATION_CONSENSUS, Rule.OPERATOR_RESOLUTION):
+            comparisons = self._served_comparisons(belief, evidence, result)
+        return Explanation(belief, comparisons, local, result)
+
+    def _served_comparisons(
+        self, belief: Belief, evidence: Sequence[Evidence], result: Tally | None
+    ) -> tuple[Comparison, ...]:
+        """Why the served version beats each other held version, when votes or a pin (not
+        local arbitration) chose it."""
+        reps = representatives(evidence, self.policy)
+        out = []
+        for vid, rep in sorted(reps.items()):
+            if vid == belief.version_id:
+                continue
+            if belief.rule is Rule.FEDERATION_CONSENSUS and result is not None:
+                reason = consensus_reason(
+                    result, belief.version_id, vid, self.policy.consensus_threshold
+                )
+            else:
+                reason = (
+                    "an operator pinned the served version while the key is under review "
+                    "(see the decision log for who and why)"
+                )
+            out.append(Comparison(vid, rep.object, belief.rule, belief.evidence, rep, reason))
+        return tuple(out)
+
+    def _tally(self, votes: Sequence[Vote], state: KeyState) -> Tally | None:
+        """The votes on a key as this node counts them now (peers' checked against its
+        evidence)."""
+        mine = [v for v in votes if v.voter == self.node_id]
+        return tally(
+            [*mine, *self._peer_votes_counted(votes, state)],
+            now=self.clock.now(),
+            threshold=self.policy.consensus_threshold,
+            half_life_days=self.policy.vote_half_life_days,
+            self_id=self.node_id,
+        )
 
     def evidence_by_ids(self, evidence_ids: Sequence[str]) -> dict[str, Evidence]:
         """Stored evidence by id (any status)."""
@@ -206,14 +252,7 @@ class Reading(Serving):
         with self.repo.read() as tx:
             votes = tx.votes([key])[key]
             state = tx.key_states([key])[key]
-        mine = [v for v in votes if v.voter == self.node_id]
-        return tally(
-            [*mine, *self._peer_votes_counted(votes, state)],
-            now=self.clock.now(),
-            threshold=self.policy.consensus_threshold,
-            half_life_days=self.policy.vote_half_life_days,
-            self_id=self.node_id,
-        )
+        return self._tally(votes, state)
 
     def meta(self, name: str) -> str | None:
         """A persisted node fact."""

@@ -174,8 +174,12 @@ class FactServicer(pb_grpc.FactServiceServicer):
     async def Explain(self, request: pb.ExplainRequest, context: Context) -> pb.ExplainResponse:
         as_of, known_at = cv.time_travel(request)
         explanation = await _run(self.ctx.ledger.explain, cv.key(request.key), as_of, known_at)
+        belief = cv.belief_pb(explanation.belief) if explanation.belief else None
+        result = explanation.tally
+        if belief is not None and explanation.belief and result is not None and result.peer_voted:
+            belief.tallies.extend(version_tallies(explanation.belief, explanation, result))
         return pb.ExplainResponse(
-            belief=cv.belief_pb(explanation.belief) if explanation.belief else None,
+            belief=belief,
             comparisons=[cv.comparison_pb(c) for c in explanation.comparisons],
         )
 
@@ -240,15 +244,15 @@ def version_tallies(
     """Every version of a key: the local winner and the versions it beats, with the votes
     behind each (weight, share, voters) where the key has votes."""
     local_winner = (
-        explanation.comparisons[0].winner.version_id
-        if explanation.comparisons
+        explanation.local_comparisons[0].winner.version_id
+        if explanation.local_comparisons
         else belief.version_id
     )
-    objects = {c.version_id: c.object for c in explanation.comparisons}
-    rules = {c.version_id: c.rule.value for c in explanation.comparisons}
+    objects = {c.version_id: c.object for c in explanation.local_comparisons}
+    rules = {c.version_id: c.rule.value for c in explanation.local_comparisons}
     objects.setdefault(belief.version_id, belief.object)
-    if explanation.comparisons:
-        objects.setdefault(local_winner, explanation.comparisons[0].winner.object)
+    if explanation.local_comparisons:
+        objects.setdefault(local_winner, explanation.local_comparisons[0].winner.object)
     votes = {t.version_id: t for t in result.versions} if result and result.peer_voted else {}
     order = [
         local_winner,

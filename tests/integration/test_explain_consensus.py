@@ -1,0 +1,79 @@
+"""Explain tells the truth when votes decide what is served, and leaving consensus is logged."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from factnode.core import MICROS_PER_DAY, Key, Outcome, Rule, Submission
+from factnode.testing import Federation
+
+KEY = Key("team:infra", "build", "python_version")
+
+
+@pytest.fixture
+def fed() -> Iterator[Federation]:
+    """Three in-process nodes; a believes 3.11 first-hand, b and c say 3.12."""
+    federation = Federation(["a", "b", "c"])
+    try:
+        now = federation.clock.now()
+        for node, value, anchor, worth in (
+            ("a", "3.11", "agent_observed", 0.5),
+            ("b", "3.12", "agent_inferred", 1.0),
+            ("c", "3.12", "agent_inferred", 1.0),
+        ):
+            federation.ledgers[node].submit(
+                Submission(
+                    KEY.namespace,
+                    KEY.subject,
+                    KEY.predicate,
+                    value,
+                    anchor,
+                    f"{node}-src",
+                    worth,
+                    0.9,
+                    now - MICROS_PER_DAY,
+                )
+            )
+        yield federation
+    finally:
+        federation.close()
+
+
+async def test_explain_under_consensus_names_the_votes_not_the_local_winner(
+    fed: Federation,
+) -> None:
+    """a serves 3.12 by federation_consensus: the comparison against 3.11 gives the vote shares;
+    the local chain (3.11 beats 3.12 by trust_anchor) is kept beside it."""
+    for _ in range(3):
+        await fed.round()
+    explanation = fed.ledgers["a"].explain(KEY)
+    assert explanation.belief is not None
+    assert (explanation.belief.object, explanation.belief.rule) == (
+        "3.12",
+        Rule.FEDERATION_CONSENSUS,
+    )
+    [against] = explanation.comparisons
+    assert (against.object, against.rule) == ("3.11", Rule.FEDERATION_CONSENSUS)
+    assert "72.7% of the counted vote weight" in against.reason, against.reason
+    assert "more than 66%" in against.reason
+    [local] = explanation.local_comparisons
+    assert (local.winner.object, local.object, local.rule) == ("3.11", "3.12", Rule.TRUST_ANCHOR)
+    assert explanation.tally is not None and explanation.tally.consensus is not None
+
+
+async def test_leaving_consensus_is_logged(fed: Federation) -> None:
+    """When the peers' votes stop counting (their evidence decayed here), a serves its local
+    belief again and the decision log says it left federation consensus."""
+    for _ in range(3):
+        await fed.round()
+    a = fed.ledgers["a"]
+    assert a.belief(KEY).rule is Rule.FEDERATION_CONSENSUS
+    fed.clock.advance(120 * MICROS_PER_DAY)
+    a.run_decay()
+    belief = a.belief(KEY)
+    assert belief.object == "3.11" and belief.rule is not Rule.FEDERATION_CONSENSUS
+    last = a.decisions(KEY).items[-1].decision
+    assert last.outcome is Outcome.SUPERSEDED
+    assert last.detail.startswith("left federation consensus"), last.detail

@@ -129,6 +129,8 @@ def violations_of(sub: Submission, policy: Policy) -> list[FieldViolation]:
         _check_text(out, "corrects", sub.corrects, 64, True)
     if sub.contradicts is not None:
         check_key(out, sub.contradicts, "contradicts.")
+        if sub.contradicts == sub.key:
+            out.append(FieldViolation("contradicts", "a key cannot contradict itself"))
     if sub.idempotency_key is not None:
         _check_text(out, "idempotency_key", sub.idempotency_key, MAX_IDEMPOTENCY_KEY_BYTES, True)
     return out
@@ -197,6 +199,8 @@ def relayed_violations(e: Evidence, policy: Policy) -> list[FieldViolation]:
         out.append(FieldViolation("corrects", "is not an evidence id"))
     if e.contradicts is not None:
         check_key(out, e.contradicts, "contradicts.")
+        if e.contradicts == e.key:
+            out.append(FieldViolation("contradicts", "a key cannot contradict itself"))
     check_node_id(out, "origin_node", e.origin_node)
     if not out:
         expected = ids.evidence_id(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import grpc
 
 from factnode.config import Settings, TokenGrant
+from factnode.core import Submission
 from factnode.server._errors import Context, PermissionDenied, Unauthenticated, abort
 
 PACKAGE = "factnode.v1"
@@ -47,6 +48,14 @@ def require_write(namespace: str) -> None:
     grant = current_grant()
     if not grant.may_write(namespace):
         raise PermissionDenied(f"this token may not write to namespace {namespace!r}")
+
+
+def require_write_submission(sub: Submission) -> None:
+    """A submission writes its own key's namespace and, through `contradicts`, the other
+    key's: the token must allow both."""
+    require_write(sub.namespace)
+    if sub.contradicts is not None:
+        require_write(sub.contradicts.namespace)
 
 
 def required_role(method: str) -> str | None:

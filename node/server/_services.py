@@ -20,7 +20,7 @@ from factnode.core.consensus import Tally
 from factnode.federation.sync import Syncer
 from factnode.ledger import Belief, Explanation, Ledger, NotFound
 from factnode.metrics import Metrics
-from factnode.server._auth import require_write
+from factnode.server._auth import require_write, require_write_submission
 from factnode.server._errors import Context, PermissionDenied, status_for, streaming, unary
 
 T = TypeVar("T")
@@ -73,7 +73,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         self, request: pb.SubmitFactRequest, context: Context
     ) -> pb.SubmitFactResponse:
         sub = cv.submission(request)
-        require_write(sub.namespace)
+        require_write_submission(sub)
         evidence = self.ctx.ledger.evidence_of(sub)
         [done] = await _run(self.ctx.ledger.ingest, [(evidence, sub.idempotency_key)])
         self.ctx.metrics.decided([done.decision])
@@ -111,7 +111,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         async for item in request_iterator:
             try:
                 sub = cv.submission(item)
-                require_write(sub.namespace)
+                require_write_submission(sub)
                 pending.append((index, self.ctx.ledger.evidence_of(sub), sub.idempotency_key))
             except (InvalidInput, PermissionDenied) as exc:
                 invalid += 1

@@ -255,3 +255,38 @@ def test_listening_beyond_loopback_without_tokens_is_refused(tmp_path: Path) -> 
     assert "tokens" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert "listening on" not in done.stdout
+
+
+def test_a_contradicts_outside_the_writers_namespaces_is_refused(
+    facts: pb_grpc.FactServiceStub,
+) -> None:
+    """A `team:*` writer's fact that contradicts a key in another namespace is PERMISSION_DENIED
+    and writes nothing: the other key's belief stands and no decision is logged for it."""
+    inside, secret = unique_ns("team"), unique_ns("secret")
+    target = pb.Key(namespace=secret, subject="ana", predicate="salary_band")
+    known = pb.SubmitFactRequest(
+        fact=pb.FactInput(key=target, object="B3", attribution="user_stated", source="hr")
+    )
+    assert code_of(facts.SubmitFact, known, OPERATOR) is grpc.StatusCode.OK
+    escaping = fact(inside, "Faro")
+    escaping.fact.contradicts.CopyFrom(target)
+    assert code_of(facts.SubmitFact, escaping, WRITER) is grpc.StatusCode.PERMISSION_DENIED
+    streamed = facts.SubmitFacts(iter([escaping]), timeout=RPC_TIMEOUT, metadata=as_(WRITER))
+    assert streamed.results[0].error.code == code_pb2.PERMISSION_DENIED
+    held = facts.GetBelief(
+        pb.GetBeliefRequest(key=target), timeout=RPC_TIMEOUT, metadata=as_(OPERATOR)
+    )
+    assert held.object == "B3"
+    for ns in (inside, secret):
+        logged = facts.ListDecisions(
+            pb.ListDecisionsRequest(namespace=ns), timeout=RPC_TIMEOUT, metadata=as_(OPERATOR)
+        )
+        assert len(logged.decisions) == (1 if ns == secret else 0)
+
+
+def test_a_key_cannot_contradict_itself(facts: pb_grpc.FactServiceStub) -> None:
+    """`contradicts` naming the fact's own key is INVALID_ARGUMENT on field contradicts."""
+    ns = unique_ns("team")
+    own = fact(ns, "Faro")
+    own.fact.contradicts.CopyFrom(own.fact.key)
+    assert code_of(facts.SubmitFact, own, WRITER) is grpc.StatusCode.INVALID_ARGUMENT

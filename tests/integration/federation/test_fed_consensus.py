@@ -9,6 +9,7 @@ which never outweighs its own first-party evidence: each node votes its own view
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from _fednet import (
@@ -21,6 +22,7 @@ from _fednet import (
     key,
     unique_ns,
 )
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import Key, ids
@@ -198,3 +200,21 @@ def test_an_operator_resolution_settles_the_contested_key_it_looked_at(
     assert (keys.swing.namespace, "ana", "lives_in") not in fed5["n5"].contested(
         keys.swing.namespace
     )
+
+
+def test_a_fact_every_node_agreed_on_two_years_ago_stays_adopted(fed5: Federation) -> None:
+    """Votes on evidence two years old weigh at least 1 ppm of freshness, never 0: a fact all
+    five nodes hold is BELIEVED on every node and none queues it for review."""
+    ns = unique_ns("old")
+    k = key(ns, "ana", "born_in")
+    two_years_ago = Timestamp()
+    two_years_ago.FromDatetime(datetime.now(UTC) - timedelta(days=730))
+    for node in NODES:
+        fed5[node].submit(
+            k, "Porto", source=f"agent:{node}", attribution="user_stated", valid_from=two_years_ago
+        )
+    fed5.sync_until_quiet()
+    assert {state for _, state, _ in served(fed5, k).values()} == {BELIEVED}
+    assert {obj for obj, _, _ in served(fed5, k).values()} == {"Porto"}
+    for node in fed5:
+        assert node.contested(ns) == {}

@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from factnode.core import Policy, PolicyError, load_policy, policy_from_mapping
-from factnode.store.cache import DEFAULT_CACHE_KEYS
 
 DEFAULT_LISTEN = "127.0.0.1:7420"
+# Hot keys the write path keeps in memory. The store has the same default for a repository
+# opened without settings (`factnode.store.cache`); config does not import the store, and
+# tests/integration/test_store.py pins the two equal.
+DEFAULT_CACHE_KEYS = 20_000
 ROLES = ("reader", "writer", "operator")
 
 

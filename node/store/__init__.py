@@ -1,4 +1,19 @@
-"""Persistence: the repository interface and its SQLModel implementation."""
+"""Persistence: the repository interface and its SQLModel implementation.
+
+What lives here:
+- `repository`: the interface the ledger needs (`Repository`, and `Transaction` composed of
+  one Protocol per aggregate: evidence, decisions, beliefs, votes, pins, tombstones, digests,
+  meta) and the stored value types (`StoredBelief`, `Tombstone`, ...).
+- `sql`: `SqlRepository` and `SqlTransaction`, composed of one part per aggregate
+  (`_evidence`, `_decisions`, `_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_meta`)
+  over the shared connection and key cache (`_part`, `cache`).
+- `_engine` (engine set-up, SQLite pragmas, PostgreSQL specifics), `_sqltext` (hand-built
+  SQL for the hot paths), `_rows` (columns, statements and row mapping), `_tables` (the
+  SQLModel tables) and `migrations` (Alembic).
+
+What it may import: the pure core (`factnode.core`), the standard library and its database
+libraries; never the ledger, server, federation, config or API.
+"""
 
 from factnode.store.repository import (
     BeliefChange,

@@ -26,6 +26,8 @@ V = TypeVar("V")
 # Staged in place of an entry the transaction has made stale.
 _DROPPED: Any = object()
 
+# A repository opened without settings keeps this many hot keys; `factnode.config` has the
+# same default for the setting (the store never imports config).
 DEFAULT_CACHE_KEYS = 20_000
 
 

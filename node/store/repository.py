@@ -85,8 +85,8 @@ class Counts:
     erasures: int
 
 
-class Transaction(Protocol):
-    """One unit of work; a write transaction holds the store's write lock."""
+class EvidenceTransaction(Protocol):
+    """Evidence and retractions: key states, lookups by id and idempotency key, lineage, the decay sweep."""
 
     def key_states(self, keys: Collection[Key]) -> dict[Key, KeyState]: ...
 
@@ -98,23 +98,43 @@ class Transaction(Protocol):
 
     def evidence_for_idempotency_keys(self, keys: Collection[str]) -> dict[str, str]: ...
 
-    def erased(self, evidence: Sequence[Evidence]) -> set[str]: ...
-
     def add_evidence(self, rows: Sequence[tuple[Evidence, EvidenceStatus, str | None]]) -> None: ...
 
     def add_retractions(self, retractions: Sequence[Retraction]) -> None: ...
 
+    def evidence(self, evidence_ids: Collection[str]) -> dict[str, Evidence]: ...
+
+    def lineage(self, key: Key) -> list[tuple[str, str]]: ...
+
+    def decaying_evidence(
+        self, attributions: Collection[str], after: str, limit: int
+    ) -> list[Evidence]: ...
+
+    def set_status(self, evidence_ids: Collection[str], status: EvidenceStatus) -> None: ...
+
+
+class DecisionTransaction(Protocol):
+    """The decision log and the feed of served-belief changes."""
+
     def add_decisions(self, decisions: Sequence[Decision]) -> None: ...
+
+    def decisions(
+        self, key: Key | None, namespace: str | None, after_seq: int, limit: int
+    ) -> list[LoggedDecision]: ...
+
+    def belief_changes(
+        self, namespace: str | None, after_seq: int, limit: int
+    ) -> list[BeliefChange]: ...
+
+
+class BeliefTransaction(Protocol):
+    """Served beliefs: by key, in pages, and counted for status."""
 
     def beliefs(self, keys: Collection[Key]) -> dict[Key, list[StoredBelief]]: ...
 
     def replace_beliefs(
         self, changes: Sequence[tuple[Key, Sequence[StoredBelief], bool]], changed_at: Instant
     ) -> None: ...
-
-    def evidence(self, evidence_ids: Collection[str]) -> dict[str, Evidence]: ...
-
-    def lineage(self, key: Key) -> list[tuple[str, str]]: ...
 
     def list_beliefs(
         self,
@@ -125,39 +145,11 @@ class Transaction(Protocol):
         states: Collection[BeliefState] | None = None,
     ) -> list[StoredBelief]: ...
 
-    def decisions(
-        self, key: Key | None, namespace: str | None, after_seq: int, limit: int
-    ) -> list[LoggedDecision]: ...
+    def counts(self) -> Counts: ...
 
-    def belief_changes(
-        self, namespace: str | None, after_seq: int, limit: int
-    ) -> list[BeliefChange]: ...
 
-    def decaying_evidence(
-        self, attributions: Collection[str], after: str, limit: int
-    ) -> list[Evidence]: ...
-
-    def set_status(self, evidence_ids: Collection[str], status: EvidenceStatus) -> None: ...
-
-    def erase(
-        self, evidence_ids: Collection[str], held_by: Collection[Key], forget_keys: Collection[Key]
-    ) -> None: ...
-
-    def evidence_in_scope(
-        self, scope: str, evidence_id: str | None, key: Key | None, subject: tuple[str, str] | None
-    ) -> list[Evidence]: ...
-
-    def add_tombstone(self, tombstone: Tombstone) -> None: ...
-
-    def erased_ids(self, evidence_ids: Collection[str]) -> set[str]: ...
-
-    # -- federation --------------------------------------------------------------
-
-    def pins(self, keys: Collection[Key]) -> dict[Key, str]: ...
-
-    def put_pin(
-        self, key: Key, version_id: str, operator: str, reason: str, at: Instant
-    ) -> None: ...
+class VoteTransaction(Protocol):
+    """Votes: one per voter and key."""
 
     def votes(self, keys: Collection[Key]) -> dict[Key, list[Vote]]: ...
 
@@ -171,6 +163,42 @@ class Transaction(Protocol):
 
     def delete_votes_on_keys(self, keys: Collection[Key]) -> None: ...
 
+
+class PinTransaction(Protocol):
+    """Operators' pins on keys under review."""
+
+    def pins(self, keys: Collection[Key]) -> dict[Key, str]: ...
+
+    def put_pin(
+        self, key: Key, version_id: str, operator: str, reason: str, at: Instant
+    ) -> None: ...
+
+
+class TombstoneTransaction(Protocol):
+    """Erasure and the tombstones it leaves."""
+
+    def erased(self, evidence: Sequence[Evidence]) -> set[str]: ...
+
+    def evidence_in_scope(
+        self, scope: str, evidence_id: str | None, key: Key | None, subject: tuple[str, str] | None
+    ) -> list[Evidence]: ...
+
+    def erase(
+        self, evidence_ids: Collection[str], held_by: Collection[Key], forget_keys: Collection[Key]
+    ) -> None: ...
+
+    def add_tombstone(self, tombstone: Tombstone) -> None: ...
+
+    def erased_ids(self, evidence_ids: Collection[str]) -> set[str]: ...
+
+    def known_erasures(self, erasure_ids: Collection[str]) -> set[str]: ...
+
+    def evidence_covered(self, tombstone: Tombstone) -> list[Evidence]: ...
+
+
+class DigestTransaction(Protocol):
+    """The sync reads: everything held, and what lies under digest buckets."""
+
     def all_evidence_ids(self) -> Iterator[str]: ...
 
     def all_erasure_ids(self) -> Iterator[str]: ...
@@ -183,15 +211,28 @@ class Transaction(Protocol):
 
     def votes_under(self, voter: str, prefixes: Collection[str]) -> list[Vote]: ...
 
-    def known_erasures(self, erasure_ids: Collection[str]) -> set[str]: ...
 
-    def evidence_covered(self, tombstone: Tombstone) -> list[Evidence]: ...
-
-    def counts(self) -> Counts: ...
+class MetaTransaction(Protocol):
+    """Named values the node keeps about itself."""
 
     def meta(self, name: str) -> str | None: ...
 
     def set_meta(self, name: str, value: str) -> None: ...
+
+
+class Transaction(
+    EvidenceTransaction,
+    DecisionTransaction,
+    BeliefTransaction,
+    VoteTransaction,
+    PinTransaction,
+    TombstoneTransaction,
+    DigestTransaction,
+    MetaTransaction,
+    Protocol,
+):
+    """One unit of work, every aggregate's part over one connection; a write transaction
+    holds the store's write lock."""
 
 
 class Repository(Protocol):

@@ -9,6 +9,7 @@ from contextlib import contextmanager, suppress
 
 import pytest
 
+from factnode.config import DEFAULT_CACHE_KEYS
 from factnode.core import (
     MICROS_PER_DAY,
     BeliefState,
@@ -22,6 +23,7 @@ from factnode.core import (
 )
 from factnode.ledger import Ledger, NotFound, ensure_node_id
 from factnode.store import SqlRepository
+from factnode.store import cache as store_cache
 from factnode.store.repository import Transaction
 from factnode.testing import FakeClock
 
@@ -737,3 +739,11 @@ def test_rejected_evidence_is_stored_with_rejected_status(ledger: Ledger) -> Non
     assert (counts.evidence, counts.rejected) == (0, 1)
     with pytest.raises(NotFound):
         ledger.belief(LIVES_IN)
+
+
+# -- settings ------------------------------------------------------------------
+
+
+def test_the_stores_default_cache_is_the_settings_default() -> None:
+    """A repository opened without settings keeps as many hot keys as the setting's default."""
+    assert store_cache.DEFAULT_CACHE_KEYS == DEFAULT_CACHE_KEYS

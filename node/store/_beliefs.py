@@ -1,0 +1,149 @@
+"""Served beliefs: each key's rows, pages of them, and the counts for status."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.engine import Connection
+
+from factnode.core import (
+    BeliefState,
+    EvidenceStatus,
+    Instant,
+    Key,
+    Outcome,
+    ids,
+)
+from factnode.store._part import TransactionPart
+from factnode.store._rows import (
+    _BELIEF_CHANGE_COLUMNS,
+    _BELIEF_COLUMNS,
+    _DELETE_BELIEFS,
+    _SELECT_BELIEFS,
+    BC,
+    ER,
+    B,
+    D,
+    E,
+    _key_values,
+    _stored_belief,
+)
+from factnode.store._sqltext import insert_rows, run_in, select_in
+from factnode.store.repository import (
+    Counts,
+    StoredBelief,
+)
+
+
+def _count_keys(conn: Connection, state: BeliefState) -> int:
+    q = select(func.count(func.distinct(B.c.key_id))).where(B.c.state == state.value)
+    return int(conn.scalar(q) or 0)
+
+
+class SqlBeliefs(TransactionPart):
+    """The belief part of a transaction: served rows, pages and counts."""
+
+    def beliefs(self, keys: Collection[Key]) -> dict[Key, list[StoredBelief]]:
+        if self._cache is None:
+            return self._load_beliefs(keys)
+        cached = self._cache.beliefs.read(
+            keys, lambda missing: {k: tuple(bs) for k, bs in self._load_beliefs(missing).items()}
+        )
+        return {k: list(bs) for k, bs in cached.items()}
+
+    def _load_beliefs(self, keys: Collection[Key]) -> dict[Key, list[StoredBelief]]:
+        out: dict[Key, list[StoredBelief]] = {k: [] for k in keys}
+        for row in select_in(
+            self._c, _SELECT_BELIEFS, "belief.key_id", {ids.key_id(k) for k in keys}
+        ):
+            b = _stored_belief(row)
+            out.setdefault(b.key, []).append(b)
+        for held in out.values():
+            held.sort(key=lambda b: b.version_id)
+        return out
+
+    def replace_beliefs(
+        self, changes: Sequence[tuple[Key, Sequence[StoredBelief], bool]], changed_at: Instant
+    ) -> None:
+        """Replaces the served rows of each key; announced changes go to the change log."""
+        if not changes:
+            return
+        cols = {key: _key_values(key) for key, _, _ in changes}
+        for _ in run_in(self._c, _DELETE_BELIEFS, "belief.key_id", {c[0] for c in cols.values()}):
+            pass  # each chunk's DELETE runs as the loop reaches it
+        insert_rows(
+            self._c,
+            B,
+            _BELIEF_COLUMNS,
+            [
+                (
+                    *cols[key],
+                    b.version_id,
+                    b.evidence_id,
+                    str(b.rule),
+                    str(b.state),
+                    b.updated_at,
+                )
+                for key, served, _ in changes
+                for b in served
+            ],
+        )
+        insert_rows(
+            self._c,
+            BC,
+            _BELIEF_CHANGE_COLUMNS,
+            [
+                (
+                    *cols[key],
+                    served[0].version_id if served else None,
+                    str(served[0].state) if served else None,
+                    str(served[0].rule) if served else None,
+                    changed_at,
+                )
+                for key, served, announce in changes
+                if announce
+            ],
+        )
+        if self._cache is not None:
+            for key, served, _ in changes:
+                self._cache.replaced_beliefs(key, served)
+
+    def list_beliefs(
+        self,
+        namespace: str,
+        subject: str | None,
+        after: tuple[str, str] | None,
+        limit: int,
+        states: Collection[BeliefState] | None = None,
+    ) -> list[StoredBelief]:
+        conds: list[Any] = []
+        if namespace:
+            conds.append(B.c.namespace == namespace)
+        if subject is not None:
+            conds.append(B.c.subject == subject)
+        if states:
+            conds.append(B.c.state.in_([s.value for s in states]))
+        if after is not None:
+            # Pages are ordered by (key_id, version_id): stable and index-backed.
+            conds.append(
+                or_(B.c.key_id > after[0], and_(B.c.key_id == after[0], B.c.version_id > after[1]))
+            )
+        q = _SELECT_BELIEFS.where(*conds).order_by(B.c.key_id, B.c.version_id).limit(limit)
+        return [_stored_belief(r) for r in self._c.execute(q)]
+
+    def counts(self) -> Counts:
+        def count(table: Any, *conds: Any) -> int:
+            return int(self._c.scalar(select(func.count()).select_from(table).where(*conds)) or 0)
+
+        return Counts(
+            evidence=count(E, E.c.status == EvidenceStatus.ACTIVE.value),
+            keys=int(self._c.scalar(select(func.count(func.distinct(B.c.key_id)))) or 0),
+            decisions=count(D),
+            contested=_count_keys(self._c, BeliefState.CONTESTED),
+            ambiguous=_count_keys(self._c, BeliefState.AMBIGUOUS),
+            rejected=count(D, D.c.outcome == Outcome.REJECTED.value),
+            decayed=count(E, E.c.status == EvidenceStatus.DECAYED.value),
+            erasures=count(ER),
+        )

@@ -1,0 +1,102 @@
+"""The decision log and the feed of served-belief changes, both read by sequence number."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+
+from factnode.core import (
+    BeliefState,
+    Decision,
+    Key,
+    Outcome,
+    Rule,
+    ids,
+)
+from factnode.store._part import TransactionPart
+from factnode.store._rows import (
+    _DECISION_COLUMNS,
+    BC,
+    D,
+    _key,
+    _key_values,
+)
+from factnode.store._sqltext import insert_rows
+from factnode.store.repository import (
+    BeliefChange,
+    LoggedDecision,
+)
+
+
+class SqlDecisions(TransactionPart):
+    """The decision part of a transaction: the decision log and the belief-change feed."""
+
+    def add_decisions(self, decisions: Sequence[Decision]) -> None:
+        insert_rows(
+            self._c,
+            D,
+            _DECISION_COLUMNS,
+            [
+                (
+                    *_key_values(d.key),
+                    str(d.outcome),
+                    str(d.rule),
+                    d.decided_at,
+                    d.evidence_id,
+                    d.version_id,
+                    d.supersedes,
+                    d.detail,
+                )
+                for d in decisions
+            ],
+        )
+
+    def decisions(
+        self, key: Key | None, namespace: str | None, after_seq: int, limit: int
+    ) -> list[LoggedDecision]:
+        conds: list[Any] = [D.c.seq > after_seq]
+        if key is not None:
+            conds.append(D.c.key_id == ids.key_id(key))
+        if namespace:
+            conds.append(D.c.namespace == namespace)
+        q = select(D).where(*conds).order_by(D.c.seq).limit(limit)
+        out = []
+        for r in self._c.execute(q):
+            m = r._mapping
+            out.append(
+                LoggedDecision(
+                    m["seq"],
+                    Decision(
+                        key=_key(m),
+                        outcome=Outcome(m["outcome"]),
+                        rule=Rule(m["rule"]),
+                        decided_at=m["decided_at"],
+                        evidence_id=m["evidence_id"],
+                        version_id=m["version_id"],
+                        supersedes=m["supersedes"],
+                        detail=m["detail"],
+                    ),
+                )
+            )
+        return out
+
+    def belief_changes(
+        self, namespace: str | None, after_seq: int, limit: int
+    ) -> list[BeliefChange]:
+        conds: list[Any] = [BC.c.seq > after_seq]
+        if namespace:
+            conds.append(BC.c.namespace == namespace)
+        q = select(BC).where(*conds).order_by(BC.c.seq).limit(limit)
+        return [
+            BeliefChange(
+                seq=m["seq"],
+                key=_key(m),
+                version_id=m["version_id"],
+                state=BeliefState(m["state"]) if m["state"] else None,
+                rule=Rule(m["rule"]) if m["rule"] else None,
+                changed_at=m["changed_at"],
+            )
+            for m in (r._mapping for r in self._c.execute(q))
+        ]

@@ -1,0 +1,78 @@
+"""The sync reads: everything held (for digests) and what lies under digest buckets."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterator
+
+from sqlalchemy import select
+
+from factnode.core import Evidence
+from factnode.core.consensus import Vote
+from factnode.store._part import TransactionPart
+from factnode.store._rows import (
+    _ACTIVE,
+    _EVIDENCE_STATUS,
+    _SELECT_ERASED_IDS,
+    _SELECT_ERASURES,
+    _SELECT_EVIDENCE,
+    _SELECT_VOTES,
+    ER,
+    E,
+    _evidence,
+    _vote,
+)
+from factnode.store._sqltext import select_in, select_under
+from factnode.store.repository import Tombstone
+
+
+class SqlDigests(TransactionPart):
+    """The sync part of a transaction: reads for digests and buckets."""
+
+    def all_evidence_ids(self) -> Iterator[str]:
+        """Active evidence only: peers never compare or receive decayed or rejected evidence."""
+        yield from self._c.scalars(select(E.c.evidence_id).where(E.c.status == _ACTIVE.value))
+
+    def all_erasure_ids(self) -> Iterator[str]:
+        yield from self._c.scalars(select(ER.c.erasure_id))
+
+    def all_votes(self) -> Iterator[Vote]:
+        for r in self._c.execute(_SELECT_VOTES):
+            yield _vote(r)
+
+    def evidence_under(self, prefixes: Collection[str]) -> list[Evidence]:
+        rows = select_under(self._c, _SELECT_EVIDENCE, "evidence.evidence_id", prefixes)
+        return [_evidence(r) for r in rows if r[_EVIDENCE_STATUS] == _ACTIVE]
+
+    def tombstones_under(self, prefixes: Collection[str]) -> list[Tombstone]:
+        found = [
+            r._mapping
+            for r in select_under(self._c, _SELECT_ERASURES, "erasure.erasure_id", prefixes)
+        ]
+        erased: dict[str, list[str]] = defaultdict(list)
+        for erasure_id, evidence_id in select_in(
+            self._c,
+            _SELECT_ERASED_IDS,
+            "erased_evidence.erasure_id",
+            {m["erasure_id"] for m in found},
+        ):
+            erased[erasure_id].append(evidence_id)
+        return [
+            Tombstone(
+                m["erasure_id"],
+                m["scope"],
+                m["scope_hash"],
+                m["erased_at"],
+                m["operator"],
+                m["reason"],
+                tuple(sorted(erased[m["erasure_id"]])),
+                m["origin_node"] or "",
+            )
+            for m in found
+        ]
+
+    def votes_under(self, voter: str, prefixes: Collection[str]) -> list[Vote]:
+        rows = select_under(
+            self._c, _SELECT_VOTES, "vote.key_id", prefixes, [("vote.voter", voter)]
+        )
+        return [_vote(r) for r in rows]

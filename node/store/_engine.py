@@ -1,0 +1,80 @@
+"""Engine set-up: SQLite's pragmas and transaction control, PostgreSQL's connection checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, event
+from sqlalchemy.engine import Connection
+from sqlalchemy.pool import StaticPool
+from sqlmodel import create_engine
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; SQLite gets WAL, a busy timeout, secure_delete and BEGIN IMMEDIATE."""
+    if not url.startswith("sqlite"):
+        return create_engine(url, pool_pre_ping=True)
+    memory = url in ("sqlite://", "sqlite:///:memory:")
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": 30},
+        poolclass=StaticPool if memory else None,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Take transaction control from pysqlite so BEGIN IMMEDIATE is ours to emit.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        if not memory:
+            cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=FULL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        # Erased values must not survive in free pages.
+        cur.execute("PRAGMA secure_delete=ON")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mode = "IMMEDIATE" if conn.get_execution_options().get("write") else "DEFERRED"
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+def is_memory(engine: Engine) -> bool:
+    """An in-memory SQLite database: one shared connection, one transaction at a time."""
+    return isinstance(engine.pool, StaticPool)
+
+
+def lock_writer(conn: Connection) -> None:
+    """Holds the store's write lock for the rest of the transaction: SQLite's BEGIN
+    IMMEDIATE already does; PostgreSQL takes an advisory lock, one writer at a time."""
+    if conn.dialect.name != "sqlite":
+        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7210432)")
+
+
+# Tables whose rows an erasure removes (values, sources, or the key's text).
+_ERASED_TABLES = (
+    "evidence",
+    "decision",
+    "belief",
+    "belief_change",
+    "vote",
+    "retraction",
+    "pin",
+)
+
+
+def reclaim_erased(engine: Engine) -> None:
+    """Pushes erased bytes out of the WAL (SQLite) or dead tuples (PostgreSQL)."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        else:
+            # A plain VACUUM frees dead row versions but leaves their bytes in the pages;
+            # VACUUM FULL writes each table anew and drops the old files. It locks the
+            # table while it runs: erasures are rare operator actions.
+            for table in _ERASED_TABLES:
+                conn.exec_driver_sql(f"VACUUM FULL {table}")

@@ -1,0 +1,147 @@
+"""Evidence and retractions: what each key holds, looked up by id or idempotency key,
+the versions it succeeded, and the decay sweep's pages and status changes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Mapping, Sequence
+
+from sqlalchemy import or_, select, update
+
+from factnode.core import (
+    Arbitrated,
+    Evidence,
+    EvidenceStatus,
+    Key,
+    KeyState,
+    Retraction,
+    ids,
+)
+from factnode.store._part import TransactionPart
+from factnode.store._rows import (
+    _ACTIVE,
+    _EVIDENCE_COLUMNS,
+    _EVIDENCE_KEY_ID,
+    _EVIDENCE_STATUS,
+    _RETRACTION_COLUMNS,
+    _SELECT_EVIDENCE,
+    _SELECT_EVIDENCE_ID,
+    _SELECT_RETRACTIONS,
+    D,
+    E,
+    R,
+    _evidence,
+    _evidence_values,
+)
+from factnode.store._sqltext import insert_rows, select_in
+from factnode.store.repository import chunks
+
+
+class SqlEvidence(TransactionPart):
+    """The evidence part of a transaction (with retractions, the key cache and lineage)."""
+
+    def key_states(self, keys: Collection[Key]) -> dict[Key, KeyState]:
+        if self._cache is None:
+            return self._load_states(keys)
+        return self._cache.states.read(keys, self._load_states)
+
+    def _load_states(self, keys: Collection[Key]) -> dict[Key, KeyState]:
+        by_id = {ids.key_id(k): k for k in keys}
+        evidence: dict[Key, list[Evidence]] = defaultdict(list)
+        retractions: dict[Key, list[Retraction]] = defaultdict(list)
+        active = EvidenceStatus.ACTIVE.value
+        # The status is checked here, not in SQL: given `status = ?` too, SQLite picks the
+        # (status, attribution) index and reads every active row of the table.
+        for row in select_in(self._c, _SELECT_EVIDENCE, "evidence.key_id", by_id):
+            if row[_EVIDENCE_STATUS] == active:
+                key = by_id[row[_EVIDENCE_KEY_ID]]
+                evidence[key].append(_evidence(row, key))
+        for key_id, version_id, at, recorded_at, reason in select_in(
+            self._c, _SELECT_RETRACTIONS, "retraction.key_id", by_id
+        ):
+            key = by_id[key_id]
+            retractions[key].append(Retraction(key, version_id, at, recorded_at, reason))
+        return {
+            k: KeyState(tuple(evidence.get(k, ())), tuple(retractions.get(k, ()))) for k in keys
+        }
+
+    def remembered(self, keys: Collection[Key]) -> dict[Key, Arbitrated]:
+        """What `remember` left for keys whose state has not changed since; keys without
+        it are left out."""
+        if self._cache is None:
+            return {}
+        out: dict[Key, Arbitrated] = {}
+        for key in keys:
+            memo = self._cache.arbitrated.get(key)
+            if memo is not None:
+                out[key] = memo
+        return out
+
+    def remember(self, arbitrated: Mapping[Key, Arbitrated]) -> None:
+        """Keeps each key's state as it now stands in this transaction, arbitrated."""
+        if self._cache is not None:
+            for key, memo in arbitrated.items():
+                self._cache.arbitrated.set(key, memo)
+
+    def stored_evidence_ids(self, evidence_ids: Collection[str]) -> set[str]:
+        return {
+            r[0]
+            for r in select_in(self._c, _SELECT_EVIDENCE_ID, "evidence.evidence_id", evidence_ids)
+        }
+
+    def evidence_for_idempotency_keys(self, keys: Collection[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for part in chunks(sorted(keys)):
+            for row in self._c.execute(
+                select(E.c.idempotency_key, E.c.evidence_id).where(E.c.idempotency_key.in_(part))
+            ):
+                out[row[0]] = row[1]
+        return out
+
+    def add_evidence(self, rows: Sequence[tuple[Evidence, EvidenceStatus, str | None]]) -> None:
+        insert_rows(self._c, E, _EVIDENCE_COLUMNS, [_evidence_values(*r) for r in rows])
+        if self._cache is not None:
+            self._cache.added_evidence(e for e, status, _ in rows if status is _ACTIVE)
+
+    def add_retractions(self, retractions: Sequence[Retraction]) -> None:
+        insert_rows(
+            self._c,
+            R,
+            _RETRACTION_COLUMNS,
+            [(ids.key_id(r.key), r.version_id, r.at, r.recorded_at, r.reason) for r in retractions],
+        )
+        if self._cache is not None:
+            self._cache.added_retractions(retractions)
+
+    def evidence(self, evidence_ids: Collection[str]) -> dict[str, Evidence]:
+        rows = select_in(self._c, _SELECT_EVIDENCE, "evidence.evidence_id", set(evidence_ids))
+        return {e.evidence_id: e for e in map(_evidence, rows)}
+
+    def lineage(self, key: Key) -> list[tuple[str, str]]:
+        q = select(D.c.version_id, D.c.supersedes).where(
+            D.c.key_id == ids.key_id(key), D.c.supersedes.is_not(None)
+        )
+        return [(r[0], r[1]) for r in self._c.execute(q)]
+
+    def decaying_evidence(
+        self, attributions: Collection[str], after: str, limit: int
+    ) -> list[Evidence]:
+        q = (
+            _SELECT_EVIDENCE.where(
+                E.c.status == EvidenceStatus.ACTIVE.value,
+                # Relayed evidence decays at its capped anchor's half-life (DESIGN §6).
+                or_(
+                    E.c.attribution.in_(sorted(attributions)),
+                    E.c.anchor_cap.in_(sorted(attributions)),
+                ),
+                E.c.evidence_id > after,
+            )
+            .order_by(E.c.evidence_id)
+            .limit(limit)
+        )
+        return [_evidence(r) for r in self._c.execute(q)]
+
+    def set_status(self, evidence_ids: Collection[str], status: EvidenceStatus) -> None:
+        self._forget()
+        for part in chunks(sorted(evidence_ids)):
+            self._c.execute(update(E).where(E.c.evidence_id.in_(part)).values(status=status.value))

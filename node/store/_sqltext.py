@@ -1,0 +1,122 @@
+"""Hand-built SQL for the hot paths: driver-level inserts, IN lists and prefix ranges.
+
+SQLAlchemy's compiling and expanding of parameters cost more than SQLite's own work on the
+write path, so these build each statement's text once per shape (cached) and run it with
+positional parameters in the dialect's style."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import Table
+from sqlalchemy.engine import Connection, CursorResult, Dialect
+from sqlalchemy.sql.expression import ClauseElement
+
+from factnode.store.repository import chunks
+
+
+def _mark(dialect: Dialect) -> str:
+    """The dialect's positional parameter marker (psycopg takes %s for positions)."""
+    return "?" if dialect.paramstyle == "qmark" else "%s"
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(
+    dialect: Dialect, table: Table, columns: tuple[str, ...], conflict: tuple[str, ...] = ()
+) -> str:
+    """A driver-level INSERT of `columns` with positional markers in the dialect's style;
+    with `conflict` (the primary key), a row that is already there is overwritten instead."""
+    quote = dialect.identifier_preparer
+    mark = _mark(dialect)
+    sql = (
+        f"INSERT INTO {quote.format_table(table)} ({', '.join(quote.quote(c) for c in columns)})"
+        f" VALUES ({', '.join([mark] * len(columns))})"
+    )
+    if conflict:
+        # The same upsert syntax on SQLite (3.24+) and PostgreSQL.
+        changed = ", ".join(
+            f"{quote.quote(c)} = excluded.{quote.quote(c)}" for c in columns if c not in conflict
+        )
+        sql += (
+            f" ON CONFLICT ({', '.join(quote.quote(c) for c in conflict)}) DO UPDATE SET {changed}"
+        )
+    return sql
+
+
+def insert_rows(
+    conn: Connection,
+    table: Table,
+    columns: tuple[str, ...],
+    rows: Sequence[tuple[Any, ...]],
+    conflict: tuple[str, ...] = (),
+) -> None:
+    """Inserts (or, given `conflict`, upserts) tuple rows with one driver executemany: no
+    per-row parameter building."""
+    if rows:
+        conn.exec_driver_sql(_insert_sql(conn.dialect, table, columns, conflict), list(rows))
+
+
+@functools.lru_cache(maxsize=256)
+def _in_sql(dialect: Dialect, head: ClauseElement, column: str, n: int) -> str:
+    """`head` (a statement without parameters) restricted to `column` IN `n` positional values."""
+    mark = _mark(dialect)
+    return f"{head.compile(dialect=dialect)} WHERE {column} IN ({', '.join([mark] * n)})"
+
+
+def run_in(
+    conn: Connection, head: ClauseElement, column: str, values: Collection[str]
+) -> Iterator[CursorResult[Any]]:
+    """Runs `head` over `values` in chunks at driver level, yielding each chunk's result.
+
+    The hot path's reads and deletes by id. Each chunk is padded to a power of two by
+    repeating its last value, so a handful of statement texts serve every size."""
+    for part in chunks(sorted(values)):
+        n = 1 << (len(part) - 1).bit_length()
+        params = (*part, *[part[-1]] * (n - len(part)))
+        yield conn.exec_driver_sql(_in_sql(conn.dialect, head, column, n), params)
+
+
+def select_in(
+    conn: Connection, head: ClauseElement, column: str, values: Collection[str]
+) -> Iterator[Any]:
+    """The rows of `head` whose `column` is one of `values`."""
+    for result in run_in(conn, head, column, values):
+        yield from result
+
+
+@functools.lru_cache(maxsize=64)
+def _under_sql(
+    dialect: Dialect, head: ClauseElement, column: str, fixed: tuple[str, ...], n: int
+) -> str:
+    """`head` restricted to rows whose `column` lies in one of `n` prefix ranges, with the
+    `fixed` columns equal to given values inside each range's term (so that each term is
+    one index range and the database can answer the OR range by range)."""
+    mark = _mark(dialect)
+    same = "".join(f"{c} = {mark} AND " for c in fixed)
+    term = f"({same}{column} >= {mark} AND {column} < {mark})"
+    where = " OR ".join([term] * n) if n else " AND ".join(f"{c} = {mark}" for c in fixed)
+    return f"{head.compile(dialect=dialect)}" + (f" WHERE {where}" if where else "")
+
+
+def select_under(
+    conn: Connection,
+    head: ClauseElement,
+    column: str,
+    prefixes: Collection[str],
+    fixed: Sequence[tuple[str, Any]] = (),
+) -> Iterator[Any]:
+    """The rows of `head` whose hex `column` starts with one of `prefixes` (the empty prefix:
+    every row), `fixed` columns equal to their values; a few statements for many prefixes."""
+    names = tuple(c for c, _ in fixed)
+    values = tuple(v for _, v in fixed)
+    wanted = sorted(set(prefixes))
+    if "" in wanted:
+        yield from conn.exec_driver_sql(_under_sql(conn.dialect, head, column, names, 0), values)
+        return
+    for part in chunks(wanted, 64):
+        n = 1 << (len(part) - 1).bit_length()
+        padded = [*part, *[part[-1]] * (n - len(part))]
+        params = tuple(x for p in padded for x in (*values, p, p + "g"))
+        yield from conn.exec_driver_sql(_under_sql(conn.dialect, head, column, names, n), params)

@@ -1,0 +1,161 @@
+"""Erasure: what a scope covers, overwriting and removing it, and the tombstones left."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from sqlalchemy import and_, delete, func, insert, select, update
+
+from factnode.core import (
+    Evidence,
+    Key,
+    ids,
+)
+from factnode.store._part import TransactionPart
+from factnode.store._rows import (
+    _SELECT_EVIDENCE,
+    BC,
+    EE,
+    ER,
+    D,
+    E,
+    P,
+    R,
+    _evidence,
+)
+from factnode.store._sqltext import select_in
+from factnode.store.repository import (
+    Tombstone,
+    chunks,
+)
+
+
+class SqlTombstones(TransactionPart):
+    """The erasure part of a transaction: scopes, overwriting and tombstones."""
+
+    def erased(self, evidence: Sequence[Evidence]) -> set[str]:
+        if not evidence or self._c.scalar(select(func.count()).select_from(ER)) == 0:
+            return set()
+        out: set[str] = set()
+        for part in chunks(sorted({e.evidence_id for e in evidence})):
+            out.update(self._c.scalars(select(EE.c.evidence_id).where(EE.c.evidence_id.in_(part))))
+        # Evidence recorded before a key or subject erasure never comes back.
+        scopes = {ids.key_id(e.key) for e in evidence} | {
+            ids.subject_id(e.key.namespace, e.key.subject) for e in evidence
+        }
+        erased_at: dict[str, int] = {}
+        for part in chunks(sorted(scopes)):
+            for row in self._c.execute(
+                select(ER.c.scope_hash, func.max(ER.c.erased_at))
+                .where(ER.c.scope_hash.in_(part), ER.c.scope.in_(("key", "subject")))
+                .group_by(ER.c.scope_hash)
+            ):
+                erased_at[row[0]] = row[1]
+        for e in evidence:
+            for scope in (ids.key_id(e.key), ids.subject_id(e.key.namespace, e.key.subject)):
+                if scope in erased_at and e.first_recorded_at <= erased_at[scope]:
+                    out.add(e.evidence_id)
+        return out
+
+    def evidence_in_scope(
+        self, scope: str, evidence_id: str | None, key: Key | None, subject: tuple[str, str] | None
+    ) -> list[Evidence]:
+        if scope == "evidence":
+            cond = E.c.evidence_id == evidence_id
+        elif scope == "key":
+            assert key is not None
+            cond = E.c.key_id == ids.key_id(key)
+        else:
+            assert subject is not None
+            cond = and_(E.c.namespace == subject[0], E.c.subject == subject[1])
+        return [_evidence(r) for r in self._c.execute(_SELECT_EVIDENCE.where(cond))]
+
+    def erase(
+        self, evidence_ids: Collection[str], held_by: Collection[Key], forget_keys: Collection[Key]
+    ) -> None:
+        """Overwrites values and sources in place, then removes the rows and the decisions
+        about them (found under `held_by`, the keys the erased evidence belongs to).
+
+        For `forget_keys` (erasure by key or subject) the key's log rows go too, so
+        not even the key text stays behind.
+        """
+        self._forget()
+        doomed = set(evidence_ids)
+        decided: list[int] = []
+        for part in chunks(sorted(ids.key_id(k) for k in held_by)):
+            q = select(D.c.seq, D.c.evidence_id).where(D.c.key_id.in_(part))
+            decided.extend(seq for seq, eid in self._c.execute(q) if eid in doomed)
+        for seqs in chunks(decided):
+            self._c.execute(delete(D).where(D.c.seq.in_(seqs)))
+        for part in chunks(sorted(doomed)):
+            # Overwrite first: every page that held the text is rewritten, not just unlinked.
+            self._c.execute(
+                update(E)
+                .where(E.c.evidence_id.in_(part))
+                .values(object="", source="", idempotency_key=None, corrects=None)
+            )
+            self._c.execute(delete(E).where(E.c.evidence_id.in_(part)))
+        for part in chunks(sorted(ids.key_id(k) for k in forget_keys)):
+            for table in (D, BC, R, P):
+                self._c.execute(delete(table).where(table.c.key_id.in_(part)))
+
+    def add_tombstone(self, tombstone: Tombstone) -> None:
+        """Records an erasure; one already recorded (the same scope, instant and node: a
+        repeated request) only gains the evidence ids it did not list yet."""
+        if tombstone.erasure_id in self.known_erasures([tombstone.erasure_id]):
+            self._add_erased_ids(tombstone)
+            return
+        self._c.execute(
+            insert(ER),
+            {
+                "erasure_id": tombstone.erasure_id,
+                "scope": tombstone.scope,
+                "scope_hash": tombstone.scope_hash,
+                "erased_at": tombstone.erased_at,
+                "operator": tombstone.operator,
+                "reason": tombstone.reason,
+                "evidence_count": len(tombstone.evidence_ids),
+                "origin_node": tombstone.origin_node or None,
+            },
+        )
+        self._add_erased_ids(tombstone)
+
+    def _add_erased_ids(self, tombstone: Tombstone) -> None:
+        known = self.erased_ids(tombstone.evidence_ids)
+        fresh = [e for e in tombstone.evidence_ids if e not in known]
+        if fresh:
+            self._c.execute(
+                insert(EE), [{"evidence_id": e, "erasure_id": tombstone.erasure_id} for e in fresh]
+            )
+
+    def erased_ids(self, evidence_ids: Collection[str]) -> set[str]:
+        out: set[str] = set()
+        for part in chunks(sorted(evidence_ids)):
+            out.update(self._c.scalars(select(EE.c.evidence_id).where(EE.c.evidence_id.in_(part))))
+        return out
+
+    def known_erasures(self, erasure_ids: Collection[str]) -> set[str]:
+        out: set[str] = set()
+        for part in chunks(sorted(erasure_ids)):
+            out.update(self._c.scalars(select(ER.c.erasure_id).where(ER.c.erasure_id.in_(part))))
+        return out
+
+    def evidence_covered(self, tombstone: Tombstone) -> list[Evidence]:
+        """Stored evidence a replicated erasure covers: its ids, or its scope recorded before it."""
+        found = [
+            _evidence(r)
+            for r in select_in(
+                self._c, _SELECT_EVIDENCE, "evidence.evidence_id", set(tombstone.evidence_ids)
+            )
+        ]
+        if tombstone.scope in ("key", "subject"):
+            col = E.c.key_id if tombstone.scope == "key" else E.c.subject_id
+            q = _SELECT_EVIDENCE.where(
+                col == tombstone.scope_hash,
+                func.coalesce(E.c.origin_recorded_at, E.c.recorded_at) <= tombstone.erased_at,
+            )
+            seen = {e.evidence_id for e in found}
+            found += [
+                e for e in (_evidence(r) for r in self._c.execute(q)) if e.evidence_id not in seen
+            ]
+        return found

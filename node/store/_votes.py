@@ -1,0 +1,76 @@
+"""Votes held from peers and cast here: one per voter and key."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from sqlalchemy import delete
+
+from factnode.core import (
+    Key,
+    ids,
+)
+from factnode.core.consensus import Vote
+from factnode.store._part import TransactionPart
+from factnode.store._rows import (
+    _SELECT_VOTES,
+    _VOTE_COLUMNS,
+    V,
+    _vote,
+    _vote_values,
+)
+from factnode.store._sqltext import insert_rows, select_in
+from factnode.store.cache import by_voter
+from factnode.store.repository import chunks
+
+
+class SqlVotes(TransactionPart):
+    """The vote part of a transaction."""
+
+    def votes(self, keys: Collection[Key]) -> dict[Key, list[Vote]]:
+        if self._cache is None:
+            return self._load_votes(keys)
+        cached = self._cache.votes.read(
+            keys, lambda missing: {k: by_voter(vs) for k, vs in self._load_votes(missing).items()}
+        )
+        return {k: list(vs) for k, vs in cached.items()}
+
+    def _load_votes(self, keys: Collection[Key]) -> dict[Key, list[Vote]]:
+        out: dict[Key, list[Vote]] = {k: [] for k in keys}
+        for row in select_in(self._c, _SELECT_VOTES, "vote.key_id", {ids.key_id(k) for k in keys}):
+            v = _vote(row)
+            out[v.key].append(v)
+        return out
+
+    def put_votes(self, votes: Sequence[Vote]) -> None:
+        if votes:
+            # One vote per voter and key: the latest replaces the one held.
+            insert_rows(
+                self._c, V, _VOTE_COLUMNS, [_vote_values(v) for v in votes], ("voter", "key_id")
+            )
+            if self._cache is not None:
+                self._cache.put_votes(votes)
+
+    def delete_votes(self, voter: str, keys: Collection[Key]) -> None:
+        for part in chunks(sorted(ids.key_id(k) for k in keys)):
+            self._c.execute(delete(V).where(V.c.voter == voter, V.c.key_id.in_(part)))
+        if self._cache is not None:
+            self._cache.deleted_votes(voter, keys)
+
+    def votes_on_evidence(self, evidence_ids: Collection[str]) -> list[Vote]:
+        out: list[Vote] = []
+        for part in chunks(sorted(evidence_ids)):
+            out.extend(
+                _vote(r) for r in self._c.execute(_SELECT_VOTES.where(V.c.evidence_id.in_(part)))
+            )
+        return out
+
+    def delete_votes_on_keys(self, keys: Collection[Key]) -> None:
+        self._forget()
+        for part in chunks(sorted(ids.key_id(k) for k in keys)):
+            self._c.execute(delete(V).where(V.c.key_id.in_(part)))
+
+    def delete_votes_on_evidence(self, evidence_ids: Collection[str]) -> None:
+        self._forget()
+        for part in chunks(sorted(evidence_ids)):
+            self._c.execute(delete(V).where(V.c.evidence_id.in_(part)))

@@ -503,6 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="start a small local federation and walk through a conflict, a consensus and a contested key",
     )
+    p.add_argument("--keep", action="store_true", help="leave the nodes running afterwards")
     p.set_defaults(run=None)
 
     p = sub.add_parser("submit", parents=[common], help="submit a fact and print the decision")
@@ -638,7 +639,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from factnode.demo import main as demo
 
-        demo()
+        demo(["--keep"] if args.keep else [])
         return EXIT_OK
     try:
         client = Client(args)

@@ -3,11 +3,16 @@ Kubernetes manifests as YAML documents."""
 
 from __future__ import annotations
 
+import queue
 import re
+import subprocess
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,3 +85,28 @@ def k8s_object(kind: str, name: str) -> dict[str, Any]:
     found = [d for _, d in k8s_documents() if d["kind"] == kind and d["metadata"]["name"] == name]
     assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
     return found[0]
+
+
+def read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> list[str]:
+    """Lines from proc's stdout up to and including the one containing marker."""
+    assert proc.stdout is not None
+    stdout = proc.stdout
+    lines: queue.Queue[str] = queue.Queue()
+    seen: list[str] = []
+
+    def drain() -> None:
+        for line in iter(stdout.readline, ""):
+            lines.put(line)
+            if marker in line:
+                return
+
+    threading.Thread(target=drain, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            seen.append(lines.get(timeout=left))
+        except queue.Empty:
+            break
+        if marker in seen[-1]:
+            return seen
+    pytest.fail(f"no {marker!r} within {timeout}s; output:\n{''.join(seen)}")

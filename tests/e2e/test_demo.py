@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import queue
 import re
 import signal
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from _deploy import read_until
 from _e2e import CLI_TIMEOUT, Cli, factnode_command, isolated_env
 
 # gRPC's C core logs as `I1201 01:09:50.025 25793 file.cc:110] ...`; absl adds a banner.
@@ -50,31 +48,6 @@ def test_demo_shows_the_deciding_numbers_and_no_grpc_log_lines(tmp_path: Path) -
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
-def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> list[str]:
-    """Lines from proc's stdout up to and including the one containing marker."""
-    assert proc.stdout is not None
-    stdout = proc.stdout
-    lines: queue.Queue[str] = queue.Queue()
-    seen: list[str] = []
-
-    def drain() -> None:
-        for line in iter(stdout.readline, ""):
-            lines.put(line)
-            if marker in line:
-                return
-
-    threading.Thread(target=drain, daemon=True).start()
-    deadline = time.monotonic() + timeout
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            seen.append(lines.get(timeout=left))
-        except queue.Empty:
-            break
-        if marker in seen[-1]:
-            return seen
-    pytest.fail(f"no {marker!r} within {timeout}s; output:\n{''.join(seen)}")
-
-
 @pytest.mark.slow
 def test_demo_keep_leaves_nodes_to_review_until_interrupted(tmp_path: Path) -> None:
     """With --keep the nodes serve after the walkthrough: the contested key can be listed and
@@ -89,7 +62,7 @@ def test_demo_keep_leaves_nodes_to_review_until_interrupted(tmp_path: Path) -> N
         env=env,
     )
     try:
-        lines = _read_until(proc, "stop: Ctrl-C", DEMO_TIMEOUT)
+        lines = read_until(proc, "stop: Ctrl-C", DEMO_TIMEOUT)
         text = "".join(lines)
         address = re.search(r"review list --address (127\.0\.0\.1:\d+)", text)
         assert address, text

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from _deploy import DEPLOY, compose_env
+from _deploy import DEPLOY, compose_env, read_until
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
@@ -72,7 +72,7 @@ def _free_base_port() -> int:
 
 
 def test_local_cluster_script_starts_a_converging_federation(tmp_path: Path) -> None:
-    """deploy/local-cluster.sh starts three nodes that sync a fact to each other, and stops them."""
+    """deploy/local-cluster.sh starts three nodes, says so once all serve, and they sync a fact to each other."""
     base = _free_base_port()
     env = {
         **os.environ,
@@ -85,11 +85,14 @@ def test_local_cluster_script_starts_a_converging_federation(tmp_path: Path) -> 
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
     addresses = [f"127.0.0.1:{base + 2 * i}" for i in (1, 2, 3)]
     key = pb.Key(namespace="team:infra", subject="build", predicate="python_version")
     try:
+        ready = read_until(proc, "nodes serving", 90)
+        assert "all 3 nodes serving" in ready[-1]
         channels = [grpc.insecure_channel(a) for a in addresses]
         for ch in channels:
             grpc.channel_ready_future(ch).result(timeout=30)

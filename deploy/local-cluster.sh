@@ -47,5 +47,15 @@ for i in $(seq 1 "$n"); do
   pids+=("$!")
   echo "node-$i: factnode status --address 127.0.0.1:$((base_port + 2 * i))   (log $dir/node-$i.log)"
 done
-echo "cluster files in $dir; Ctrl-C stops the nodes"
+# Ready when every node's grpc.health.v1 says SERVING (bounded: 30 s per node).
+for i in $(seq 1 "$n"); do
+  address="127.0.0.1:$((base_port + 2 * i))"
+  for _ in $(seq 1 60); do
+    "$factnode" health --address "$address" --timeout 1 >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  "$factnode" health --address "$address" --timeout 1 >/dev/null 2>&1 \
+    || { echo "node-$i did not start: see $dir/node-$i.log" >&2; exit 1; }
+done
+echo "all $n nodes serving; cluster files in $dir; Ctrl-C stops the nodes"
 wait

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import os
 from pathlib import Path
 
 from cryptography import x509
@@ -19,14 +20,20 @@ VALID_DAYS = 825
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
+    """Readable by its owner only, from the first byte: the file is created 0600.
+
+    The owner is whoever runs `factnode certs`, so run it as the user that serves
+    (the compose file does, in the image; Kubernetes mounts keys from a Secret).
+    """
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
     )
-    path.chmod(0o600)
+    path.unlink(missing_ok=True)  # a reissue must not inherit an older file's mode
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(pem)
 
 
 def _load(out: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None:

@@ -24,6 +24,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 import factnode
+from factnode import health
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 
@@ -502,6 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="start a small local federation and walk through a conflict, a consensus and a contested key",
     )
+    p.add_argument("--keep", action="store_true", help="leave the nodes running afterwards")
     p.set_defaults(run=None)
 
     p = sub.add_parser("submit", parents=[common], help="submit a fact and print the decision")
@@ -597,6 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sync", parents=[common], help="run a sync round now (operator)")
     p.add_argument("--peer", help="only this peer node id")
     p.set_defaults(run=cmd_sync)
+    health.add_command(sub)
     return parser
 
 
@@ -631,10 +634,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_serve(args)
     if args.command == "certs":
         return cmd_certs(args)
+    if args.command == "health":
+        return health.run(args)
     if args.command == "demo":
         from factnode.demo import main as demo
 
-        demo()
+        demo(["--keep"] if args.keep else [])
         return EXIT_OK
     try:
         client = Client(args)

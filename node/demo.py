@@ -1,13 +1,22 @@
 """`factnode demo`: a small local federation that walks through a conflict, a consensus
-and a contested key, over the real gRPC API and mutual TLS, in a temporary directory."""
+and a contested key, over the real gRPC API and mutual TLS, in a temporary directory.
+
+Each step prints the numbers that decided it: anchors and event times for a rule, vote
+weights and shares for consensus. With `--keep` the nodes stay up afterwards so a
+newcomer can try `factnode review` on them.
+"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
+import os
+import signal
 import socket
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +27,7 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.certs import issue_node_cert
 from factnode.config import Peer, Settings
+from factnode.core import Policy
 from factnode.server.app import Node
 
 NODES = ("alpha", "beta", "gamma")
@@ -57,8 +67,35 @@ class _Client:
         return await self.facts.GetBelief(pb.GetBeliefRequest(key=key), timeout=TIMEOUT)
 
 
-async def run_demo(say: Callable[[str], None] = print) -> None:
-    """Starts three nodes, walks through the scenarios, and stops them."""
+def _tallies(tallies: Sequence[pb.VersionTally]) -> list[str]:
+    """One line per version: its share of the counted weight, the weight, and who voted."""
+    lines = []
+    for t in sorted(tallies, key=lambda t: (-t.weight, t.object)):
+        voters = ", ".join(t.voters) or "no vote"
+        lines.append(
+            f"    {t.object or t.version_id[:12]!r:8} {t.share_milli / 10:5.1f}%"
+            f"  weight {t.weight:>15,}  votes: {voters}"
+        )
+    return lines
+
+
+def _days(days: float) -> str:
+    return f"{days:g} day" + ("" if days == 1 else "s")
+
+
+def _leader(tallies: Sequence[pb.VersionTally]) -> str:
+    best = max(tallies, key=lambda t: (t.weight, t.object))
+    return f"{best.object!r} has {best.share_milli / 10:.1f}%"
+
+
+def _threshold() -> str:
+    threshold = Policy().consensus_threshold
+    return f"{float(threshold) * 100:g}%"
+
+
+async def run_demo(say: Callable[[str], None] = print, keep: asyncio.Event | None = None) -> None:
+    """Starts three nodes and walks through the scenarios; then, with `keep`, leaves them
+    serving until that event is set, and stops them."""
     with tempfile.TemporaryDirectory(prefix="factnode-demo-") as tmp:
         root = Path(tmp)
         fed_ports = {n: _free_port() for n in NODES}
@@ -98,41 +135,79 @@ async def run_demo(say: Callable[[str], None] = print) -> None:
                     state = pb.BeliefState.Name(b.state).removeprefix("BELIEF_STATE_")
                     say(f"  {n:6} believes {b.object!r:10} {state:10} rule {b.rule}")
 
+            anchors = Policy().anchors
+
+            def fact(who: str, value: str, anchor: str, days_ago: float) -> str:
+                return f"{who}: {value!r} ({anchor}, anchor {anchors[anchor]}, event time {_days(days_ago)} ago)"
+
             say("\n1. A conflict on one node, decided by rule (no LLM, no votes)")
             home = pb.Key(namespace="user:ana", subject="ana", predicate="lives_in")
             r = await clients["alpha"].submit(home, "Porto", "user_stated", "ana", 200)
             say(
-                f"  alpha: Ana says she lives in Porto -> {pb.Outcome.Name(r.decision.outcome)[8:]} ({r.decision.rule})"
+                f"  alpha: {fact('Ana says she lives in', 'Porto', 'user_stated', 200)}\n"
+                f"    -> {pb.Outcome.Name(r.decision.outcome)[8:]} by rule {r.decision.rule}"
             )
             r = await clients["alpha"].submit(home, "Lisbon", "llm_generated", "scraper", 10)
             say(
-                f"  alpha: a scraper's newer guess: Lisbon -> {pb.Outcome.Name(r.decision.outcome)[8:]} ({r.decision.rule})"
+                f"  alpha: {fact('a scraper guesses', 'Lisbon', 'llm_generated', 10)}\n"
+                f"    -> {pb.Outcome.Name(r.decision.outcome)[8:]} by rule {r.decision.rule}"
             )
             r = await clients["alpha"].submit(home, "Faro", "user_stated", "ana", 5)
             say(
-                f"  alpha: Ana says she moved to Faro -> {pb.Outcome.Name(r.decision.outcome)[8:]} ({r.decision.rule})"
+                f"  alpha: {fact('Ana says she moved to', 'Faro', 'user_stated', 5)}\n"
+                f"    -> {pb.Outcome.Name(r.decision.outcome)[8:]} by rule {r.decision.rule}"
             )
             explained = await clients["alpha"].facts.Explain(
                 pb.ExplainRequest(key=home), timeout=TIMEOUT
             )
             for comparison in explained.comparisons:
                 say(f"  why not {comparison.object!r}? {comparison.rule}: {comparison.reason}")
+            say("  (votes play no part here: one node, one key, the rule order decides)")
 
             say("\n2. Consensus: three agents observe the build target; two agree")
+            say(
+                "  each node votes for its own belief, weighted anchor x worth (thousandths)"
+                f" x freshness;\n  a version needs more than {_threshold()} of the weight"
+            )
             build = pb.Key(namespace="team:infra", subject="build", predicate="python_version")
-            await clients["alpha"].submit(build, "3.12", "agent_observed", "ci-log", 1)
-            await clients["beta"].submit(build, "3.12", "api_response", "pypi-metadata", 1)
-            await clients["gamma"].submit(build, "3.11", "agent_observed", "old-readme", 1)
+            for n, value, anchor, source in (
+                ("alpha", "3.12", "agent_observed", "ci-log"),
+                ("beta", "3.12", "api_response", "pypi-metadata"),
+                ("gamma", "3.11", "agent_observed", "old-readme"),
+            ):
+                await clients[n].submit(build, value, anchor, source, 1)
+                say(f"  {n}: {fact(source, value, anchor, 1)}")
             await sync()
             await show(build)
-
+            tallies = (await clients["alpha"].belief(build)).tallies
+            say("  the tally on alpha (every node counts the same votes):")
+            for line in _tallies(tallies):
+                say(line)
+            say(
+                f"  {_leader(tallies)}, more than {_threshold()}: every node serves it"
+                " (rule federation_consensus)"
+            )
             say("\n3. A contested key: independent evidence split with no >66% supermajority")
             team = pb.Key(namespace="team:infra", subject="oncall", predicate="lead")
-            await clients["alpha"].submit(team, "Ravi", "agent_observed", "calendar", 1)
-            await clients["beta"].submit(team, "Mei", "agent_observed", "pager", 1)
-            await clients["gamma"].submit(team, "Mei", "agent_inferred", "chat", 1)
+            for n, value, anchor, source in (
+                ("alpha", "Ravi", "agent_observed", "calendar"),
+                ("beta", "Mei", "agent_observed", "pager"),
+                ("gamma", "Mei", "agent_inferred", "chat"),
+            ):
+                await clients[n].submit(team, value, anchor, source, 1)
+                say(f"  {n}: {fact(source, value, anchor, 1)}")
             await sync()
             await show(team)
+            contested = await clients["alpha"].review.GetContested(
+                pb.GetContestedRequest(key=team), timeout=TIMEOUT
+            )
+            say("  the tally on alpha:")
+            for line in _tallies(contested.versions):
+                say(line)
+            say(
+                f"  {_leader(contested.versions)}, not more than {_threshold()}: the key is"
+                " CONTESTED, each node serves its own belief, and it waits for review"
+            )
             queue = await clients["alpha"].review.ListContested(
                 pb.ListContestedRequest(), timeout=TIMEOUT
             )
@@ -142,6 +217,20 @@ async def run_demo(say: Callable[[str], None] = print) -> None:
             say(
                 "  an operator would now run: factnode review resolve team:infra oncall lead --value Mei --reason ..."
             )
+            if keep is not None:
+                say("\nThe nodes keep running (no tokens: loopback only, you are an operator):")
+                for n, node in nodes.items():
+                    say(f"  {n:6} 127.0.0.1:{node.port}")
+                alpha = f"127.0.0.1:{nodes['alpha'].port}"
+                say(f"  try:  factnode review list --address {alpha}")
+                say(f"        factnode review show team:infra oncall lead --address {alpha}")
+                say(
+                    f"        factnode review resolve team:infra oncall lead --value Mei --reason 'asked the team' --address {alpha}"
+                )
+                say(
+                    f"  stop: Ctrl-C (or kill -TERM {os.getpid()}); the demo's data is then removed"
+                )
+                await keep.wait()
         finally:
             for c in clients.values():
                 await c.channel.close(None)
@@ -150,7 +239,44 @@ async def run_demo(say: Callable[[str], None] = print) -> None:
         say("\nstopped the demo nodes and removed their data")
 
 
-def main() -> None:
+async def _run_and_keep() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await run_demo(lambda line: print(line, flush=True), keep=stop)
+
+
+# gRPC's C core reads its log settings from the environment once, when `grpc` is
+# first imported, which the CLI has done before it gets here: the demo therefore runs
+# in a fresh interpreter with gRPC's own logging off, so none of its lines (connection
+# errors while peers start and stop, a user's GRPC_TRACE) interleave with the walkthrough.
+_QUIET = "FACTNODE_DEMO_QUIET"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`factnode demo [--keep]`."""
+    parser = argparse.ArgumentParser(prog="factnode demo")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the nodes running after the walkthrough (stop with Ctrl-C)",
+    )
+    args = parser.parse_args(argv)
+    if os.environ.get(_QUIET) != "1":
+        env = {k: v for k, v in os.environ.items() if k != "GRPC_TRACE"}
+        env.update({_QUIET: "1", "GRPC_VERBOSITY": "NONE"})
+        demo_argv = ["--keep"] if args.keep else []
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, "-m", "factnode.demo", *demo_argv], env)
     # Peers that are not up yet, or already stopped, are expected here: keep the walkthrough readable.
-    logging.getLogger("factnode.federation").setLevel(logging.CRITICAL)
-    asyncio.run(run_demo())
+    for name in ("factnode.federation", "grpc", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    if args.keep:
+        asyncio.run(_run_and_keep())
+    else:
+        asyncio.run(run_demo(lambda line: print(line, flush=True)))
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,6 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from factnode.api.v1 import factnode_pb2 as pb
-from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.clock import Clock, SystemClock
 from factnode.config import ConfigError, Peer, Settings, check_exposure, redact_url
 from factnode.federation._index import index_of
@@ -23,14 +22,12 @@ from factnode.federation.sync import FederationEndpoint, Syncer
 from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles
 from factnode.ledger import Ledger, ensure_node_id
 from factnode.metrics import Metrics
+from factnode.server._admin import AdminServicer
 from factnode.server._auth import AuthInterceptor
-from factnode.server._services import (
-    AdminServicer,
-    Changes,
-    FactServicer,
-    NodeContext,
-    ReviewServicer,
-)
+from factnode.server._context import Changes, NodeContext
+from factnode.server._decoding import add_service
+from factnode.server._fact import FactServicer
+from factnode.server._review import ReviewServicer
 from factnode.store import SqlRepository
 
 log = logging.getLogger("factnode.server")
@@ -97,7 +94,7 @@ class Node:
         tls = self._tls()
         server = grpc.aio.server(options=options)
         endpoint = FederationEndpoint(self.ledger, s.peers)
-        pb_grpc.add_FederationServiceServicer_to_server(FederationServicer(endpoint), server)
+        add_service(server, FederationServicer(endpoint), "FederationService")
         creds = grpc.ssl_server_credentials(
             [(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=True
         )
@@ -123,9 +120,9 @@ class Node:
         ctx = NodeContext(
             self.ledger, self.metrics, Changes(), s.listen, redact_url(s.db_url), self.syncer
         )
-        pb_grpc.add_FactServiceServicer_to_server(FactServicer(ctx), server)
-        pb_grpc.add_ReviewServiceServicer_to_server(ReviewServicer(ctx), server)
-        pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(ctx), server)
+        add_service(server, FactServicer(ctx), "FactService")
+        add_service(server, ReviewServicer(ctx), "ReviewService")
+        add_service(server, AdminServicer(ctx), "AdminService")
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (

@@ -35,8 +35,18 @@ class Unauthenticated(Exception):
     """The caller gave no valid credentials."""
 
 
+# A status travels in trailers, which clients cap (grpc: 16 KiB); echoed input is cut short.
+MAX_MESSAGE_CHARS = 1024
+MAX_DESCRIPTION_CHARS = 200
+MAX_VIOLATIONS = 20
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _status(code: int, message: str, details: Sequence[Message] = ()) -> grpc.Status:
-    proto = status_pb2.Status(code=code, message=message)
+    proto = status_pb2.Status(code=code, message=_short(message, MAX_MESSAGE_CHARS))
     for d in details:
         packed = any_pb2.Any()
         packed.Pack(d)
@@ -53,8 +63,11 @@ def _status_of(exc: BaseException, extra: list[Message]) -> grpc.Status:
     if isinstance(exc, InvalidInput):
         bad = error_details_pb2.BadRequest(
             field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.reason)
-                for v in exc.violations
+                error_details_pb2.BadRequest.FieldViolation(
+                    field=_short(v.field, MAX_DESCRIPTION_CHARS),
+                    description=_short(v.reason, MAX_DESCRIPTION_CHARS),
+                )
+                for v in exc.violations[:MAX_VIOLATIONS]
             ]
         )
         return _status(code_pb2.INVALID_ARGUMENT, f"invalid request: {exc}", [bad, *extra])

@@ -87,9 +87,13 @@ class FactServicer(pb_grpc.FactServiceServicer):
                     await flush()
             await flush()
         except Exception as exc:
-            # The batch not yet committed is dropped; what was committed is reported.
+            # The batch not yet committed is dropped. Every item before it was decided or
+            # refused, and the status says how many of each; nothing from it on was written.
+            written = pending[0][0] if pending else index
             pending.clear()
-            await abort(context, exc, [_report(results)])
+            counts = _report([r for r in results if r.index < written])
+            del counts.results[:]  # counts only: a status must fit in the trailers
+            await abort(context, exc, [counts])
         return _report(results)
 
     @unary

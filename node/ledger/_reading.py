@@ -13,13 +13,14 @@ from factnode.core import (
     Instant,
     InvalidInput,
     Key,
+    KeyState,
     VersionHistory,
     explain,
     history,
     ids,
     visible,
 )
-from factnode.core.consensus import Tally, tally
+from factnode.core.consensus import Tally, Vote, tally
 from factnode.ledger._model import (
     Belief,
     Explanation,
@@ -135,11 +136,39 @@ class Reading(Serving):
             served = (
                 self._beliefs(tx, [key]).get(key) if as_of is None and known_at is None else None
             )
+        return self._explained(key, state, served, as_of, known_at)
+
+    def _explained(
+        self,
+        key: Key,
+        state: KeyState,
+        served: Belief | None,
+        as_of: Instant | None = None,
+        known_at: Instant | None = None,
+    ) -> Explanation:
         evidence = visible(state.evidence, state.retractions, as_of=as_of, known_at=known_at)
         verdict, comparisons = explain(evidence, self.policy)
         if verdict is None:
             raise NotFound(f"no belief for {key}")
         return Explanation(served or belief_from_verdict(key, evidence, self.policy), comparisons)
+
+    def explain_with_tallies(
+        self, keys: Sequence[Key]
+    ) -> dict[Key, tuple[Explanation, Tally | None]]:
+        """`explain` and `tally_of` for many keys at once, in one read (a review page);
+        keys without a belief are left out."""
+        with self.repo.read() as tx:
+            states = tx.key_states(keys)
+            served = self._beliefs(tx, keys)
+            votes = tx.votes(keys)
+        out = {}
+        for key in keys:
+            try:
+                explanation = self._explained(key, states[key], served.get(key))
+            except NotFound:
+                continue
+            out[key] = (explanation, self._tally(votes[key], states[key]))
+        return out
 
     def evidence_by_ids(self, evidence_ids: Sequence[str]) -> dict[str, Evidence]:
         """Stored evidence by id (any status)."""
@@ -183,6 +212,9 @@ class Reading(Serving):
         with self.repo.read() as tx:
             votes = tx.votes([key])[key]
             state = tx.key_states([key])[key]
+        return self._tally(votes, state)
+
+    def _tally(self, votes: Sequence[Vote], state: KeyState) -> Tally | None:
         mine = [v for v in votes if v.voter == self.node_id]
         return tally(
             [*mine, *self._peer_votes_counted(votes, state)],

@@ -6,7 +6,8 @@ from factnode import _wire as cv
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.core import BeliefState
-from factnode.ledger import Belief, NotFound
+from factnode.core.consensus import Tally
+from factnode.ledger import Belief, Explanation, NotFound
 from factnode.server._auth import caller_identity
 from factnode.server._context import NodeContext, run, version_tallies
 from factnode.server._errors import Context, unary
@@ -18,18 +19,9 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
 
-    def _contested(self, belief: Belief) -> pb.ContestedKey:
-        explanation = self.ctx.ledger.explain(belief.key)
-        tallies = version_tallies(belief, explanation, self.ctx.ledger.tally_of(belief.key))
-        return pb.ContestedKey(
-            key=cv.key_pb(belief.key),
-            state=cv.state_pb(belief.state),
-            served_version_id=belief.version_id,
-            detail="; ".join(
-                f"{c.object!r}: {c.rule.value} ({c.reason})" for c in explanation.comparisons
-            ),
-            versions=tallies,
-        )
+    def _contested(self, beliefs: list[Belief]) -> list[pb.ContestedKey]:
+        details = self.ctx.ledger.explain_with_tallies([b.key for b in beliefs])
+        return [_contested_pb(b, *details[b.key]) for b in beliefs if b.key in details]
 
     @unary
     async def ListContested(
@@ -38,7 +30,7 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
         page = await run(
             self.ctx.ledger.review_queue, request.namespace, request.page_size, request.page_token
         )
-        keys = [await run(self._contested, b) for b in page.items]
+        keys = await run(self._contested, page.items)
         return pb.ListContestedResponse(keys=keys, next_page_token=page.next_page_token)
 
     @unary
@@ -49,7 +41,10 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
         belief = await run(self.ctx.ledger.belief, key)
         if belief.state is BeliefState.BELIEVED:
             raise NotFound(f"{key} is not under review (its belief is settled)")
-        return await run(self._contested, belief)
+        found = await run(self._contested, [belief])
+        if not found:
+            raise NotFound(f"{key} is not under review (it has no belief)")
+        return found[0]
 
     @unary
     async def ResolveContested(
@@ -72,3 +67,17 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
             belief=cv.belief_pb(belief) if belief else None,
             note=resolution.note,
         )
+
+
+def _contested_pb(
+    belief: Belief, explanation: Explanation, result: Tally | None
+) -> pb.ContestedKey:
+    return pb.ContestedKey(
+        key=cv.key_pb(belief.key),
+        state=cv.state_pb(belief.state),
+        served_version_id=belief.version_id,
+        detail="; ".join(
+            f"{c.object!r}: {c.rule.value} ({c.reason})" for c in explanation.comparisons
+        ),
+        versions=version_tallies(belief, explanation, result),
+    )

@@ -12,6 +12,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from factnode import _wire as wire
 from factnode import tokens
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import FieldViolation, InvalidInput
@@ -25,8 +26,6 @@ from factnode.core.validation import (
     check_text,
 )
 
-_MIN_SECONDS = -62_135_596_800
-_MAX_SECONDS = 253_402_300_799
 _TIMESTAMP = "google.protobuf.Timestamp"
 
 Out = list[FieldViolation]
@@ -42,10 +41,7 @@ def _timestamps(msg: Message, path: str, out: Out) -> None:
         for i, item in enumerate(items):
             where = f"{name}[{i}]" if fd.is_repeated else name
             if fd.message_type.full_name == _TIMESTAMP:
-                if not _MIN_SECONDS <= item.seconds <= _MAX_SECONDS:
-                    out.append(FieldViolation(where, "is outside 0001-01-01..9999-12-31"))
-                elif not 0 <= item.nanos < 1_000_000_000:
-                    out.append(FieldViolation(f"{where}.nanos", "must be in 0..999999999"))
+                wire.instant(item, where, out)
             elif not fd.message_type.GetOptions().map_entry:
                 _timestamps(item, f"{where}.", out)
 

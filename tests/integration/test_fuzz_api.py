@@ -116,6 +116,8 @@ class RunningNode:
         self._call(self.node.stop(0))
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
+        assert not self.thread.is_alive(), "the node's event loop did not stop"
+        self.loop.close()
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ MAX_NODE_ID_BYTES = 256
 MAX_OBJECT_BYTES = 4096
 MAX_SOURCE_BYTES = 1024
 MAX_IDEMPOTENCY_KEY_BYTES = 128
+MAX_REASON_BYTES = 1024
 # The range of google.protobuf.Timestamp: 0001-01-01 to 9999-12-31.
 MIN_INSTANT: Instant = -62_135_596_800_000_000
 MAX_INSTANT: Instant = 253_402_300_799_999_999
@@ -104,6 +105,19 @@ def _check_statement(
                 f"unknown trust anchor {attribution!r}; known: {', '.join(sorted(policy.anchors))}",
             )
         )
+
+
+def check_text(
+    out: list[FieldViolation], name: str, value: str, limit: int, *, required: bool
+) -> None:
+    """Adds a violation for a missing (when required) or oversized text field."""
+    _check_text(out, name, value, limit, required)
+
+
+def check_id(out: list[FieldViolation], name: str, value: str) -> None:
+    """Adds a violation unless `value` is an id as the node makes them (32 lowercase hex)."""
+    if not _is_id(value):
+        out.append(FieldViolation(name, "is not an id (32 lowercase hex digits)"))
 
 
 def check_node_id(out: list[FieldViolation], name: str, value: str) -> None:

@@ -3,10 +3,9 @@ the decision log, the change feed and counts. Reads never write."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Sequence
 
+from factnode import tokens
 from factnode.core import (
     BeliefState,
     Evidence,
@@ -38,28 +37,6 @@ from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief
 
 MAX_PAGE_SIZE = 1000
 DEFAULT_PAGE_SIZE = 100
-
-
-def _encode_token(*parts: str | int) -> str:
-    raw = "\x1f".join(str(p) for p in parts).encode()
-    return base64.urlsafe_b64encode(raw).decode()
-
-
-def _decode_token(token: str, n: int) -> list[str]:
-    try:
-        parts = base64.urlsafe_b64decode(token.encode()).decode().split("\x1f")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        parts = []
-    if len(parts) != n:
-        raise InvalidInput([FieldViolation("page_token", "is not a token this node issued")])
-    return parts
-
-
-def _decode_seq(token: str) -> int:
-    (seq,) = _decode_token(token, 1)
-    if not seq.isdigit():
-        raise InvalidInput([FieldViolation("page_token", "is not a token this node issued")])
-    return int(seq)
 
 
 def _page_size(size: int) -> int:
@@ -114,9 +91,9 @@ class Reading(Serving):
         states: tuple[BeliefState, ...] | None,
     ) -> Page[Belief]:
         size = _page_size(page_size)
-        after = tuple(_decode_token(page_token, 2)) if page_token else None
+        after = tokens.decode_key_position(page_token) if page_token else None
         with self.repo.read() as tx:
-            rows = tx.list_beliefs(namespace, subject, after, size + 1, states)  # type: ignore[arg-type]
+            rows = tx.list_beliefs(namespace, subject, after, size + 1, states)
             more = len(rows) > size
             if more:
                 extra, rows = rows[size], rows[:size]
@@ -135,7 +112,7 @@ class Reading(Serving):
         for b in rows:
             grouped.setdefault(b.key, []).append(b)
         items = [belief_from_rows(bs, reps) for bs in grouped.values()]
-        token = _encode_token(ids.key_id(rows[-1].key), rows[-1].version_id) if more else ""
+        token = tokens.key_position(ids.key_id(rows[-1].key), rows[-1].version_id) if more else ""
         return Page(items, token)
 
     def history(self, key: Key, known_at: Instant | None = None) -> list[VersionHistory]:
@@ -164,6 +141,17 @@ class Reading(Serving):
             state = tx.key_states([key])[key]
             served = self._beliefs(tx, [key]).get(key) if now_view else None
             votes = tx.votes([key])[key] if now_view else []
+        return self._explained(key, state, served, votes, as_of, known_at)
+
+    def _explained(
+        self,
+        key: Key,
+        state: KeyState,
+        served: Belief | None,
+        votes: Sequence[Vote],
+        as_of: Instant | None = None,
+        known_at: Instant | None = None,
+    ) -> Explanation:
         evidence = visible(state.evidence, state.retractions, as_of=as_of, known_at=known_at)
         verdict, local = explain(evidence, self.policy)
         if verdict is None:
@@ -210,6 +198,24 @@ class Reading(Serving):
             self_id=self.node_id,
         )
 
+    def explain_with_tallies(
+        self, keys: Sequence[Key]
+    ) -> dict[Key, tuple[Explanation, Tally | None]]:
+        """`explain` and `tally_of` for many keys at once, in one read (a review page);
+        keys without a belief are left out."""
+        with self.repo.read() as tx:
+            states = tx.key_states(keys)
+            served = self._beliefs(tx, keys)
+            votes = tx.votes(keys)
+        out = {}
+        for key in keys:
+            try:
+                explanation = self._explained(key, states[key], served.get(key), votes[key])
+            except NotFound:
+                continue
+            out[key] = (explanation, explanation.tally)
+        return out
+
     def evidence_by_ids(self, evidence_ids: Sequence[str]) -> dict[str, Evidence]:
         """Stored evidence by id (any status)."""
         with self.repo.read() as tx:
@@ -228,12 +234,12 @@ class Reading(Serving):
         if key is not None:
             check_key_input(key)
         size = _page_size(page_size)
-        after = _decode_seq(page_token) if page_token else 0
+        after = tokens.decode_seq_position(page_token) if page_token else 0
         with self.repo.read() as tx:
             rows = tx.decisions(key, namespace or None, after, size + 1)
         more = len(rows) > size
         rows = rows[:size]
-        return Page(rows, _encode_token(rows[-1].seq) if more else "")
+        return Page(rows, tokens.seq_position(rows[-1].seq) if more else "")
 
     def changes(
         self, namespace: str = "", after_seq: int = 0, limit: int = 100

@@ -43,6 +43,11 @@ def current_grant() -> TokenGrant:
     return _grant.get(LOCAL_OPERATOR)
 
 
+def caller_identity() -> str:
+    """Who the caller is, as recorded for an operator who gives no name: the token's name."""
+    return current_grant().name or "unnamed token"
+
+
 def require_write(namespace: str) -> None:
     """Writers may write only in the namespaces their token names."""
     grant = current_grant()

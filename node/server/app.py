@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -13,9 +14,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
+from sqlalchemy.exc import SQLAlchemyError
 
 from factnode.api.v1 import factnode_pb2 as pb
-from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.clock import Clock, SystemClock
 from factnode.config import ConfigError, Peer, Settings, check_exposure, redact_url
 from factnode.federation._index import index_of
@@ -23,14 +24,12 @@ from factnode.federation.sync import FederationEndpoint, Syncer
 from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles
 from factnode.ledger import Ledger, ensure_node_id
 from factnode.metrics import Metrics
+from factnode.server._admin import AdminServicer
 from factnode.server._auth import AuthInterceptor
-from factnode.server._services import (
-    AdminServicer,
-    Changes,
-    FactServicer,
-    NodeContext,
-    ReviewServicer,
-)
+from factnode.server._context import Changes, NodeContext
+from factnode.server._decoding import add_service
+from factnode.server._fact import FactServicer
+from factnode.server._review import ReviewServicer
 from factnode.store import SqlRepository
 
 log = logging.getLogger("factnode.server")
@@ -39,6 +38,25 @@ SERVICE_NAMES = tuple(
     pb.DESCRIPTOR.services_by_name[name].full_name
     for name in ("FactService", "ReviewService", "AdminService")
 )
+
+
+def check_free(address: str, setting: str) -> None:
+    """ConfigError when another process holds `address`; checked before gRPC binds, whose
+    own failure comes with a C-level log line on stderr."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host.strip("[]") or None, int(port), type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return  # gRPC reports an address it cannot resolve
+    family, kind, proto, _, sockaddr = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(sockaddr)
+        except OSError as exc:
+            raise ConfigError(setting, f"cannot listen on {address}: {exc.strerror}") from None
 
 
 class Node:
@@ -97,10 +115,11 @@ class Node:
         tls = self._tls()
         server = grpc.aio.server(options=options)
         endpoint = FederationEndpoint(self.ledger, s.peers)
-        pb_grpc.add_FederationServiceServicer_to_server(FederationServicer(endpoint), server)
+        add_service(server, FederationServicer(endpoint), "FederationService")
         creds = grpc.ssl_server_credentials(
             [(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=True
         )
+        check_free(s.federation_listen, "federation.listen")
         port = server.add_secure_port(s.federation_listen, creds)
         if port == 0:
             raise ConfigError("federation.listen", f"could not bind {s.federation_listen}")
@@ -123,9 +142,9 @@ class Node:
         ctx = NodeContext(
             self.ledger, self.metrics, Changes(), s.listen, redact_url(s.db_url), self.syncer
         )
-        pb_grpc.add_FactServiceServicer_to_server(FactServicer(ctx), server)
-        pb_grpc.add_ReviewServiceServicer_to_server(ReviewServicer(ctx), server)
-        pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(ctx), server)
+        add_service(server, FactServicer(ctx), "FactService")
+        add_service(server, ReviewServicer(ctx), "ReviewService")
+        add_service(server, AdminServicer(ctx), "AdminService")
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (
@@ -142,8 +161,10 @@ class Node:
                 root_certificates=s.tls_client_ca.read_bytes() if s.tls_client_ca else None,
                 require_client_auth=False,
             )
+            check_free(s.listen, "listen")
             port = server.add_secure_port(s.listen, creds)
         else:
+            check_free(s.listen, "listen")
             port = server.add_insecure_port(s.listen)
         if port == 0:
             raise ConfigError("listen", f"could not bind {s.listen}")
@@ -171,8 +192,9 @@ class Node:
             try:
                 report = await asyncio.to_thread(self.ledger.run_decay)
                 self.metrics.decay(report.decayed, report.tombstoned)
-            except Exception:
-                log.exception("decay round failed")
+            except Exception as exc:
+                # The type only: a traceback's message could quote a fact's value or source.
+                log.error("decay round failed: %s", type(exc).__name__)
 
     async def stop(self, grace: float | None = None) -> None:
         """Reports NOT_SERVING, lets calls finish within the grace period, and closes the store."""
@@ -196,10 +218,51 @@ class Node:
         await self.server.wait_for_termination()
 
 
+def _setting_of(settings: Settings, path: str | None) -> str:
+    """The setting that names `path`, for an error that says which file it could not read."""
+    names = ("tls_cert", "tls_key", "tls_client_ca", "federation_cert", "federation_key")
+    for name in (*names, "federation_ca"):
+        value = getattr(settings, name)
+        if value is not None and path is not None and str(value) == str(path):
+            return name
+    return "data_dir"
+
+
+def startup_error(settings: Settings, exc: Exception) -> ConfigError:
+    """A start-up failure as one line naming the setting; never a fact, never a traceback."""
+    if isinstance(exc, ConfigError):
+        return exc
+    if isinstance(exc, OSError):
+        return ConfigError(
+            _setting_of(settings, exc.filename),
+            f"cannot read {exc.filename or 'a file'}: {exc.strerror or type(exc).__name__}",
+        )
+    if isinstance(exc, SQLAlchemyError):
+        # The driver's message names the host and the reason, not a row: no statement text.
+        reason = str(getattr(exc, "orig", None) or type(exc).__name__).strip().splitlines()
+        return ConfigError(
+            "database_url",
+            f"cannot open {redact_url(settings.db_url)}: {reason[0] if reason else ''}",
+        )
+    # grpc raises RuntimeError when it cannot bind or load the credentials.
+    return ConfigError("listen", f"cannot start the server: {exc}")
+
+
+async def start_node(settings: Settings) -> tuple[Node, int]:
+    """A started node and its port; every start-up failure is a ConfigError."""
+    node: Node | None = None
+    try:
+        node = Node(settings)
+        return node, await node.start()
+    except (ConfigError, OSError, SQLAlchemyError, RuntimeError) as exc:
+        if node is not None:
+            await node.stop(0)
+        raise startup_error(settings, exc) from None
+
+
 async def serve(settings: Settings, announce: Callable[[str], None] = print) -> None:
     """Runs a node until SIGTERM or SIGINT, then shuts down gracefully."""
-    node = Node(settings)
-    port = await node.start()
+    node, port = await start_node(settings)
     host = settings.listen.rsplit(":", 1)[0]
     announce(f"factnode {node.node_id} listening on {host}:{port}")
     announce(f"store: {redact_url(settings.db_url)}")

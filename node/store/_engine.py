@@ -13,12 +13,14 @@ from sqlmodel import create_engine
 def make_engine(url: str) -> Engine:
     """An engine for `url`; SQLite gets WAL, a busy timeout, secure_delete and BEGIN IMMEDIATE."""
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True)
+        # hide_parameters: a database error must not quote a fact's value or source in a log.
+        return create_engine(url, pool_pre_ping=True, hide_parameters=True)
     memory = url in ("sqlite://", "sqlite:///:memory:")
     engine = create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": 30},
         poolclass=StaticPool if memory else None,
+        hide_parameters=True,
     )
 
     @event.listens_for(engine, "connect")

@@ -114,7 +114,7 @@ def test_watch_beliefs_yields_a_change_after_a_submit(facts: pb_grpc.FactService
         change = next(stream)
         assert change.key == pb.Key(namespace=ns, subject="rui", predicate="lives_in")
         assert change.belief.object == "Faro"
-        assert int(change.resume_token) > int(first.resume_token)
+        assert change.resume_token != first.resume_token  # opaque: resuming is the test below
     finally:
         stream.cancel()
 

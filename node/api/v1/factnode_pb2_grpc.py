@@ -95,6 +95,14 @@ class FactServiceServicer:
 
     def SubmitFacts(self, request_iterator, context):
         """Submits many facts in one client stream; each item is decided (or refused) on its own.
+        Valid items are committed in batches of 256, in stream order; the response has one
+        result per item. An item that does not decode ends the stream with INVALID_ARGUMENT
+        (its BadRequest names "request item <index>"): the batch not yet committed is dropped,
+        and the status carries a SubmitFactsResponse detail with only the counts of the items
+        before that batch (decided_count committed, invalid_count refused; no results). So the
+        first decided_count + invalid_count items were handled and nothing after them was
+        written; resend the rest (idempotency keys make a resend safe). A stream the client
+        cancels keeps the batches committed before the cancel.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

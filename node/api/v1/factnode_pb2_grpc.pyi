@@ -17,9 +17,14 @@ Conventions:
 - Ids (evidence_id, version_id, erasure_id, key ids) are lowercase hex strings.
 - An empty string means "none" for ids and free text.
 - Invalid requests fail with INVALID_ARGUMENT and a google.rpc.BadRequest
-  detail holding one field violation per bad field; nothing is written.
+  detail holding one field violation per bad field; nothing is written. A
+  request that does not decode (invalid UTF-8 in a string, truncated or random
+  bytes) is INVALID_ARGUMENT too, naming the method and what protobuf says.
+  Text limits are in UTF-8 bytes: key parts and operator names 256, reasons 1024.
 - List calls page with `page_size` (0: the server's default) and an opaque
   `page_token`; an empty `next_page_token` means there are no more pages.
+  Page and resume tokens are versioned and checked: pass them back unchanged;
+  an altered token, or one from another call, is INVALID_ARGUMENT.
 """
 
 from collections import abc as _abc
@@ -55,7 +60,16 @@ class FactServiceStub:
     SubmitFact: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.SubmitFactRequest, _factnode_pb2.SubmitFactResponse]
     """Submits one fact; every valid submission gets exactly one recorded decision."""
     SubmitFacts: _grpc.StreamUnaryMultiCallable[_factnode_pb2.SubmitFactRequest, _factnode_pb2.SubmitFactsResponse]
-    """Submits many facts in one client stream; each item is decided (or refused) on its own."""
+    """Submits many facts in one client stream; each item is decided (or refused) on its own.
+    Valid items are committed in batches of 256, in stream order; the response has one
+    result per item. An item that does not decode ends the stream with INVALID_ARGUMENT
+    (its BadRequest names "request item <index>"): the batch not yet committed is dropped,
+    and the status carries a SubmitFactsResponse detail with only the counts of the items
+    before that batch (decided_count committed, invalid_count refused; no results). So the
+    first decided_count + invalid_count items were handled and nothing after them was
+    written; resend the rest (idempotency keys make a resend safe). A stream the client
+    cancels keeps the batches committed before the cancel.
+    """
     GetBelief: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.GetBeliefRequest, _factnode_pb2.Belief]
     """The served belief for a key, optionally as of an event time and as known at an ingestion
     time; NOT_FOUND when the key has no belief then.
@@ -81,7 +95,16 @@ class FactServiceAsyncStub(FactServiceStub):
     SubmitFact: _aio.UnaryUnaryMultiCallable[_factnode_pb2.SubmitFactRequest, _factnode_pb2.SubmitFactResponse]  # type: ignore[assignment]
     """Submits one fact; every valid submission gets exactly one recorded decision."""
     SubmitFacts: _aio.StreamUnaryMultiCallable[_factnode_pb2.SubmitFactRequest, _factnode_pb2.SubmitFactsResponse]  # type: ignore[assignment]
-    """Submits many facts in one client stream; each item is decided (or refused) on its own."""
+    """Submits many facts in one client stream; each item is decided (or refused) on its own.
+    Valid items are committed in batches of 256, in stream order; the response has one
+    result per item. An item that does not decode ends the stream with INVALID_ARGUMENT
+    (its BadRequest names "request item <index>"): the batch not yet committed is dropped,
+    and the status carries a SubmitFactsResponse detail with only the counts of the items
+    before that batch (decided_count committed, invalid_count refused; no results). So the
+    first decided_count + invalid_count items were handled and nothing after them was
+    written; resend the rest (idempotency keys make a resend safe). A stream the client
+    cancels keeps the batches committed before the cancel.
+    """
     GetBelief: _aio.UnaryUnaryMultiCallable[_factnode_pb2.GetBeliefRequest, _factnode_pb2.Belief]  # type: ignore[assignment]
     """The served belief for a key, optionally as of an event time and as known at an ingestion
     time; NOT_FOUND when the key has no belief then.
@@ -116,7 +139,16 @@ class FactServiceServicer(metaclass=_abc_1.ABCMeta):
         request_iterator: _MaybeAsyncIterator[_factnode_pb2.SubmitFactRequest],
         context: _ServicerContext,
     ) -> _typing.Union[_factnode_pb2.SubmitFactsResponse, _abc.Awaitable[_factnode_pb2.SubmitFactsResponse]]:
-        """Submits many facts in one client stream; each item is decided (or refused) on its own."""
+        """Submits many facts in one client stream; each item is decided (or refused) on its own.
+        Valid items are committed in batches of 256, in stream order; the response has one
+        result per item. An item that does not decode ends the stream with INVALID_ARGUMENT
+        (its BadRequest names "request item <index>"): the batch not yet committed is dropped,
+        and the status carries a SubmitFactsResponse detail with only the counts of the items
+        before that batch (decided_count committed, invalid_count refused; no results). So the
+        first decided_count + invalid_count items were handled and nothing after them was
+        written; resend the rest (idempotency keys make a resend safe). A stream the client
+        cancels keeps the batches committed before the cancel.
+        """
 
     @_abc_1.abstractmethod
     def GetBelief(

@@ -1,0 +1,115 @@
+"""AdminService: operators erase personal data, run decay, read the status and sync."""
+
+from __future__ import annotations
+
+import time
+
+import factnode
+from factnode import _wire as cv
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.core import FieldViolation
+from factnode.ledger import NotFound
+from factnode.server._auth import caller_identity
+from factnode.server._context import NodeContext, run
+from factnode.server._errors import Context, unary
+
+
+class AdminServicer(pb_grpc.AdminServiceServicer):
+    """Operators erase personal data, run decay and read the node's status."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
+
+    @unary
+    async def Erase(self, request: pb.EraseRequest, context: Context) -> pb.EraseResponse:
+        scope = request.WhichOneof("scope")
+        report = await run(
+            self.ctx.ledger.erase,
+            evidence_id=request.evidence_id if scope == "evidence_id" else None,
+            key=cv.key(request.key) if scope == "key" else None,
+            subject=(request.subject.namespace, request.subject.subject)
+            if scope == "subject"
+            else None,
+            operator=request.operator or caller_identity(),
+            reason=request.reason,
+        )
+        self.ctx.changes.notify()
+        return pb.EraseResponse(
+            erasure_id=report.erasure_id,
+            evidence_erased=report.evidence_erased,
+            keys_affected=report.keys_affected,
+            erased_at=cv.timestamp(report.erased_at),
+        )
+
+    @unary
+    async def RunDecay(self, request: pb.RunDecayRequest, context: Context) -> pb.RunDecayResponse:
+        out: list[FieldViolation] = []
+        now = cv.optional_instant(request, "now", "now", out)
+        cv.raise_if(out)
+        report = await run(self.ctx.ledger.run_decay, now)
+        self.ctx.metrics.decay(report.decayed, report.tombstoned)
+        self.ctx.changes.notify()
+        return pb.RunDecayResponse(decayed=report.decayed, tombstoned=report.tombstoned)
+
+    @unary
+    async def GetStatus(
+        self, request: pb.GetStatusRequest, context: Context
+    ) -> pb.GetStatusResponse:
+        counts = await run(self.ctx.ledger.counts)
+        peers = []
+        now = time.time()
+        for state in self.ctx.syncer.states.values() if self.ctx.syncer else ():
+            peer = pb.PeerStatus(
+                node_id=state.peer.node_id,
+                address=state.peer.address,
+                last_error=state.last_error,
+                max_anchor=state.peer.max_anchor or self.ctx.ledger.policy.default_max_anchor,
+            )
+            if state.last_sync is not None:
+                peer.last_sync.FromNanoseconds(int(state.last_sync * 1e9))
+                peer.lag_seconds = int(now - state.last_sync)
+            peers.append(peer)
+        return pb.GetStatusResponse(
+            peers=peers,
+            node_id=self.ctx.ledger.node_id,
+            version=factnode.__version__,
+            listen_address=self.ctx.listen,
+            database=self.ctx.database,
+            counts=pb.StatusCounts(
+                evidence=counts.evidence,
+                keys=counts.keys,
+                decisions=counts.decisions,
+                contested=counts.contested,
+                ambiguous=counts.ambiguous,
+                rejected=counts.rejected,
+            ),
+        )
+
+    @unary
+    async def SyncNow(self, request: pb.SyncNowRequest, context: Context) -> pb.SyncNowResponse:
+        syncer = self.ctx.syncer
+        if syncer is None:
+            return pb.SyncNowResponse(results=[])
+        if request.peer_node_id and request.peer_node_id not in syncer.states:
+            raise NotFound(f"no configured peer {request.peer_node_id!r}")
+        results = await syncer.sync_round(only=request.peer_node_id or None, force=True)
+        self.ctx.changes.notify()
+        return pb.SyncNowResponse(
+            results=[
+                pb.PeerSyncResult(
+                    node_id=r.node_id,
+                    address=r.address,
+                    ok=r.ok,
+                    error=r.error,
+                    differing_buckets=r.differing_buckets,
+                    evidence_received=r.evidence_received,
+                    evidence_sent=r.evidence_sent,
+                    votes_received=r.votes_received,
+                    votes_sent=r.votes_sent,
+                    tombstones_received=r.tombstones_received,
+                    tombstones_sent=r.tombstones_sent,
+                )
+                for r in results
+            ]
+        )

@@ -1,0 +1,102 @@
+"""What every servicer shares: the node's context, the change signal and conversions
+that need more than one ledger read (tallies)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.core import Key
+from factnode.core.consensus import Tally
+from factnode.federation.sync import Syncer
+from factnode.ledger import Belief, Explanation, Ledger, NotFound
+from factnode.metrics import Metrics
+
+T = TypeVar("T")
+
+STREAM_BATCH = 256  # SubmitFacts commits in batches of this many valid items
+WATCH_POLL_SECONDS = 1.0
+
+
+async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    # The store is synchronous; keep it off the event loop.
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+class Changes:
+    """Wakes belief watchers when this node writes."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout: float) -> None:
+        event = self._event
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+
+
+@dataclass
+class NodeContext:
+    """What every servicer shares."""
+
+    ledger: Ledger
+    metrics: Metrics
+    changes: Changes
+    listen: str
+    database: str
+    syncer: Syncer | None = None
+
+
+def version_tallies(
+    belief: Belief, explanation: Explanation, result: Tally | None
+) -> list[pb.VersionTally]:
+    """Every version of a key: the local winner and the versions it beats, with the votes
+    behind each (weight, share, voters) where the key has votes."""
+    local_winner = (
+        explanation.local_comparisons[0].winner.version_id
+        if explanation.local_comparisons
+        else belief.version_id
+    )
+    objects = {c.version_id: c.object for c in explanation.local_comparisons}
+    rules = {c.version_id: c.rule.value for c in explanation.local_comparisons}
+    objects.setdefault(belief.version_id, belief.object)
+    if explanation.local_comparisons:
+        objects.setdefault(local_winner, explanation.local_comparisons[0].winner.object)
+    votes = {t.version_id: t for t in result.versions} if result and result.peer_voted else {}
+    order = [
+        local_winner,
+        *(v for v in objects if v != local_winner),
+        *(v for v in votes if v not in objects),
+    ]
+    out = []
+    for vid in order:
+        t = votes.get(vid)
+        out.append(
+            pb.VersionTally(
+                version_id=vid,
+                object=objects.get(vid, ""),
+                weight=t.weight if t else 0,
+                share_milli=result.share_milli(vid) if t and result else 0,
+                voters=list(t.voters) if t else [],
+                local_belief=vid == local_winner,
+                local_rule=rules.get(
+                    vid, explanation.belief.rule.value if explanation.belief else ""
+                ),
+            )
+        )
+    return out
+
+
+def maybe_belief(ledger: Ledger, key: Key) -> Belief | None:
+    try:
+        return ledger.belief(key)
+    except NotFound:
+        return None

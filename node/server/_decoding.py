@@ -1,0 +1,103 @@
+"""Requests arrive as bytes and are decoded and checked here, in one place for every RPC.
+
+gRPC would otherwise decode before any node code runs and answer a message that does not
+parse (invalid UTF-8, truncated or random bytes) with UNKNOWN. Here it is INVALID_ARGUMENT
+naming the method and what protobuf says is wrong; a decoded unary request is then checked
+against the API's documented rules (`_requests.check`) before the servicer reads or writes
+anything. Items of a client stream are decoded here and checked one by one by the servicer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError, Message
+
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.core import FieldViolation, InvalidInput
+from factnode.server._errors import Context, abort
+from factnode.server._requests import check
+
+
+class Undecodable(InvalidInput):
+    """A request (or stream item) whose bytes are not a valid protobuf message."""
+
+    def __init__(self, method: str, error: DecodeError, index: int | None = None) -> None:
+        where = "request" if index is None else f"request item {index}"
+        self.method, self.index = method, index
+        super().__init__([FieldViolation(where, f"{method} {where} does not decode: {error}")])
+
+
+def decode(method: str, cls: type[Message], data: bytes, index: int | None = None) -> Any:
+    """The message `data` encodes; Undecodable when it is not one."""
+    try:
+        return cls.FromString(data)
+    except DecodeError as exc:
+        raise Undecodable(method, exc, index) from None
+
+
+def _handler(method: str, impl: Callable[..., Any], cls: type[Message], desc: Any) -> Any:
+    response = getattr(pb, desc.output_type.name)
+    if desc.client_streaming:
+
+        async def stream_in(raw: AsyncIterator[bytes], context: Context) -> Any:
+            async def items() -> AsyncIterator[Any]:
+                index = 0
+                async for data in raw:
+                    yield decode(method, cls, data, index)
+                    index += 1
+
+            return await impl(items(), context)
+
+        return grpc.stream_unary_rpc_method_handler(
+            stream_in, response_serializer=response.SerializeToString
+        )
+
+    def parsed(data: bytes) -> Any:
+        request = decode(method, cls, data)
+        check(request)
+        return request
+
+    if desc.server_streaming:
+
+        async def stream_out(data: bytes, context: Context) -> AsyncIterator[Any]:
+            try:
+                request = parsed(data)
+            except InvalidInput as exc:
+                await abort(context, exc)
+            async for item in impl(request, context):
+                yield item
+
+        return grpc.unary_stream_rpc_method_handler(
+            stream_out, response_serializer=response.SerializeToString
+        )
+
+    async def unary(data: bytes, context: Context) -> Any:
+        try:
+            request = parsed(data)
+        except InvalidInput as exc:
+            await abort(context, exc)
+        return await impl(request, context)
+
+    return grpc.unary_unary_rpc_method_handler(
+        unary, response_serializer=response.SerializeToString
+    )
+
+
+def add_service(server: grpc.aio.Server, servicer: object, service: str) -> None:
+    """Registers `servicer` for the API's `service` with bytes-in handlers decoded here."""
+    desc = pb.DESCRIPTOR.services_by_name[service]
+    handlers = {
+        m.name: _handler(
+            f"{service}.{m.name}",
+            getattr(servicer, m.name),
+            getattr(pb, m.input_type.name),
+            m,
+        )
+        for m in desc.methods
+    }
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(desc.full_name, handlers),)
+    )

@@ -1,0 +1,229 @@
+"""FactService: agents submit facts and read beliefs, history, explanations and the log."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from google.rpc import code_pb2
+
+from factnode import _wire as cv
+from factnode import tokens
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.core import Evidence, FieldViolation, InvalidInput
+from factnode.server._auth import require_write, require_write_submission
+from factnode.server._context import NodeContext, maybe_belief, run, version_tallies
+from factnode.server._errors import (
+    Context,
+    PermissionDenied,
+    abort,
+    status_for,
+    streaming,
+    unary,
+)
+from factnode.server._requests import check
+
+STREAM_BATCH = 256  # SubmitFacts commits in batches of this many valid items
+WATCH_POLL_SECONDS = 1.0
+
+
+class FactServicer(pb_grpc.FactServiceServicer):
+    """Agents submit facts and read beliefs, history and explanations."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
+
+    @unary
+    async def SubmitFact(
+        self, request: pb.SubmitFactRequest, context: Context
+    ) -> pb.SubmitFactResponse:
+        sub = cv.submission(request)
+        require_write_submission(sub)
+        evidence = self.ctx.ledger.evidence_of(sub)
+        [done] = await run(self.ctx.ledger.ingest, [(evidence, sub.idempotency_key)])
+        self.ctx.metrics.decided([done.decision])
+        self.ctx.changes.notify()
+        return pb.SubmitFactResponse(
+            decision=cv.decision_pb(done.decision),
+            evidence_id=done.evidence_id,
+            version_id=done.version_id,
+            belief=cv.belief_pb(done.belief) if done.belief else None,
+        )
+
+    @unary
+    async def SubmitFacts(
+        self,
+        request_iterator: AsyncIterator[pb.SubmitFactRequest],
+        context: Context,
+    ) -> pb.SubmitFactsResponse:
+        results: list[pb.ItemResult] = []
+        pending: list[tuple[int, Evidence, str | None]] = []
+
+        async def flush() -> None:
+            if not pending:
+                return
+            done = await run(self.ctx.ledger.ingest, [(e, k) for _, e, k in pending])
+            self.ctx.metrics.decided([d.decision for d in done])
+            results.extend(
+                pb.ItemResult(index=i, decision=cv.decision_pb(d.decision))
+                for (i, _, _), d in zip(pending, done, strict=True)
+            )
+            pending.clear()
+            self.ctx.changes.notify()
+
+        index = 0
+        try:
+            async for item in request_iterator:
+                try:
+                    check(item)
+                    sub = cv.submission(item)
+                    require_write_submission(sub)
+                    evidence = self.ctx.ledger.evidence_of(sub)
+                    pending.append((index, evidence, sub.idempotency_key))
+                except (InvalidInput, PermissionDenied) as exc:
+                    results.append(pb.ItemResult(index=index, error=_item_error(exc)))
+                index += 1
+                if len(pending) >= STREAM_BATCH:
+                    await flush()
+            await flush()
+        except Exception as exc:
+            # The batch not yet committed is dropped. Every item before it was decided or
+            # refused, and the status says how many of each; nothing from it on was written.
+            written = pending[0][0] if pending else index
+            pending.clear()
+            counts = _report([r for r in results if r.index < written])
+            del counts.results[:]  # counts only: a status must fit in the trailers
+            await abort(context, exc, [counts])
+        return _report(results)
+
+    @unary
+    async def GetBelief(self, request: pb.GetBeliefRequest, context: Context) -> pb.Belief:
+        as_of, known_at = cv.time_travel(request)
+        belief = await run(self.ctx.ledger.belief, cv.key(request.key), as_of, known_at)
+        msg = cv.belief_pb(belief)
+        if as_of is None and known_at is None:
+            # Tallies only where peers have voted (the API says so), and only then the cost.
+            result = await run(self.ctx.ledger.tally_of, belief.key)
+            if result is not None and result.peer_voted:
+                explanation = await run(self.ctx.ledger.explain, belief.key)
+                msg.tallies.extend(version_tallies(belief, explanation, result))
+        return msg
+
+    @unary
+    async def ListBeliefs(
+        self, request: pb.ListBeliefsRequest, context: Context
+    ) -> pb.ListBeliefsResponse:
+        subject = request.subject if request.HasField("subject") else None
+        page = await run(
+            self.ctx.ledger.list_beliefs,
+            request.namespace,
+            subject,
+            request.page_size,
+            request.page_token,
+        )
+        return pb.ListBeliefsResponse(
+            beliefs=[cv.belief_pb(b) for b in page.items], next_page_token=page.next_page_token
+        )
+
+    @unary
+    async def GetHistory(
+        self, request: pb.GetHistoryRequest, context: Context
+    ) -> pb.GetHistoryResponse:
+        out: list[FieldViolation] = []
+        known_at = cv.optional_instant(request, "known_at", "known_at", out)
+        cv.raise_if(out)
+        key = cv.key(request.key)
+        versions = await run(self.ctx.ledger.history, key, known_at)
+        evidence = await run(
+            self.ctx.ledger.evidence_by_ids, [i for v in versions for i in v.evidence_ids]
+        )
+        return pb.GetHistoryResponse(
+            key=cv.key_pb(key), versions=[cv.history_pb(v, evidence) for v in versions]
+        )
+
+    @unary
+    async def Explain(self, request: pb.ExplainRequest, context: Context) -> pb.ExplainResponse:
+        as_of, known_at = cv.time_travel(request)
+        explanation = await run(self.ctx.ledger.explain, cv.key(request.key), as_of, known_at)
+        belief = cv.belief_pb(explanation.belief) if explanation.belief else None
+        result = explanation.tally
+        if belief is not None and explanation.belief and result is not None and result.peer_voted:
+            belief.tallies.extend(version_tallies(explanation.belief, explanation, result))
+        return pb.ExplainResponse(
+            belief=belief,
+            comparisons=[cv.comparison_pb(c) for c in explanation.comparisons],
+        )
+
+    @unary
+    async def Retract(self, request: pb.RetractRequest, context: Context) -> pb.RetractResponse:
+        key = cv.key(request.key)
+        require_write(key.namespace)
+        out: list[FieldViolation] = []
+        at = cv.optional_instant(request, "at", "at", out)
+        cv.raise_if(out)
+        obj = request.object if request.HasField("object") else None
+        decision = await run(self.ctx.ledger.retract, key, obj, at, request.reason)
+        self.ctx.metrics.decided([decision])
+        self.ctx.changes.notify()
+        belief = await run(maybe_belief, self.ctx.ledger, key)
+        return pb.RetractResponse(
+            decision=cv.decision_pb(decision), belief=cv.belief_pb(belief) if belief else None
+        )
+
+    @unary
+    async def ListDecisions(
+        self, request: pb.ListDecisionsRequest, context: Context
+    ) -> pb.ListDecisionsResponse:
+        key = cv.key(request.key) if request.HasField("key") else None
+        page = await run(
+            self.ctx.ledger.decisions, key, request.namespace, request.page_size, request.page_token
+        )
+        return pb.ListDecisionsResponse(
+            decisions=[cv.decision_pb(d.decision, d.seq) for d in page.items],
+            next_page_token=page.next_page_token,
+        )
+
+    @streaming
+    async def WatchBeliefs(
+        self, request: pb.WatchBeliefsRequest, context: Context
+    ) -> AsyncIterator[pb.BeliefChange]:
+        namespace = request.namespace if request.HasField("namespace") else ""
+        after = (
+            tokens.decode_seq_position(request.resume_token, tokens.CHANGES, "resume_token")
+            if request.resume_token
+            else 0
+        )
+        while not context.done():
+            changes = await run(self.ctx.ledger.changes, namespace, after, 100)
+            for change in changes:
+                belief = await run(maybe_belief, self.ctx.ledger, change.key)
+                after = change.seq
+                yield pb.BeliefChange(
+                    key=cv.key_pb(change.key),
+                    belief=cv.belief_pb(belief) if belief else None,
+                    resume_token=tokens.seq_position(change.seq, tokens.CHANGES),
+                )
+            if not changes:
+                await self.ctx.changes.wait(WATCH_POLL_SECONDS)
+
+
+def _report(results: list[pb.ItemResult]) -> pb.SubmitFactsResponse:
+    """The results so far, in stream order, with their counts."""
+    ordered = sorted(results, key=lambda r: r.index)
+    invalid = sum(1 for r in ordered if r.HasField("error"))
+    return pb.SubmitFactsResponse(
+        results=ordered, decided_count=len(ordered) - invalid, invalid_count=invalid
+    )
+
+
+def _item_error(exc: Exception) -> pb.ItemError:
+    status = status_for(exc)
+    violations = (
+        [pb.FieldViolation(field=v.field, description=v.reason) for v in exc.violations]
+        if isinstance(exc, InvalidInput)
+        else []
+    )
+    code = (
+        code_pb2.INVALID_ARGUMENT if isinstance(exc, InvalidInput) else code_pb2.PERMISSION_DENIED
+    )
+    return pb.ItemError(code=code, message=status.details, field_violations=violations)

@@ -1,0 +1,180 @@
+"""Every request checked against the API's documented rules, one checker per message type.
+
+A request that breaks a rule is InvalidInput listing every bad field, before the servicer
+reads or writes anything. Rules that need the node's state (a known trust anchor, a key
+that exists) stay with the ledger; these are the ones the proto's comments state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf.message import Message
+
+from factnode import _wire as wire
+from factnode import tokens
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.core import FieldViolation, InvalidInput
+from factnode.core.validation import (
+    MAX_KEY_PART_BYTES,
+    MAX_NODE_ID_BYTES,
+    MAX_OBJECT_BYTES,
+    MAX_REASON_BYTES,
+    check_id,
+    check_node_id,
+    check_text,
+)
+
+_TIMESTAMP = "google.protobuf.Timestamp"
+
+Out = list[FieldViolation]
+
+
+def _timestamps(msg: Message, path: str, out: Out) -> None:
+    """Every set Timestamp anywhere in `msg` must lie in 0001-01-01..9999-12-31."""
+    for fd, value in msg.ListFields():
+        if fd.message_type is None:
+            continue
+        name = f"{path}{fd.name}"
+        items = list(value) if fd.is_repeated else [value]
+        for i, item in enumerate(items):
+            where = f"{name}[{i}]" if fd.is_repeated else name
+            if fd.message_type.full_name == _TIMESTAMP:
+                wire.instant(item, where, out)
+            elif not fd.message_type.GetOptions().map_entry:
+                _timestamps(item, f"{where}.", out)
+
+
+def _key(out: Out, key: pb.Key, prefix: str = "key.") -> None:
+    for part in ("namespace", "subject", "predicate"):
+        check_text(out, f"{prefix}{part}", getattr(key, part), MAX_KEY_PART_BYTES, required=True)
+
+
+def _page(out: Out, msg: Any, kind: str) -> None:
+    if msg.page_size < 0:
+        out.append(FieldViolation("page_size", "must not be negative"))
+    try:
+        tokens.check(msg.page_token, kind, "page_token")
+    except InvalidInput as exc:
+        out.extend(exc.violations)
+
+
+def _keyed(out: Out, msg: Any) -> None:
+    _key(out, msg.key)
+
+
+def _list_beliefs(out: Out, msg: pb.ListBeliefsRequest) -> None:
+    check_text(out, "namespace", msg.namespace, MAX_KEY_PART_BYTES, required=True)
+    if msg.HasField("subject"):
+        check_text(out, "subject", msg.subject, MAX_KEY_PART_BYTES, required=True)
+    _page(out, msg, tokens.KEYS)
+
+
+def _retract(out: Out, msg: pb.RetractRequest) -> None:
+    _key(out, msg.key)
+    if msg.HasField("object"):
+        check_text(out, "object", msg.object, MAX_OBJECT_BYTES, required=True)
+    check_text(out, "reason", msg.reason, MAX_REASON_BYTES, required=False)
+
+
+def _list_decisions(out: Out, msg: pb.ListDecisionsRequest) -> None:
+    if msg.HasField("key"):
+        _key(out, msg.key)
+    check_text(out, "namespace", msg.namespace, MAX_KEY_PART_BYTES, required=False)
+    _page(out, msg, tokens.DECISIONS)
+
+
+def _watch_beliefs(out: Out, msg: pb.WatchBeliefsRequest) -> None:
+    if msg.HasField("namespace"):
+        check_text(out, "namespace", msg.namespace, MAX_KEY_PART_BYTES, required=True)
+    try:
+        tokens.check(msg.resume_token, tokens.CHANGES, "resume_token")
+    except InvalidInput as exc:
+        out.extend(exc.violations)
+
+
+def _list_contested(out: Out, msg: pb.ListContestedRequest) -> None:
+    check_text(out, "namespace", msg.namespace, MAX_KEY_PART_BYTES, required=False)
+    _page(out, msg, tokens.KEYS)
+
+
+def _operator(out: Out, msg: Any) -> None:
+    check_text(out, "reason", msg.reason, MAX_REASON_BYTES, required=True)
+    # Empty means the caller's identity, filled in by the servicer.
+    check_text(out, "operator", msg.operator, MAX_NODE_ID_BYTES, required=False)
+
+
+def _resolve_contested(out: Out, msg: pb.ResolveContestedRequest) -> None:
+    _key(out, msg.key)
+    choice = msg.WhichOneof("choice")
+    if choice is None:
+        out.append(FieldViolation("choice", "give one of version_id or object"))
+    elif choice == "version_id":
+        check_id(out, "version_id", msg.version_id)
+    else:
+        check_text(out, "object", msg.object, MAX_OBJECT_BYTES, required=True)
+    _operator(out, msg)
+
+
+def _erase(out: Out, msg: pb.EraseRequest) -> None:
+    scope = msg.WhichOneof("scope")
+    if scope is None:
+        out.append(FieldViolation("scope", "give one of evidence_id, key or subject"))
+    elif scope == "evidence_id":
+        check_id(out, "evidence_id", msg.evidence_id)
+    elif scope == "key":
+        _key(out, msg.key)
+    else:
+        for part in ("namespace", "subject"):
+            value = getattr(msg.subject, part)
+            check_text(out, f"subject.{part}", value, MAX_KEY_PART_BYTES, required=True)
+    _operator(out, msg)
+
+
+def _sync_now(out: Out, msg: pb.SyncNowRequest) -> None:
+    if msg.peer_node_id:
+        check_node_id(out, "peer_node_id", msg.peer_node_id)
+
+
+def _nothing(out: Out, msg: Any) -> None:
+    """Only the times every request must keep in range; the federation endpoint checks
+    each relayed item against its content and refuses it on its own."""
+
+
+_CHECKS: dict[type[Message], Callable[[Out, Any], None]] = {
+    # A fact's content is checked with the node's policy when its evidence is built.
+    pb.SubmitFactRequest: _nothing,
+    pb.GetBeliefRequest: _keyed,
+    pb.ListBeliefsRequest: _list_beliefs,
+    pb.GetHistoryRequest: _keyed,
+    pb.ExplainRequest: _keyed,
+    pb.RetractRequest: _retract,
+    pb.ListDecisionsRequest: _list_decisions,
+    pb.WatchBeliefsRequest: _watch_beliefs,
+    pb.ListContestedRequest: _list_contested,
+    pb.GetContestedRequest: _keyed,
+    pb.ResolveContestedRequest: _resolve_contested,
+    pb.EraseRequest: _erase,
+    pb.RunDecayRequest: _nothing,
+    pb.GetStatusRequest: _nothing,
+    pb.SyncNowRequest: _sync_now,
+    pb.DigestRequest: _nothing,
+    pb.DeltaRequest: _nothing,
+    pb.Delta: _nothing,
+}
+
+
+def violations(msg: Message) -> list[FieldViolation]:
+    """Every documented rule `msg` breaks; empty when it may be served."""
+    out: Out = []
+    _CHECKS[type(msg)](out, msg)
+    _timestamps(msg, "", out)
+    return out
+
+
+def check(msg: Message) -> None:
+    """Raises InvalidInput listing every documented rule `msg` breaks."""
+    out = violations(msg)
+    if out:
+        raise InvalidInput(out)

@@ -1,0 +1,83 @@
+"""ReviewService: operators review contested and ambiguous keys and resolve them."""
+
+from __future__ import annotations
+
+from factnode import _wire as cv
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.core import BeliefState
+from factnode.core.consensus import Tally
+from factnode.ledger import Belief, Explanation, NotFound
+from factnode.server._auth import caller_identity
+from factnode.server._context import NodeContext, run, version_tallies
+from factnode.server._errors import Context, unary
+
+
+class ReviewServicer(pb_grpc.ReviewServiceServicer):
+    """Operators review contested and ambiguous keys and resolve them."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
+
+    def _contested(self, beliefs: list[Belief]) -> list[pb.ContestedKey]:
+        details = self.ctx.ledger.explain_with_tallies([b.key for b in beliefs])
+        return [_contested_pb(b, *details[b.key]) for b in beliefs if b.key in details]
+
+    @unary
+    async def ListContested(
+        self, request: pb.ListContestedRequest, context: Context
+    ) -> pb.ListContestedResponse:
+        page = await run(
+            self.ctx.ledger.review_queue, request.namespace, request.page_size, request.page_token
+        )
+        keys = await run(self._contested, page.items)
+        return pb.ListContestedResponse(keys=keys, next_page_token=page.next_page_token)
+
+    @unary
+    async def GetContested(
+        self, request: pb.GetContestedRequest, context: Context
+    ) -> pb.ContestedKey:
+        key = cv.key(request.key)
+        belief = await run(self.ctx.ledger.belief, key)
+        if belief.state is BeliefState.BELIEVED:
+            raise NotFound(f"{key} is not under review (its belief is settled)")
+        found = await run(self._contested, [belief])
+        if not found:
+            raise NotFound(f"{key} is not under review (it has no belief)")
+        return found[0]
+
+    @unary
+    async def ResolveContested(
+        self, request: pb.ResolveContestedRequest, context: Context
+    ) -> pb.ResolveContestedResponse:
+        choice = request.WhichOneof("choice")
+        resolution = await run(
+            self.ctx.ledger.resolve,
+            cv.key(request.key),
+            version_id=request.version_id if choice == "version_id" else None,
+            obj=request.object if choice == "object" else None,
+            reason=request.reason,
+            operator=request.operator or caller_identity(),
+        )
+        self.ctx.metrics.decided([resolution.submitted.decision])
+        self.ctx.changes.notify()
+        belief = resolution.submitted.belief
+        return pb.ResolveContestedResponse(
+            decision=cv.decision_pb(resolution.submitted.decision),
+            belief=cv.belief_pb(belief) if belief else None,
+            note=resolution.note,
+        )
+
+
+def _contested_pb(
+    belief: Belief, explanation: Explanation, result: Tally | None
+) -> pb.ContestedKey:
+    return pb.ContestedKey(
+        key=cv.key_pb(belief.key),
+        state=cv.state_pb(belief.state),
+        served_version_id=belief.version_id,
+        detail="; ".join(
+            f"{c.object!r}: {c.rule.value} ({c.reason})" for c in explanation.comparisons
+        ),
+        versions=version_tallies(belief, explanation, result),
+    )

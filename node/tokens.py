@@ -1,0 +1,87 @@
+"""Page and resume tokens: opaque to clients, versioned and strictly checked here.
+
+A token is the URL-safe base64 (no padding) of ``"1:<kind>:<position>"``: the format
+version, what the token pages through, and the position after which the next page
+starts. Decoding accepts exactly what encoding produces, with bounded lengths and digits,
+so a token a client altered is InvalidInput naming the field, never a crash deeper down.
+A token of one kind (say, a decision-log position) is refused where another is expected.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from factnode.core import FieldViolation, InvalidInput
+
+VERSION = "1"
+MAX_TOKEN_CHARS = 256
+# Decision-log positions are SQL BIGINTs.
+MAX_SEQ = 2**63 - 1
+
+KEYS = "keys"  # a (key id, version id) position in key order: ListBeliefs, ListContested
+DECISIONS = "decisions"  # a decision-log seq: ListDecisions
+CHANGES = "changes"  # a decision-log seq: WatchBeliefs
+
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
+_SEQ = re.compile(r"(0|[1-9][0-9]{0,18})")
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _encode(kind: str, *parts: str) -> str:
+    raw = ":".join((VERSION, kind, *parts)).encode("ascii")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _decode(token: str, kind: str, field: str, n: int) -> list[str]:
+    bad = InvalidInput([FieldViolation(field, "is not a token this node issued")])
+    if len(token) > MAX_TOKEN_CHARS or not _BASE64URL.fullmatch(token):
+        raise bad
+    try:
+        text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode("ascii")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise bad from None
+    parts = text.split(":")
+    if len(parts) != 2 + n or parts[0] != VERSION or parts[1] != kind:
+        raise bad
+    # Only the canonical spelling: one token per position.
+    if _encode(kind, *parts[2:]) != token:
+        raise bad
+    return parts[2:]
+
+
+def key_position(key_id: str, version_id: str) -> str:
+    """A token for the page after the served belief (key id, version id)."""
+    return _encode(KEYS, key_id, version_id)
+
+
+def decode_key_position(token: str, field: str = "page_token") -> tuple[str, str]:
+    """The (key id, version id) a key-order token names; InvalidInput when it is not one."""
+    key_id, version_id = _decode(token, KEYS, field, 2)
+    if not _HEX_ID.fullmatch(key_id) or not (version_id == "" or _HEX_ID.fullmatch(version_id)):
+        raise InvalidInput([FieldViolation(field, "is not a token this node issued")])
+    return key_id, version_id
+
+
+def seq_position(seq: int, kind: str = DECISIONS) -> str:
+    """A token for the position after decision-log entry `seq`."""
+    return _encode(kind, str(seq))
+
+
+def decode_seq_position(token: str, kind: str = DECISIONS, field: str = "page_token") -> int:
+    """The decision-log seq a token names; InvalidInput when it is not one of `kind`."""
+    (seq,) = _decode(token, kind, field, 1)
+    if not _SEQ.fullmatch(seq) or int(seq) > MAX_SEQ:
+        raise InvalidInput([FieldViolation(field, "is not a token this node issued")])
+    return int(seq)
+
+
+def check(token: str, kind: str, field: str) -> None:
+    """Raises InvalidInput unless `token` is empty or a well-formed token of `kind`."""
+    if not token:
+        return
+    if kind == KEYS:
+        decode_key_position(token, field)
+    else:
+        decode_seq_position(token, kind, field)

@@ -19,9 +19,9 @@ from typing import Any
 
 import grpc
 import pytest
+from _processes import STOP_TIMEOUT, kill_process, stop_process
 
 START_TIMEOUT = 20.0  # seconds for `serve` to announce its port
-STOP_TIMEOUT = 15.0  # seconds for a graceful stop before SIGKILL
 CLI_TIMEOUT = 30.0  # seconds for one CLI subprocess
 RPC_TIMEOUT = 10.0  # seconds for one gRPC call from a test
 
@@ -118,21 +118,13 @@ class ServerProcess:
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int | None:
         """Sends `sig`, waits up to `timeout`: the exit code, or None when it needed SIGKILL."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                return None
+        code = stop_process(self.proc, sig, timeout)
         self._close()
-        return self.proc.returncode
+        return code
 
     def kill(self) -> None:
         """SIGKILL, and reap."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=STOP_TIMEOUT)
+        kill_process(self.proc)
         self._close()
 
     def _close(self) -> None:

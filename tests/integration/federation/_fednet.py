@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
+from _processes import STOP_TIMEOUT, kill_process, stop_process
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from factnode.api.v1 import factnode_pb2 as pb
@@ -29,7 +29,6 @@ from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.certs import ensure_ca, issue_node_cert
 
 START_TIMEOUT = 30.0  # seconds for `serve` to announce its ports (several start at once)
-STOP_TIMEOUT = 15.0  # seconds for a graceful stop before SIGKILL
 RPC_TIMEOUT = 15.0  # seconds for one client call
 SYNC_TIMEOUT = 40.0  # seconds for one SyncNow (a round with every peer)
 MAX_SWEEPS = 10  # sync sweeps (SyncNow on every node) before giving up on convergence
@@ -234,22 +233,15 @@ class FedNode:
         self._close_channel()
         if self.proc is None:
             return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                return None
+        code = stop_process(self.proc, timeout=timeout)
         self._close_pipe()
-        return self.proc.returncode
+        return code
 
     def kill(self) -> None:
         """SIGKILL, and reap."""
         self._close_channel()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=STOP_TIMEOUT)
+        if self.proc is not None:
+            kill_process(self.proc)
         self._close_pipe()
 
     def _close_pipe(self) -> None:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import sys
 import uuid
+from typing import Any
 
 import grpc
 import pytest
@@ -133,7 +136,49 @@ def test_async_client_matches_sync(server: ServerProcess) -> None:
     asyncio.run(run())
 
 
-def test_importing_core_keeps_grpc_out() -> None:
-    """`import factnode` alone does not load the client (and so not gRPC's stubs)."""
-    assert "Client" not in vars(factnode) or factnode.Client is not None
-    assert grpc is not None
+def test_importing_factnode_loads_no_client_until_used() -> None:
+    """`import factnode, factnode.core` loads neither the client nor gRPC; factnode.Client does."""
+    code = (
+        "import sys, factnode, factnode.core\n"
+        "assert 'grpc' not in sys.modules and 'factnode.client' not in sys.modules\n"
+        "assert factnode.Client.__module__ == 'factnode.client._sync'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_submit_is_retried_on_unavailable_with_the_same_idempotency_key() -> None:
+    """A submit refused once with UNAVAILABLE is sent again with the same idempotency key."""
+    from concurrent import futures
+
+    from factnode.api.v1 import factnode_pb2 as pb
+
+    keys: list[str] = []
+
+    def submit_fact(request: pb.SubmitFactRequest, context: grpc.ServicerContext) -> Any:
+        keys.append(request.idempotency_key)
+        if len(keys) == 1:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "warming up")
+        return pb.SubmitFactResponse(decision=pb.Decision(outcome=pb.OUTCOME_ACCEPTED))
+
+    handler = grpc.method_handlers_generic_handler(
+        "factnode.v1.FactService",
+        {
+            "SubmitFact": grpc.unary_unary_rpc_method_handler(
+                submit_fact,
+                request_deserializer=pb.SubmitFactRequest.FromString,
+                response_serializer=pb.SubmitFactResponse.SerializeToString,
+            )
+        },
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with factnode.Client(f"127.0.0.1:{port}", backoff=0.01, timeout=5) as client:
+            done = client.submit(("ns", "s", "p"), "v", "user_stated", source="x")
+    finally:
+        server.stop(None)
+    assert done.decision.outcome == "ACCEPTED"
+    assert len(keys) == 2 and keys[0] == keys[1] != ""

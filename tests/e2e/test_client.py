@@ -117,7 +117,7 @@ def test_unreachable_node_is_unavailable_after_retries() -> None:
 
 
 def test_async_client_matches_sync(server: ServerProcess) -> None:
-    """AsyncClient submits, reads and watches like Client."""
+    """AsyncClient submits (one and many), reads and watches like Client."""
 
     async def run() -> None:
         ns = _ns()
@@ -128,6 +128,12 @@ def test_async_client_matches_sync(server: ServerProcess) -> None:
             assert (await client.explain((ns, "e", "city"))).belief.object == "Quito"
             with pytest.raises(factnode.NotFound):
                 await client.belief((ns, "nobody", "city"))
+            items = await client.submit_many(
+                [{"key": (ns, "f", "city"), "object": "Lima", "attribution": "user_stated"}]
+            )
+            assert items[0].decision is not None and items[0].decision.outcome == "REJECTED"
+            assert (await client.status()).node_id
+            assert [v.object for v in await client.history((ns, "e", "city"))] == ["Quito"]
             watch = client.watch(namespace=ns)
             first = await asyncio.wait_for(anext(watch), 10)
             assert first.key.subject == "e"

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_REFUSED, EXIT_NOT_FOUND, EXIT_INVALID = (
     range(7)
 )
+# `submit` whose decision is REJECTED (no provenance, low confidence): recorded, not believed.
+EXIT_REJECTED = 7
 DEFAULT_ADDRESS = "127.0.0.1:7420"
 
 _EXIT_FOR = {
@@ -656,6 +658,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         client.channel.close()
     print(as_json(response) if args.json else text)
+    if args.command == "submit" and response.decision.outcome == pb.OUTCOME_REJECTED:
+        return EXIT_REJECTED
     return EXIT_OK
 
 

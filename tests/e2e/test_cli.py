@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _e2e import Cli, ServerProcess, free_port, unique_ns
 
-EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_INVALID = 2, 3, 5, 6
+EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_INVALID, EXIT_REJECTED = 2, 3, 5, 6, 7
 ANA = ("ana", "lives_in")
 BOB = ("bob", "role")
 
@@ -33,9 +34,12 @@ def how(
     return out
 
 
-def submit(cli: Cli, ns: str, value: str, *opts: str, key: tuple[str, str] = ANA) -> Any:
+def submit(
+    cli: Cli, ns: str, value: str, *opts: str, key: tuple[str, str] = ANA, check: int = 0
+) -> Any:
     """`factnode submit --json` of `value` for (ns, *key), parsed."""
-    return cli.json("submit", ns, *key, value, *opts)
+    r = cli.run("submit", ns, *key, value, *opts, "--json", check=check)
+    return json.loads(r.stdout)
 
 
 def decided(response: Any) -> tuple[str, str]:
@@ -113,7 +117,7 @@ def test_decisions_log_records_every_outcome_with_its_rule(cli: Cli) -> None:
     ns = unique_ns("user")
     submit(cli, ns, "Porto", *how(at="2024-01-01"))
     submit(cli, ns, "Lisbon", *how("llm_generated", "gpt"))
-    submit(cli, ns, "Faro", *how(confidence="0.1"))
+    submit(cli, ns, "Faro", *how(confidence="0.1"), check=EXIT_REJECTED)
     submit(cli, ns, "Porto", *how(at="2024-01-01"))
     got = cli.json("decisions", "--key", ns, *ANA)["decisions"]
     assert [(d["outcome"], d["rule"]) for d in got[:3]] == [
@@ -127,6 +131,12 @@ def test_decisions_log_records_every_outcome_with_its_rule(cli: Cli) -> None:
     text = cli.run("decisions", "--namespace", ns).stdout
     assert text.count(ns) == 4, text
     assert "REJECTED" in text and "min_confidence" in text
+
+
+def test_rejected_submit_exits_7(cli: Cli) -> None:
+    """A submission decided REJECTED (no source) still prints its decision but exits 7."""
+    r = cli.run("submit", unique_ns("user"), *ANA, "Porto", "--anchor", "user_stated", check=7)
+    assert r.stdout.startswith("REJECTED by rule no_provenance"), r.describe()
 
 
 def test_review_list_show_resolve_an_ambiguous_key(cli: Cli) -> None:

@@ -1,0 +1,318 @@
+"""Request building, response parsing and channel set-up shared by Client and AsyncClient.
+
+Each RPC is one `Call`: its method path, response type, whether a retry on UNAVAILABLE
+is safe, and how to turn the response into plain values. The two clients differ only
+in how they send it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.core import Key
+from factnode.core.policy import DEFAULT_ANCHORS, Policy
+from factnode.core.validation import FieldViolation, Submission, check_key, violations_of
+
+from . import _types as t
+from ._errors import FieldError, InvalidFact
+
+R = TypeVar("R")
+L = TypeVar("L", bound=Message)
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[R]):
+    """One RPC as the clients send it."""
+
+    path: str
+    response: type[Message]
+    parse: Callable[[Any], R]
+    retry_safe: bool
+
+
+def _call(service: str, method: str, response: type[Message], parse: Callable[[Any], R],
+             retry_safe: bool = True) -> Call[R]:  # fmt: skip
+    return Call(f"/factnode.v1.{service}/{method}", response, parse, retry_safe)
+
+
+def credentials(
+    ca_cert: str | Path | None, client_cert: str | Path | None, client_key: str | Path | None
+) -> grpc.ChannelCredentials | None:
+    """TLS credentials from PEM files, or None for a plaintext channel."""
+    if ca_cert is None and client_cert is None:
+        return None
+
+    def read(path: str | Path | None) -> bytes | None:
+        return Path(path).read_bytes() if path is not None else None
+
+    return grpc.ssl_channel_credentials(read(ca_cert), read(client_key), read(client_cert))
+
+
+def metadata(token: str | None) -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+def _refuse(out: list[FieldViolation]) -> None:
+    if out:
+        errors = tuple(FieldError(v.field, v.reason) for v in out)
+        raise InvalidFact("; ".join(f"{e.field}: {e.reason}" for e in errors), errors)
+
+
+def ts(at: datetime) -> Timestamp:
+    if at.tzinfo is None:
+        raise InvalidFact("time must be timezone-aware", (FieldError("time", "has no timezone"),))
+    out = Timestamp()
+    out.FromDatetime(at)
+    return out
+
+
+def key_pb(key: Key | tuple[str, str, str], prefix: str = "key.") -> pb.Key:
+    """A key as a message, refused before sending when a part is missing or too long."""
+    k = Key(*key)
+    out: list[FieldViolation] = []
+    check_key(out, k, prefix)
+    _refuse(out)
+    return pb.Key(namespace=k.namespace, subject=k.subject, predicate=k.predicate)
+
+
+def submit_request(
+    key: Key | tuple[str, str, str],
+    object: str,
+    attribution: str,
+    source: str = "",
+    worth: float | None = None,
+    confidence: float | None = None,
+    valid_from: datetime | None = None,
+    corrects: str | None = None,
+    contradicts: Key | tuple[str, str, str] | None = None,
+    idempotency_key: str | None = None,
+) -> pb.SubmitFactRequest:
+    """A SubmitFactRequest, checked with the node's own rules (the node checks the anchor)."""
+    k = Key(*key)
+    sub = Submission(
+        k.namespace, k.subject, k.predicate, object, attribution, source,
+        0.5 if worth is None else worth, 0.5 if confidence is None else confidence,
+        None, corrects, Key(*contradicts) if contradicts is not None else None,
+        idempotency_key or str(uuid.uuid4()),
+    )  # fmt: skip
+    # The trust anchors are the node's policy; the client accepts any name and lets the node say.
+    policy = Policy(anchors={**DEFAULT_ANCHORS, attribution: 0})
+    _refuse([v for v in violations_of(sub, policy) if not v.field.startswith("attribution")])
+    fact = pb.FactInput(
+        key=pb.Key(namespace=k.namespace, subject=k.subject, predicate=k.predicate),
+        object=object, attribution=attribution, source=source,
+    )  # fmt: skip
+    if worth is not None:
+        fact.worth = worth
+    if confidence is not None:
+        fact.confidence = confidence
+    if valid_from is not None:
+        fact.valid_from.CopyFrom(ts(valid_from))
+    if corrects is not None:
+        fact.corrects = corrects
+    if sub.contradicts is not None:
+        fact.contradicts.CopyFrom(key_pb(sub.contradicts, "contradicts."))
+    assert sub.idempotency_key is not None
+    return pb.SubmitFactRequest(fact=fact, idempotency_key=sub.idempotency_key)
+
+
+def time_travel(req: Any, as_of: datetime | None, known_at: datetime | None) -> Any:
+    if as_of is not None:
+        req.as_of.CopyFrom(ts(as_of))
+    if known_at is not None:
+        req.known_at.CopyFrom(ts(known_at))
+    return req
+
+
+def _submitted(m: pb.SubmitFactResponse) -> t.Submitted:
+    belief = t.Belief.of(m.belief) if m.HasField("belief") else None
+    return t.Submitted(t.Decision.of(m.decision), m.evidence_id, m.version_id, belief)
+
+
+def _items(m: pb.SubmitFactsResponse) -> tuple[t.ItemOutcome, ...]:
+    return tuple(
+        t.ItemOutcome(
+            r.index,
+            t.Decision.of(r.decision) if r.HasField("decision") else None,
+            r.error.message,
+            tuple((v.field, v.description) for v in r.error.field_violations),
+        )
+        for r in m.results
+    )
+
+
+def _explanation(m: pb.ExplainResponse) -> t.Explanation:
+    comparisons = tuple(
+        t.Comparison(c.version_id, c.object, c.rule, c.reason) for c in m.comparisons
+    )
+    return t.Explanation(t.Belief.of(m.belief), comparisons)
+
+
+def _status(m: pb.GetStatusResponse) -> t.Status:
+    counts = {f.name: v for f, v in m.counts.ListFields()}
+    peers = tuple(
+        t.PeerState(p.node_id, p.address, t.when(p.last_sync) if p.HasField("last_sync") else None,
+                    p.lag_seconds, p.last_error, p.max_anchor)
+        for p in m.peers
+    )  # fmt: skip
+    return t.Status(m.node_id, m.version, m.listen_address, m.database, counts, peers)
+
+
+def _sync(m: pb.SyncNowResponse) -> tuple[t.SyncResult, ...]:
+    skip = {"node_id", "address", "ok", "error"}
+    return tuple(
+        t.SyncResult(r.node_id, r.address, r.ok, r.error,
+                     {f.name: v for f, v in r.ListFields() if f.name not in skip})
+        for r in m.results
+    )  # fmt: skip
+
+
+def change(m: pb.BeliefChange) -> t.Change:
+    return t.Change(
+        t.key_of(m.key), t.Belief.of(m.belief), t.Decision.of(m.decision), m.resume_token
+    )
+
+
+SUBMIT = _call("FactService", "SubmitFact", pb.SubmitFactResponse, _submitted)
+SUBMIT_MANY = _call("FactService", "SubmitFacts", pb.SubmitFactsResponse, _items, False)
+BELIEF = _call("FactService", "GetBelief", pb.Belief, t.Belief.of)
+BELIEFS = _call(
+    "FactService", "ListBeliefs", pb.ListBeliefsResponse,
+    lambda m: t.Page(tuple(t.Belief.of(b) for b in m.beliefs), m.next_page_token),
+)  # fmt: skip
+HISTORY = _call(
+    "FactService", "GetHistory", pb.GetHistoryResponse,
+    lambda m: tuple(t.Version.of(v) for v in m.versions),
+)  # fmt: skip
+EXPLAIN = _call("FactService", "Explain", pb.ExplainResponse, _explanation)
+RETRACT = _call(
+    "FactService", "Retract", pb.RetractResponse,
+    lambda m: (t.Decision.of(m.decision), t.Belief.of(m.belief)), False,
+)  # fmt: skip
+DECISIONS = _call(
+    "FactService", "ListDecisions", pb.ListDecisionsResponse,
+    lambda m: t.Page(tuple(t.Decision.of(d) for d in m.decisions), m.next_page_token),
+)  # fmt: skip
+WATCH = _call("FactService", "WatchBeliefs", pb.BeliefChange, change, False)
+REVIEW = _call(
+    "ReviewService", "ListContested", pb.ListContestedResponse,
+    lambda m: t.Page(tuple(t.Contested.of(k) for k in m.keys), m.next_page_token),
+)  # fmt: skip
+CONTESTED = _call("ReviewService", "GetContested", pb.ContestedKey, t.Contested.of)
+RESOLVE = _call(
+    "ReviewService", "ResolveContested", pb.ResolveContestedResponse,
+    lambda m: t.Resolved(t.Decision.of(m.decision), t.Belief.of(m.belief), m.note), False,
+)  # fmt: skip
+ERASE = _call(
+    "AdminService", "Erase", pb.EraseResponse,
+    lambda m: t.Erased(m.erasure_id, m.evidence_erased, m.keys_affected, t.when(m.erased_at)),
+    False,
+)  # fmt: skip
+DECAY = _call(
+    "AdminService", "RunDecay", pb.RunDecayResponse, lambda m: t.Decayed(m.decayed, m.tombstoned)
+)
+STATUS = _call("AdminService", "GetStatus", pb.GetStatusResponse, _status)
+SYNC = _call("AdminService", "SyncNow", pb.SyncNowResponse, _sync, False)
+
+
+def listing(req: L, page_size: int, page_token: str) -> L:
+    if page_size < 0:
+        _refuse([FieldViolation("page_size", f"must be >= 0, got {page_size}")])
+    req.page_size = page_size  # type: ignore[attr-defined]
+    req.page_token = page_token  # type: ignore[attr-defined]
+    return req
+
+
+def retract_request(
+    key: Key | tuple[str, str, str], reason: str, object: str | None, at: datetime | None
+) -> pb.RetractRequest:
+    req = pb.RetractRequest(key=key_pb(key), reason=reason)
+    if object is not None:
+        req.object = object
+    if at is not None:
+        req.at.CopyFrom(ts(at))
+    return req
+
+
+def resolve_request(
+    key: Key | tuple[str, str, str], reason: str, version_id: str | None, object: str | None,
+    operator: str,
+) -> pb.ResolveContestedRequest:  # fmt: skip
+    if (version_id is None) == (object is None):
+        _refuse([FieldViolation("choice", "give exactly one of version_id or object")])
+    req = pb.ResolveContestedRequest(key=key_pb(key), reason=reason, operator=operator)
+    if version_id is not None:
+        req.version_id = version_id
+    else:
+        req.object = object or ""
+    return req
+
+
+def erase_request(
+    reason: str, operator: str, evidence_id: str | None, key: Key | tuple[str, str, str] | None,
+    subject: tuple[str, str] | None,
+) -> pb.EraseRequest:  # fmt: skip
+    if sum(x is not None for x in (evidence_id, key, subject)) != 1:
+        _refuse([FieldViolation("scope", "give exactly one of evidence_id, key or subject")])
+    if not reason.strip():
+        _refuse([FieldViolation("reason", "is required")])
+    req = pb.EraseRequest(reason=reason, operator=operator)
+    if evidence_id is not None:
+        req.evidence_id = evidence_id
+    elif key is not None:
+        req.key.CopyFrom(key_pb(key))
+    elif subject is not None:
+        req.subject.CopyFrom(pb.SubjectScope(namespace=subject[0], subject=subject[1]))
+    return req
+
+
+def beliefs_request(
+    namespace: str, subject: str | None, page_size: int, page_token: str
+) -> pb.ListBeliefsRequest:
+    req = listing(pb.ListBeliefsRequest(namespace=namespace), page_size, page_token)
+    if subject is not None:
+        req.subject = subject
+    return req
+
+
+def history_request(key: Key | tuple[str, str, str], known_at: datetime | None) -> Any:
+    req = pb.GetHistoryRequest(key=key_pb(key))
+    if known_at is not None:
+        req.known_at.CopyFrom(ts(known_at))
+    return req
+
+
+def decisions_request(
+    key: Key | tuple[str, str, str] | None, namespace: str, page_size: int, page_token: str
+) -> pb.ListDecisionsRequest:
+    req = pb.ListDecisionsRequest(namespace=namespace)
+    if key is not None:
+        req.key.CopyFrom(key_pb(key))
+    return listing(req, page_size, page_token)
+
+
+def watch_request(namespace: str | None, resume_token: str) -> pb.WatchBeliefsRequest:
+    req = pb.WatchBeliefsRequest(resume_token=resume_token)
+    if namespace is not None:
+        req.namespace = namespace
+    return req
+
+
+def decay_request(now: datetime | None) -> pb.RunDecayRequest:
+    req = pb.RunDecayRequest()
+    if now is not None:
+        req.now.CopyFrom(ts(now))
+    return req
+
+
+def is_retryable(error: Exception) -> bool:
+    return getattr(error, "code", None) == "UNAVAILABLE"

@@ -1,0 +1,79 @@
+"""Exceptions a client raises: one per status an agent acts on, all under ClientError."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One bad request field, named as the node names it, and why."""
+
+    field: str
+    reason: str
+
+
+class ClientError(Exception):
+    """A call the node did not complete; `code` is the gRPC status name."""
+
+    def __init__(self, message: str, code: str = "UNKNOWN") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class InvalidFact(ClientError):
+    """The node (or the client before sending) refused a field; nothing was written."""
+
+    def __init__(self, message: str, field_errors: tuple[FieldError, ...] = ()) -> None:
+        super().__init__(message, "INVALID_ARGUMENT")
+        self.field_errors = field_errors
+
+
+class NotFound(ClientError):
+    """The key, evidence or contested entry does not exist on the node."""
+
+
+class PermissionDenied(ClientError):
+    """The token is missing, unknown or lacks the role the call needs."""
+
+
+class Unavailable(ClientError):
+    """The node could not be reached (after the retries) or the deadline passed."""
+
+
+def field_errors(err: grpc.RpcError) -> tuple[FieldError, ...]:
+    """The google.rpc.BadRequest field violations in an error's status details."""
+    trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    for item in trailers or ():
+        name, value = getattr(item, "key", None), getattr(item, "value", None)
+        if name is None:
+            name, value = item  # type: ignore[misc]
+        if name != "grpc-status-details-bin" or not isinstance(value, bytes):
+            continue
+        status = status_pb2.Status.FromString(value)
+        out: list[FieldError] = []
+        for detail in status.details:
+            bad = error_details_pb2.BadRequest()
+            if detail.Unpack(bad):
+                out.extend(FieldError(v.field, v.description) for v in bad.field_violations)
+        return tuple(out)
+    return ()
+
+
+def from_rpc_error(err: grpc.RpcError) -> ClientError:
+    """The exception for a failed call, keeping the node's message and field violations."""
+    code: grpc.StatusCode = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+    message = (err.details() if hasattr(err, "details") else None) or str(err)
+    name = code.name
+    if code is grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidFact(message, field_errors(err))
+    if code is grpc.StatusCode.NOT_FOUND:
+        return NotFound(message, name)
+    if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+        return PermissionDenied(message, name)
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return Unavailable(message, name)
+    return ClientError(message, name)

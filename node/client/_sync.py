@@ -1,0 +1,210 @@
+"""The blocking client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.core import Key
+
+from . import _calls as c
+from . import _types as t
+from ._errors import from_rpc_error
+
+R = TypeVar("R")
+KeyLike = Key | tuple[str, str, str]
+
+
+class Client:
+    """A connection to one factnode; every method sends one call and returns plain values.
+
+    `token` is sent as a bearer token; `ca_cert` (and `client_cert`/`client_key` for mutual
+    TLS) switch to TLS. `timeout` is each call's deadline in seconds (a method's `timeout=`
+    overrides it). Calls that are safe to repeat (reads, and submit, which always carries an
+    idempotency key) are retried `retries` times on UNAVAILABLE, `backoff` seconds apart,
+    doubling. Failures raise a ClientError subclass: InvalidFact (with `field_errors`),
+    NotFound, PermissionDenied, Unavailable."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        token: str | None = None,
+        ca_cert: str | Path | None = None,
+        client_cert: str | Path | None = None,
+        client_key: str | Path | None = None,
+        timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+    ) -> None:
+        creds = c.credentials(ca_cert, client_cert, client_key)
+        self.address = address
+        self._channel = (
+            grpc.secure_channel(address, creds) if creds else grpc.insecure_channel(address)
+        )
+        self._metadata = c.metadata(token)
+        self._timeout = timeout
+        self._retries = retries
+        self._backoff = backoff
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _send(self, call: c.Call[R], request: Any, timeout: float | None = None) -> R:
+        rpc = self._channel.unary_unary(
+            call.path, request_serializer=type(request).SerializeToString,
+            response_deserializer=call.response.FromString,
+        )  # fmt: skip
+        attempts = 1 + (self._retries if call.retry_safe else 0)
+        delay = self._backoff
+        for attempt in range(attempts):
+            try:
+                response = rpc(request, timeout=timeout or self._timeout, metadata=self._metadata)
+                return call.parse(response)
+            except grpc.RpcError as err:
+                error = from_rpc_error(err)
+                if not c.is_retryable(error) or attempt + 1 == attempts:
+                    raise error from None
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def submit(
+        self, key: KeyLike, object: str, attribution: str, *, source: str = "",
+        worth: float | None = None, confidence: float | None = None,
+        valid_from: datetime | None = None, corrects: str | None = None,
+        contradicts: KeyLike | None = None, idempotency_key: str | None = None,
+        timeout: float | None = None,
+    ) -> t.Submitted:  # fmt: skip
+        """Submits one fact; returns the decision (check `.rejected`) and the belief after it."""
+        req = c.submit_request(key, object, attribution, source, worth, confidence, valid_from,
+                               corrects, contradicts, idempotency_key)  # fmt: skip
+        return self._send(c.SUBMIT, req, timeout)
+
+    def submit_many(
+        self, facts: Iterable[dict[str, Any]], *, progress: Callable[[int], None] | None = None,
+        timeout: float | None = None,
+    ) -> tuple[t.ItemOutcome, ...]:  # fmt: skip
+        """Streams facts (each a dict of submit's arguments); `progress(n)` after each is sent."""
+        requests = [c.submit_request(**f) for f in facts]
+
+        def stream() -> Iterator[pb.SubmitFactRequest]:
+            for n, req in enumerate(requests, 1):
+                yield req
+                if progress is not None:
+                    progress(n)
+
+        rpc = self._channel.stream_unary(
+            c.SUBMIT_MANY.path, request_serializer=pb.SubmitFactRequest.SerializeToString,
+            response_deserializer=pb.SubmitFactsResponse.FromString,
+        )  # fmt: skip
+        try:
+            response = rpc(stream(), timeout=timeout or self._timeout, metadata=self._metadata)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        return c.SUBMIT_MANY.parse(response)
+
+    def belief(
+        self, key: KeyLike, *, as_of: datetime | None = None, known_at: datetime | None = None
+    ) -> t.Belief:
+        """What the node believes for a key (now, or as of / as known at a time)."""
+        req = c.time_travel(pb.GetBeliefRequest(key=c.key_pb(key)), as_of, known_at)
+        return self._send(c.BELIEF, req)
+
+    def beliefs(
+        self, namespace: str, *, subject: str | None = None, page_size: int = 0,
+        page_token: str = "",
+    ) -> t.Page[t.Belief]:  # fmt: skip
+        """One page of a namespace's beliefs, optionally for one subject."""
+        return self._send(c.BELIEFS, c.beliefs_request(namespace, subject, page_size, page_token))
+
+    def history(self, key: KeyLike, *, known_at: datetime | None = None) -> tuple[t.Version, ...]:
+        """Every value a key has had, when it held, and the evidence for it."""
+        return self._send(c.HISTORY, c.history_request(key, known_at))
+
+    def explain(
+        self, key: KeyLike, *, as_of: datetime | None = None, known_at: datetime | None = None
+    ) -> t.Explanation:
+        """The belief and every comparison that decided it."""
+        req = c.time_travel(pb.ExplainRequest(key=c.key_pb(key)), as_of, known_at)
+        return self._send(c.EXPLAIN, req)
+
+    def retract(
+        self, key: KeyLike, reason: str, *, object: str | None = None, at: datetime | None = None
+    ) -> tuple[t.Decision, t.Belief]:
+        """Retracts a key's value (or one `object` of a multi-valued key)."""
+        return self._send(c.RETRACT, c.retract_request(key, reason, object, at))
+
+    def decisions(
+        self, *, key: KeyLike | None = None, namespace: str = "", page_size: int = 0,
+        page_token: str = "",
+    ) -> t.Page[t.Decision]:  # fmt: skip
+        """One page of the decision log, for a key or a namespace."""
+        req = c.decisions_request(key, namespace, page_size, page_token)
+        return self._send(c.DECISIONS, req)
+
+    def watch(self, *, namespace: str | None = None, resume_token: str = "") -> Iterator[t.Change]:
+        """Belief changes as they happen; stops when the iterator is closed or the call ends."""
+        req = c.watch_request(namespace, resume_token)
+        rpc = self._channel.unary_stream(
+            c.WATCH.path, request_serializer=pb.WatchBeliefsRequest.SerializeToString,
+            response_deserializer=pb.BeliefChange.FromString,
+        )  # fmt: skip
+        stream = rpc(req, metadata=self._metadata)
+        try:
+            for m in stream:
+                yield c.change(m)
+        except grpc.RpcError as err:
+            if err.code() is not grpc.StatusCode.CANCELLED:
+                raise from_rpc_error(err) from None
+        finally:
+            stream.cancel()  # type: ignore[no-untyped-call]
+
+    def review(
+        self, namespace: str = "", *, page_size: int = 0, page_token: str = ""
+    ) -> t.Page[t.Contested]:
+        """One page of contested keys awaiting an operator."""
+        req = c.listing(pb.ListContestedRequest(namespace=namespace), page_size, page_token)
+        return self._send(c.REVIEW, req)
+
+    def contested(self, key: KeyLike) -> t.Contested:
+        """One contested key with every version's tally."""
+        return self._send(c.CONTESTED, pb.GetContestedRequest(key=c.key_pb(key)))
+
+    def resolve(
+        self, key: KeyLike, reason: str, *, version_id: str | None = None,
+        object: str | None = None, operator: str = "",
+    ) -> t.Resolved:  # fmt: skip
+        """Resolves a contested key to one version (by id or by value)."""
+        return self._send(c.RESOLVE, c.resolve_request(key, reason, version_id, object, operator))
+
+    def erase(
+        self, reason: str, *, evidence_id: str | None = None, key: KeyLike | None = None,
+        subject: tuple[str, str] | None = None, operator: str = "",
+    ) -> t.Erased:  # fmt: skip
+        """Erases evidence (one item, a key's, or a subject's) and leaves a tombstone."""
+        return self._send(c.ERASE, c.erase_request(reason, operator, evidence_id, key, subject))
+
+    def decay(self, *, now: datetime | None = None) -> t.Decayed:
+        """Runs the decay pass now (or as of `now`)."""
+        return self._send(c.DECAY, c.decay_request(now))
+
+    def status(self) -> t.Status:
+        """The node's identity, counts and peers."""
+        return self._send(c.STATUS, pb.GetStatusRequest())
+
+    def sync(self, peer_node_id: str = "") -> tuple[t.SyncResult, ...]:
+        """Runs a sync round with one peer (or all) and reports what moved."""
+        return self._send(c.SYNC, pb.SyncNowRequest(peer_node_id=peer_node_id))

@@ -1,0 +1,272 @@
+"""Plain values a client returns: frozen dataclasses, datetimes, enum names as strings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Generic, TypeVar
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.core import Key
+
+
+def when(ts: Timestamp) -> datetime:
+    """A protobuf Timestamp as an aware UTC datetime."""
+    return ts.ToDatetime(tzinfo=UTC)
+
+
+def key_of(msg: pb.Key) -> Key:
+    return Key(msg.namespace, msg.subject, msg.predicate)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One recorded statement and who made it."""
+
+    evidence_id: str
+    key: Key
+    object: str
+    version_id: str
+    attribution: str
+    source: str
+    worth: float
+    confidence: float
+    valid_from: datetime
+    recorded_at: datetime
+    origin_node: str
+    corrects: str
+
+    @classmethod
+    def of(cls, m: pb.Evidence) -> Evidence:
+        return cls(
+            m.evidence_id, key_of(m.key), m.object, m.version_id, m.attribution, m.source,
+            m.worth, m.confidence, when(m.valid_from), when(m.recorded_at), m.origin_node,
+            m.corrects,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the node decided for one request, and by which rule."""
+
+    key: Key
+    outcome: str  # "ACCEPTED", "REJECTED", ... (the proto's Outcome without its prefix)
+    rule: str
+    decided_at: datetime
+    evidence_id: str
+    version_id: str
+    supersedes: str
+    detail: str
+    seq: int
+
+    @classmethod
+    def of(cls, m: pb.Decision) -> Decision:
+        outcome = pb.Outcome.Name(m.outcome).removeprefix("OUTCOME_")
+        return cls(
+            key_of(m.key), outcome, m.rule, when(m.decided_at), m.evidence_id, m.version_id,
+            m.supersedes, m.detail, m.seq,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """One version's federated support for a key."""
+
+    version_id: str
+    object: str
+    weight: int
+    share_milli: int
+    voters: tuple[str, ...]
+    local_belief: bool
+
+    @classmethod
+    def of(cls, m: pb.VersionTally) -> Tally:
+        return cls(m.version_id, m.object, m.weight, m.share_milli, tuple(m.voters), m.local_belief)
+
+
+@dataclass(frozen=True, slots=True)
+class Belief:
+    """What the node believes for a key; `state` is BELIEVED, AMBIGUOUS or CONTESTED."""
+
+    key: Key
+    version_id: str
+    object: str
+    state: str
+    rule: str
+    evidence: Evidence | None
+    values: tuple[str, ...]
+    tallies: tuple[Tally, ...]
+
+    @classmethod
+    def of(cls, m: pb.Belief) -> Belief:
+        return cls(
+            key_of(m.key), m.version_id, m.object,
+            pb.BeliefState.Name(m.state).removeprefix("BELIEF_STATE_"), m.rule,
+            Evidence.of(m.evidence) if m.HasField("evidence") else None,
+            tuple(v.object for v in m.believed_values), tuple(Tally.of(t) for t in m.tallies),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """The decision on one submitted fact and the belief after it."""
+
+    decision: Decision
+    evidence_id: str
+    version_id: str
+    belief: Belief | None
+
+    @property
+    def rejected(self) -> bool:
+        return self.decision.outcome == "REJECTED"
+
+
+@dataclass(frozen=True, slots=True)
+class ItemOutcome:
+    """One item of submit_many: its decision, or the node's reason for refusing it."""
+
+    index: int
+    decision: Decision | None
+    error: str
+    field_errors: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    start: datetime
+    end: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One value a key has had: its status, when it held, and the evidence for it."""
+
+    version_id: str
+    object: str
+    status: str
+    intervals: tuple[Interval, ...]
+    evidence: tuple[Evidence, ...]
+    supersedes: tuple[str, ...]
+    superseded_by: tuple[str, ...]
+
+    @classmethod
+    def of(cls, m: pb.VersionHistory) -> Version:
+        return cls(
+            m.version_id, m.object, pb.VersionStatus.Name(m.status).removeprefix("VERSION_STATUS_"),
+            tuple(Interval(when(i.start), when(i.end) if i.HasField("end") else None)
+                  for i in m.intervals),
+            tuple(Evidence.of(e) for e in m.evidence), tuple(m.supersedes), tuple(m.superseded_by),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Why one version lost to the believed one."""
+
+    version_id: str
+    object: str
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """A belief with every comparison that decided it."""
+
+    belief: Belief
+    comparisons: tuple[Comparison, ...]
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a listing; pass `next_page_token` back for the next one ("" at the end)."""
+
+    items: tuple[T, ...]
+    next_page_token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One belief change seen by watch; `resume_token` resumes after it."""
+
+    key: Key
+    belief: Belief
+    decision: Decision
+    resume_token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Contested:
+    """A key the node will not decide alone; an operator resolves it."""
+
+    key: Key
+    state: str
+    served_version_id: str
+    detail: str
+    versions: tuple[Tally, ...]
+
+    @classmethod
+    def of(cls, m: pb.ContestedKey) -> Contested:
+        return cls(
+            key_of(m.key), pb.BeliefState.Name(m.state).removeprefix("BELIEF_STATE_"),
+            m.served_version_id, m.detail, tuple(Tally.of(t) for t in m.versions),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    decision: Decision
+    belief: Belief
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    erasure_id: str
+    evidence_erased: int
+    keys_affected: int
+    erased_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Decayed:
+    decayed: int
+    tombstoned: int
+
+
+@dataclass(frozen=True, slots=True)
+class PeerState:
+    node_id: str
+    address: str
+    last_sync: datetime | None
+    lag_seconds: int
+    last_error: str
+    max_anchor: str
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The node's identity, counts and peers."""
+
+    node_id: str
+    version: str
+    listen_address: str
+    database: str
+    counts: dict[str, int]
+    peers: tuple[PeerState, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    """One peer's sync round: whether it worked and what moved."""
+
+    node_id: str
+    address: str
+    ok: bool
+    error: str
+    counts: dict[str, int]

@@ -1,4 +1,11 @@
-"""The pure core of factnode: standard library only, no clock, no I/O."""
+"""The pure core of factnode: standard library only, no clock, no I/O.
+
+Arbitration (`arbitration`, `decide`), consensus and the served belief (`consensus`),
+decay (`decay`), the policy (`policy`), input checks (`validation`), checks on what peers
+send (`peer_checks`) and content-addressed ids (`ids`). Imports nothing outside
+`factnode.core` and the standard library (tests/unit/test_imports.py checks it); time
+comes in as an argument.
+"""
 
 from factnode.core._model import (
     ARBITRATION_RULES,

@@ -68,6 +68,20 @@ class Reading(Serving):
             raise NotFound(f"no belief for {key}")
         return found
 
+    def served(self, key: Key) -> tuple[Belief, Explanation | None]:
+        """The served belief now and, where a peer votes on the key, its explanation with the
+        tally: one read transaction for what GetBelief answers."""
+        check_key_input(key)
+        with self.repo.read() as tx:
+            found = self._beliefs(tx, [key]).get(key)
+            if found is None:
+                raise NotFound(f"no belief for {key}")
+            votes = tx.votes([key])[key]
+            if not self._peer_voted(votes):
+                return found, None
+            state = tx.key_states([key])[key]
+        return found, self._explained(key, state, found, votes)
+
     def list_beliefs(
         self, namespace: str, subject: str | None = None, page_size: int = 0, page_token: str = ""
     ) -> Page[Belief]:

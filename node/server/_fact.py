@@ -99,14 +99,15 @@ class FactServicer(pb_grpc.FactServiceServicer):
     @unary
     async def GetBelief(self, request: pb.GetBeliefRequest, context: Context) -> pb.Belief:
         as_of, known_at = cv.time_travel(request)
-        belief = await run(self.ctx.ledger.belief, cv.key(request.key), as_of, known_at)
+        if as_of is not None or known_at is not None:
+            belief = await run(self.ctx.ledger.belief, cv.key(request.key), as_of, known_at)
+            return cv.belief_pb(belief)
+        # One read: the served belief, and the tallies only where peers have voted.
+        belief, explanation = await run(self.ctx.ledger.served, cv.key(request.key))
         msg = cv.belief_pb(belief)
-        if as_of is None and known_at is None:
-            # Tallies only where peers have voted (the API says so), and only then the cost.
-            result = await run(self.ctx.ledger.tally_of, belief.key)
-            if result is not None and result.peer_voted:
-                explanation = await run(self.ctx.ledger.explain, belief.key)
-                msg.tallies.extend(version_tallies(belief, explanation, result))
+        result = explanation.tally if explanation is not None else None
+        if explanation is not None and result is not None and result.peer_voted:
+            msg.tallies.extend(version_tallies(belief, explanation, result))
         return msg
 
     @unary

@@ -644,8 +644,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "health":
         return health.run(args)
     if args.command == "mcp":
-        from factnode import mcp_server
-
+        try:
+            from factnode import mcp_server
+        except ModuleNotFoundError as exc:  # the optional SDK
+            _fail(f"{exc}; install it with: pip install 'factnode[mcp]'", EXIT_USAGE)
         return mcp_server.main(
             args.address, token=args.token, ca_cert=args.ca_cert, timeout=args.timeout
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,7 +12,15 @@ from typing import Any
 
 import anyio
 import pytest
-from _e2e import RPC_TIMEOUT, ServerProcess, free_port, isolated_env, unique_ns
+from _e2e import (
+    CLI_TIMEOUT,
+    RPC_TIMEOUT,
+    ServerProcess,
+    factnode_command,
+    free_port,
+    isolated_env,
+    unique_ns,
+)
 from mcp import ClientSession, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent, TextResourceContents
@@ -144,3 +153,15 @@ async def test_unreachable_node_is_tool_error_text(tmp_path: Path) -> None:
             result = await call(session, "recall", namespace="n", subject="s", predicate="p")
             assert result.is_error and "unreachable" in text(result), text(result)
             assert len((await session.list_tools()).tools) == 5
+
+
+def test_unreadable_ca_cert_is_a_usage_error(tmp_path: Path) -> None:
+    """`factnode mcp --ca-cert MISSING` exits 2 naming the file, without a traceback."""
+    missing = tmp_path / "missing-ca.crt"
+    done = subprocess.run(
+        factnode_command("mcp", "--ca-cert", str(missing)),
+        capture_output=True, text=True, timeout=CLI_TIMEOUT, stdin=subprocess.DEVNULL,
+        env=isolated_env(tmp_path / "home"),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert str(missing) in done.stderr and "Traceback" not in done.stderr

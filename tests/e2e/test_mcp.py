@@ -19,6 +19,7 @@ from _e2e import (
     factnode_command,
     free_port,
     isolated_env,
+    start_server,
     unique_ns,
 )
 from mcp import ClientSession, MCPError
@@ -29,11 +30,11 @@ SESSION_TIMEOUT = 60.0  # seconds for one whole MCP session, start to close
 
 
 @asynccontextmanager
-async def mcp_session(address: str, home: Path) -> AsyncIterator[ClientSession]:
+async def mcp_session(address: str, home: Path, *options: str) -> AsyncIterator[ClientSession]:
     """`factnode mcp --address ADDRESS` as a subprocess, with an initialized SDK session."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "factnode.cli", "mcp", "--address", address, "--timeout", "5"],
+        args=["-m", "factnode.cli", "mcp", "--address", address, "--timeout", "5", *options],
         env=isolated_env(home),
     )
     with (home / "mcp.stderr").open("w") as errlog:
@@ -153,6 +154,28 @@ async def test_unreachable_node_is_tool_error_text(tmp_path: Path) -> None:
             result = await call(session, "recall", namespace="n", subject="s", predicate="p")
             assert result.is_error and "unreachable" in text(result), text(result)
             assert len((await session.list_tools()).tools) == 5
+
+
+async def test_token_without_the_role_is_permission_denied_text(tmp_path: Path) -> None:
+    """A reader's token may recall but not remember; the refusal is tool error text."""
+    config = tmp_path / "factnode.toml"
+    config.write_text(
+        'listen = "127.0.0.1:0"\n[[tokens]]\ntoken = "reader-token"\nroles = ["reader"]\n'
+    )
+    node = start_server(tmp_path, "--config", str(config), listen=None)
+    key = {"namespace": unique_ns("mcp"), "subject": "di", "predicate": "city"}
+    try:
+        with anyio.fail_after(SESSION_TIMEOUT):
+            async with mcp_session(node.address, tmp_path, "--token", "reader-token") as session:
+                denied = await call(
+                    session, "remember_fact", **key, object="Faro", attribution="user_stated",
+                    source="chat",
+                )  # fmt: skip
+                assert denied.is_error and "permission denied (PERMISSION_DENIED)" in text(denied)
+                missing = await call(session, "recall", **key)
+                assert missing.is_error and "not found: " in text(missing), text(missing)
+    finally:
+        assert node.stop() is not None, node.output()
 
 
 def test_unreadable_ca_cert_is_a_usage_error(tmp_path: Path) -> None:

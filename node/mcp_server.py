@@ -92,10 +92,10 @@ def _iso(at: datetime) -> str:
 
 def _provenance(e: Evidence) -> str:
     source = e.source or "no source"
-    relayed = f", relayed from {e.origin_node}" if e.origin_node else ""
+    origin = f", first recorded on {e.origin_node}" if e.origin_node else ""
     return (
         f"{e.attribution} from {source}, valid from {_iso(e.valid_from)}, recorded "
-        f"{_iso(e.recorded_at)}, worth {e.worth:g}, confidence {e.confidence:g}{relayed} "
+        f"{_iso(e.recorded_at)}, worth {e.worth:g}, confidence {e.confidence:g}{origin} "
         f"(evidence {e.evidence_id})"
     )
 
@@ -310,6 +310,8 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
         )
         text = f"{decision.outcome} by rule {decision.rule}"
         text += f": {decision.detail}" if decision.detail else ""
+        if not (belief.version_id or belief.values):  # nothing left for the key
+            return f"{text}\nnow nothing is believed for {namespace}/{subject}/{predicate}."
         return f"{text}\nnow: {belief_text(belief)}"
 
     @server.resource(

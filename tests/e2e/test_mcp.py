@@ -86,13 +86,14 @@ async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path)
             assert before.is_error and "not found: no belief for" in text(before), text(before)
 
             why = text(await call(session, "why", **key))
-            assert "'Porto' lost on trust_anchor" in why, why
+            assert "'Porto' lost on trust_anchor: anchor user_stated (90) outranks" in why, why
 
             history = text(await call(session, "history", **key))
             assert "'Porto'" in history and "'Lisbon'" in history, history
 
             forgot = await call(session, "forget", **key, reason="moved abroad")
             assert not forgot.is_error and text(forgot).startswith("RETRACTED"), text(forgot)
+            assert f"now nothing is believed for {ns}/ana/city." in text(forgot)
 
             templates = (await session.list_resource_templates()).resource_templates
             assert [t.uri_template for t in templates] == [

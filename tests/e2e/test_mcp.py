@@ -95,6 +95,17 @@ async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path)
             assert not forgot.is_error and text(forgot).startswith("RETRACTED"), text(forgot)
             assert f"now nothing is believed for {ns}/ana/city." in text(forgot)
 
+            speaks = {**key, "predicate": "speaks"}
+            for language in ("Portuguese", "English"):
+                await call(
+                    session, "remember_fact", **speaks, object=language,
+                    attribution="user_stated", source="user:ana",
+                )  # fmt: skip
+            both = text(await call(session, "recall", **speaks))
+            assert "values " in both and "'English'" in both and "'Portuguese'" in both, both
+            forgot = await call(session, "forget", **speaks, reason="forgot it", object="English")
+            assert not forgot.is_error and "'Portuguese' (BELIEVED" in text(forgot), text(forgot)
+
             templates = (await session.list_resource_templates()).resource_templates
             assert [t.uri_template for t in templates] == [
                 "factnode://belief/{namespace}/{subject}/{predicate}"

@@ -208,7 +208,7 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
         confidence: Annotated[
             float | None,
             Field(
-                description="How sure the source is, in [0, 1] (default 0.5; below 0.4 is rejected)."
+                description="How sure the source is, in [0, 1] (default 0.5; by default the node rejects below 0.4)."
             ),
         ] = None,
         valid_from: Annotated[

@@ -601,6 +601,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sync", parents=[common], help="run a sync round now (operator)")
     p.add_argument("--peer", help="only this peer node id")
     p.set_defaults(run=cmd_sync)
+
+    p = sub.add_parser(
+        "mcp", parents=[common], help="serve the Model Context Protocol on stdio for an LLM agent"
+    )
+    p.set_defaults(run=None)
     health.add_command(sub)
     return parser
 
@@ -638,6 +643,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_certs(args)
     if args.command == "health":
         return health.run(args)
+    if args.command == "mcp":
+        try:
+            from factnode import mcp_server
+        except ModuleNotFoundError as exc:  # the optional SDK
+            _fail(f"{exc}; install it with: pip install 'factnode[mcp]'", EXIT_USAGE)
+        return mcp_server.main(
+            args.address, token=args.token, ca_cert=args.ca_cert, timeout=args.timeout
+        )
     if args.command == "demo":
         from factnode.demo import main as demo
 

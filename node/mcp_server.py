@@ -1,0 +1,351 @@
+"""`factnode mcp`: the Model Context Protocol over stdio, so an LLM agent can use a node.
+
+Tools `remember_fact`, `recall`, `why`, `history` and `forget`, and the resource template
+`factnode://belief/{namespace}/{subject}/{predicate}`. Everything goes through
+`factnode.AsyncClient`; whatever the node refuses (a bad field, an unknown key, a missing
+role, an unreachable node) comes back to the model as tool error text naming the field and
+the reason, and the session goes on. Needs the `mcp` extra (`pip install 'factnode[mcp]'`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable
+from datetime import UTC, datetime
+from typing import Annotated, Any, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from pydantic import Field
+
+import factnode
+from factnode.client import (
+    AsyncClient,
+    Belief,
+    ClientError,
+    Evidence,
+    InvalidFact,
+    NotFound,
+    PermissionDenied,
+    Unavailable,
+    Version,
+)
+from factnode.core.policy import DEFAULT_ANCHORS
+
+R = TypeVar("R")
+
+_ANCHORS = ", ".join(
+    f"{name} ({value})"
+    for name, value in sorted(DEFAULT_ANCHORS.items(), key=lambda kv: (-kv[1], kv[0]))
+)
+
+INSTRUCTIONS = (
+    "A factnode keeps beliefs about keys (namespace, subject, predicate) from evidence with "
+    "provenance, and decides between conflicting evidence by fixed rules: trust anchor first, "
+    "then the later event time, then worth, then confidence. Use remember_fact to record what "
+    "you learn, recall to read what is believed, why to see which rule decided it, history for "
+    "every value a key has had, and forget when a value stopped being true."
+)
+
+Namespace = Annotated[
+    str, Field(description="Whose or which memory, e.g. 'user:42' or 'project:acme'.")
+]
+Subject = Annotated[str, Field(description="What the fact is about, e.g. 'alice'.")]
+Predicate = Annotated[str, Field(description="Which property, e.g. 'city', 'employer', 'speaks'.")]
+
+
+def field_text(err: ClientError, address: str) -> str:
+    """The node's refusal in words for the model: each bad field and why, or the status."""
+    if isinstance(err, InvalidFact) and err.field_errors:
+        reasons = "; ".join(f"{e.field}: {e.reason}" for e in err.field_errors)
+        return f"invalid input: {reasons}"
+    if isinstance(err, InvalidFact):
+        return f"invalid input: {err}"
+    if isinstance(err, NotFound):
+        return f"not found: {err}"
+    if isinstance(err, PermissionDenied):
+        return f"permission denied ({err.code}): {err}"
+    if isinstance(err, Unavailable):
+        return f"the factnode at {address} is unreachable ({err.code}): {err}"
+    return f"the node refused the call ({err.code}): {err}"
+
+
+def parse_time(text: str | None, field: str) -> datetime | None:
+    """ISO 8601 (a date, or a date and time); UTC where no offset is given."""
+    if text is None or not text.strip():
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ToolError(
+            f"invalid input: {field}: {text!r} is not an ISO 8601 date or time "
+            "(e.g. 2025-03-01 or 2025-03-01T12:00:00Z)"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _iso(at: datetime) -> str:
+    return at.isoformat().replace("+00:00", "Z")
+
+
+def _provenance(e: Evidence) -> str:
+    source = e.source or "no source"
+    origin = f", first recorded on {e.origin_node}" if e.origin_node else ""
+    return (
+        f"{e.attribution} from {source}, valid from {_iso(e.valid_from)}, recorded "
+        f"{_iso(e.recorded_at)}, worth {e.worth:g}, confidence {e.confidence:g}{origin} "
+        f"(evidence {e.evidence_id})"
+    )
+
+
+def belief_text(b: Belief) -> str:
+    """A belief in one paragraph: the value, its state, the deciding rule and its evidence."""
+    k = b.key
+    if b.values and len(b.values) > 1:
+        value = "values " + ", ".join(repr(v) for v in b.values)
+    elif b.object:
+        value = repr(b.object)
+    else:
+        value = "no value"
+    text = f"{k.namespace}/{k.subject}/{k.predicate}: {value} ({b.state}"
+    text += f", decided by rule {b.rule})" if b.rule else ")"
+    if b.evidence is not None:
+        text += f"\nevidence: {_provenance(b.evidence)}"
+    return text
+
+
+def belief_json(b: Belief) -> dict[str, Any]:
+    """A belief as plain JSON values for the resource."""
+    e = b.evidence
+    return {
+        "key": {
+            "namespace": b.key.namespace,
+            "subject": b.key.subject,
+            "predicate": b.key.predicate,
+        },
+        "object": b.object,
+        "values": list(b.values),
+        "state": b.state,
+        "rule": b.rule,
+        "version_id": b.version_id,
+        "evidence": None
+        if e is None
+        else {
+            "evidence_id": e.evidence_id,
+            "attribution": e.attribution,
+            "source": e.source,
+            "worth": e.worth,
+            "confidence": e.confidence,
+            "valid_from": _iso(e.valid_from),
+            "recorded_at": _iso(e.recorded_at),
+            "origin_node": e.origin_node,
+        },
+    }
+
+
+def version_text(v: Version) -> str:
+    """One version of a key: its value, status, when it held, and the evidence for it."""
+    spans = ", ".join(
+        f"{_iso(i.start)} until {_iso(i.end) if i.end else 'now'}" for i in v.intervals
+    )
+    lines = [f"{v.object!r} ({v.status}){': held ' + spans if spans else ''}"]
+    lines += [f"  - {_provenance(e)}" for e in v.evidence]
+    return "\n".join(lines)
+
+
+def build_server(client: AsyncClient) -> MCPServer[Any]:
+    """An MCP server whose tools and resources call the node through `client`."""
+    server: MCPServer[Any] = MCPServer(
+        name="factnode", version=factnode.__version__, instructions=INSTRUCTIONS
+    )
+
+    async def call(coro: Awaitable[R]) -> R:
+        try:
+            return await coro
+        except ClientError as err:
+            raise ToolError(field_text(err, client.address)) from None
+
+    @server.tool(
+        description=(
+            "Record a fact the node should weigh: 'subject's predicate is object', with where it "
+            "came from. The node decides whether it becomes the belief and says which rule "
+            "decided. A fact without a source is REJECTED (no_provenance)."
+        )
+    )
+    async def remember_fact(
+        namespace: Namespace,
+        subject: Subject,
+        predicate: Predicate,
+        object: Annotated[str, Field(description="The value, e.g. 'Lisbon'.")],
+        attribution: Annotated[
+            str,
+            Field(
+                description=(
+                    "The trust anchor: how this fact is known. A higher anchor beats a lower "
+                    "one whatever the dates. Default anchors, most trusted first: "
+                    f"{_ANCHORS}. Use user_stated for what the user told you, agent_observed "
+                    "for what you saw a tool return, agent_inferred for your own deduction, "
+                    "llm_generated for model guesses. The node refuses unknown names and "
+                    "lists the ones it knows."
+                )
+            ),
+        ],
+        source: Annotated[
+            str,
+            Field(
+                description=(
+                    "Who or what said it: a speaker ('user:alice'), a tool, a document or a "
+                    "URL. Required for the fact to count."
+                )
+            ),
+        ],
+        worth: Annotated[
+            float | None,
+            Field(description="How much this fact matters, in [0, 1] (default 0.5)."),
+        ] = None,
+        confidence: Annotated[
+            float | None,
+            Field(
+                description="How sure the source is, in [0, 1] (default 0.5; by default the node rejects below 0.4)."
+            ),
+        ] = None,
+        valid_from: Annotated[
+            str | None,
+            Field(
+                description=(
+                    "When it became true in the world (event time), ISO 8601, e.g. "
+                    "'2025-03-01' or '2025-03-01T12:00:00Z' (UTC when no offset). Default: now. "
+                    "Between equal anchors the later event time wins, not the later report: "
+                    "'Ana moved to Porto in 2023' told today loses to 'Ana moved to Lisbon in "
+                    "2024' told last week."
+                )
+            ),
+        ] = None,
+    ) -> str:
+        at = parse_time(valid_from, "valid_from")
+        done = await call(
+            client.submit(
+                (namespace, subject, predicate),
+                object,
+                attribution,
+                source=source,
+                worth=worth,
+                confidence=confidence,
+                valid_from=at,
+            )
+        )
+        d = done.decision
+        text = f"{d.outcome} by rule {d.rule}" + (f": {d.detail}" if d.detail else "")
+        text += f" (evidence {done.evidence_id})" if done.evidence_id else ""
+        if done.belief is not None:
+            text += f"\nnow believed: {belief_text(done.belief)}"
+        return text
+
+    @server.tool(
+        description=(
+            "What the node believes for a key, with the evidence behind it. 'as_of' asks what "
+            "was true at an event time (e.g. 'where did Ana live last March?')."
+        )
+    )
+    async def recall(
+        namespace: Namespace,
+        subject: Subject,
+        predicate: Predicate,
+        as_of: Annotated[
+            str | None, Field(description="Event time to answer for, ISO 8601; default: now.")
+        ] = None,
+    ) -> str:
+        at = parse_time(as_of, "as_of")
+        return belief_text(await call(client.belief((namespace, subject, predicate), as_of=at)))
+
+    @server.tool(
+        description=(
+            "Why the node believes what it does for a key: the believed value and, for every "
+            "other value, the rule that made it lose (trust_anchor, recency, worth, confidence "
+            "or tiebreak) and the reason in words."
+        )
+    )
+    async def why(namespace: Namespace, subject: Subject, predicate: Predicate) -> str:
+        explained = await call(client.explain((namespace, subject, predicate)))
+        lines = [f"believed: {belief_text(explained.belief)}"]
+        if not explained.comparisons:
+            lines.append("no other value competes for this key.")
+        for c in explained.comparisons:
+            lines.append(f"{c.object!r} lost on {c.rule}: {c.reason}")
+        return "\n".join(lines)
+
+    @server.tool(
+        description=(
+            "Every value a key has had: its status (BELIEVED, SUPERSEDED, RETRACTED, ...), when "
+            "it held, and the evidence for it."
+        )
+    )
+    async def history(namespace: Namespace, subject: Subject, predicate: Predicate) -> str:
+        versions = await call(client.history((namespace, subject, predicate)))
+        if not versions:
+            return f"{namespace}/{subject}/{predicate} has no history."
+        return "\n".join(version_text(v) for v in versions)
+
+    @server.tool(
+        description=(
+            "Record that a key's value stopped being true (e.g. 'Ana left Acme'). The evidence "
+            "stays in the audit trail; the belief ends. For a multi-valued predicate (speaks, "
+            "knows, interested_in) name the value to retract."
+        )
+    )
+    async def forget(
+        namespace: Namespace,
+        subject: Subject,
+        predicate: Predicate,
+        reason: Annotated[str, Field(description="Why it stopped being true, kept in the log.")],
+        object: Annotated[
+            str | None,
+            Field(description="For multi-valued predicates: the one value to retract."),
+        ] = None,
+    ) -> str:
+        decision, belief = await call(
+            client.retract((namespace, subject, predicate), reason, object=object)
+        )
+        text = f"{decision.outcome} by rule {decision.rule}"
+        text += f": {decision.detail}" if decision.detail else ""
+        if not (belief.version_id or belief.values):  # nothing left for the key
+            return f"{text}\nnow nothing is believed for {namespace}/{subject}/{predicate}."
+        return f"{text}\nnow: {belief_text(belief)}"
+
+    @server.resource(
+        "factnode://belief/{namespace}/{subject}/{predicate}",
+        name="belief",
+        description="The node's current belief for one key, with its evidence, as JSON.",
+        mime_type="application/json",
+    )
+    async def belief(namespace: str, subject: str, predicate: str) -> str:
+        try:
+            found = await client.belief((namespace, subject, predicate))
+        except NotFound as err:
+            raise ResourceNotFoundError(field_text(err, client.address)) from None
+        except ClientError as err:
+            raise ResourceError(field_text(err, client.address)) from None
+        return json.dumps(belief_json(found))
+
+    return server
+
+
+async def serve(address: str, *, token: str | None, ca_cert: str | None, timeout: float) -> None:
+    """Serves MCP on stdin/stdout until the agent closes the session."""
+    client = AsyncClient(address, token=token, ca_cert=ca_cert, timeout=timeout)
+    try:
+        await build_server(client).run_stdio_async()
+    finally:
+        await client.close()
+
+
+def main(address: str, *, token: str | None, ca_cert: str | None, timeout: float) -> int:
+    """`factnode mcp`: runs the server; an unreadable --ca-cert is a usage error (exit 2)."""
+    try:
+        asyncio.run(serve(address, token=token, ca_cert=ca_cert, timeout=timeout))
+    except OSError as exc:
+        print(f"factnode mcp: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,202 @@
+"""`factnode mcp` through the MCP SDK's own stdio client, against a real served node."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from _e2e import (
+    CLI_TIMEOUT,
+    RPC_TIMEOUT,
+    ServerProcess,
+    factnode_command,
+    free_port,
+    isolated_env,
+    start_server,
+    unique_ns,
+)
+from mcp import ClientSession, MCPError
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.types import CallToolResult, TextContent, TextResourceContents
+
+SESSION_TIMEOUT = 60.0  # seconds for one whole MCP session, start to close
+
+
+@asynccontextmanager
+async def mcp_session(address: str, home: Path, *options: str) -> AsyncIterator[ClientSession]:
+    """`factnode mcp --address ADDRESS` as a subprocess, with an initialized SDK session."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "factnode.cli", "mcp", "--address", address, "--timeout", "5", *options],
+        env=isolated_env(home),
+    )
+    with (home / "mcp.stderr").open("w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, read_timeout_seconds=RPC_TIMEOUT) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> CallToolResult:
+    """Calls one tool; the result must be a tool result (not a protocol error)."""
+    result = await session.call_tool(tool, arguments)
+    assert isinstance(result, CallToolResult), result
+    return result
+
+
+def text(result: CallToolResult) -> str:
+    """The text of a tool result."""
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path) -> None:
+    """Each tool works through the SDK's stdio client; node refusals come back as error text."""
+    ns = unique_ns("mcp")
+    key = {"namespace": ns, "subject": "ana", "predicate": "city"}
+    with anyio.fail_after(SESSION_TIMEOUT):
+        async with mcp_session(server.address, tmp_path) as session:
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert set(tools) == {"remember_fact", "recall", "why", "history", "forget"}
+            attribution = tools["remember_fact"].input_schema["properties"]["attribution"]
+            assert "user_stated (90)" in attribution["description"]
+
+            done = await call(
+                session, "remember_fact", **key, object="Porto", attribution="agent_inferred",
+                source="chat:1", valid_from="2024-01-01",
+            )  # fmt: skip
+            assert not done.is_error and text(done).startswith("ACCEPTED"), text(done)
+            done = await call(
+                session, "remember_fact", **key, object="Lisbon", attribution="user_stated",
+                source="user:ana", confidence=0.9, valid_from="2023-06-01T00:00:00Z",
+            )  # fmt: skip
+            assert not done.is_error and "'Lisbon' (BELIEVED" in text(done), text(done)
+
+            recalled = text(await call(session, "recall", **key))
+            assert "'Lisbon' (BELIEVED" in recalled and "user_stated from user:ana" in recalled
+            before = await call(session, "recall", **key, as_of="2023-01-01")
+            assert before.is_error and "not found: no belief for" in text(before), text(before)
+
+            why = text(await call(session, "why", **key))
+            assert "'Porto' lost on trust_anchor: anchor user_stated (90) outranks" in why, why
+
+            history = text(await call(session, "history", **key))
+            assert "'Porto'" in history and "'Lisbon'" in history, history
+
+            forgot = await call(session, "forget", **key, reason="moved abroad")
+            assert not forgot.is_error and text(forgot).startswith("RETRACTED"), text(forgot)
+            assert f"now nothing is believed for {ns}/ana/city." in text(forgot)
+
+            speaks = {**key, "predicate": "speaks"}
+            for language in ("Portuguese", "English"):
+                await call(
+                    session, "remember_fact", **speaks, object=language,
+                    attribution="user_stated", source="user:ana",
+                )  # fmt: skip
+            both = text(await call(session, "recall", **speaks))
+            assert "values " in both and "'English'" in both and "'Portuguese'" in both, both
+            forgot = await call(session, "forget", **speaks, reason="forgot it", object="English")
+            assert not forgot.is_error and "'Portuguese' (BELIEVED" in text(forgot), text(forgot)
+
+            templates = (await session.list_resource_templates()).resource_templates
+            assert [t.uri_template for t in templates] == [
+                "factnode://belief/{namespace}/{subject}/{predicate}"
+            ]
+            other = {**key, "subject": "bo"}
+            await call(
+                session, "remember_fact", **other, object="Oslo", attribution="user_stated",
+                source="user:bo",
+            )  # fmt: skip
+            read = await session.read_resource(f"factnode://belief/{ns}/bo/city")
+            contents = read.contents[0]
+            assert isinstance(contents, TextResourceContents)
+            belief = json.loads(contents.text)
+            assert (belief["object"], belief["state"]) == ("Oslo", "BELIEVED")
+            assert belief["evidence"]["attribution"] == "user_stated"
+            with pytest.raises(MCPError, match="not found: no belief for"):
+                await session.read_resource(f"factnode://belief/{ns}/nobody/city")
+
+
+async def test_bad_input_returns_the_nodes_field_errors(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """An unknown anchor, a bad worth and a bad date come back as tool errors naming the field."""
+    key = {"namespace": unique_ns("mcp"), "subject": "cy", "predicate": "city"}
+    with anyio.fail_after(SESSION_TIMEOUT):
+        async with mcp_session(server.address, tmp_path) as session:
+            bad = await call(
+                session, "remember_fact", **key, object="Rome", attribution="hearsay",
+                source="chat",
+            )  # fmt: skip
+            assert bad.is_error
+            assert "attribution: unknown trust anchor 'hearsay'; known: " in text(bad)
+            bad = await call(
+                session, "remember_fact", **key, object="Rome", attribution="user_stated",
+                source="chat", worth=3.0,
+            )  # fmt: skip
+            assert bad.is_error and "worth: must be in [0, 1], got 3.0" in text(bad), text(bad)
+            bad = await call(
+                session, "remember_fact", **key, object="Rome", attribution="user_stated",
+                source="chat", valid_from="last tuesday",
+            )  # fmt: skip
+            assert bad.is_error and "valid_from: 'last tuesday' is not an ISO 8601" in text(bad)
+            missing = await call(session, "why", **key)
+            assert missing.is_error and "not found: " in text(missing), text(missing)
+            # The session survived every refusal.
+            done = await call(
+                session, "remember_fact", **key, object="Rome", attribution="user_stated",
+                source="chat",
+            )  # fmt: skip
+            assert not done.is_error and text(done).startswith("ACCEPTED"), text(done)
+
+
+async def test_unreachable_node_is_tool_error_text(tmp_path: Path) -> None:
+    """With no node at the address, a tool says the node is unreachable; the session goes on."""
+    address = f"127.0.0.1:{free_port()}"
+    with anyio.fail_after(SESSION_TIMEOUT):
+        async with mcp_session(address, tmp_path) as session:
+            result = await call(session, "recall", namespace="n", subject="s", predicate="p")
+            assert result.is_error and "unreachable" in text(result), text(result)
+            assert len((await session.list_tools()).tools) == 5
+
+
+async def test_token_without_the_role_is_permission_denied_text(tmp_path: Path) -> None:
+    """A reader's token may recall but not remember; the refusal is tool error text."""
+    config = tmp_path / "factnode.toml"
+    config.write_text(
+        'listen = "127.0.0.1:0"\n[[tokens]]\ntoken = "reader-token"\nroles = ["reader"]\n'
+    )
+    node = start_server(tmp_path, "--config", str(config), listen=None)
+    key = {"namespace": unique_ns("mcp"), "subject": "di", "predicate": "city"}
+    try:
+        with anyio.fail_after(SESSION_TIMEOUT):
+            async with mcp_session(node.address, tmp_path, "--token", "reader-token") as session:
+                denied = await call(
+                    session, "remember_fact", **key, object="Faro", attribution="user_stated",
+                    source="chat",
+                )  # fmt: skip
+                assert denied.is_error and "permission denied (PERMISSION_DENIED)" in text(denied)
+                missing = await call(session, "recall", **key)
+                assert missing.is_error and "not found: " in text(missing), text(missing)
+    finally:
+        assert node.stop() is not None, node.output()
+
+
+def test_unreadable_ca_cert_is_a_usage_error(tmp_path: Path) -> None:
+    """`factnode mcp --ca-cert MISSING` exits 2 naming the file, without a traceback."""
+    missing = tmp_path / "missing-ca.crt"
+    done = subprocess.run(
+        factnode_command("mcp", "--ca-cert", str(missing)),
+        capture_output=True, text=True, timeout=CLI_TIMEOUT, stdin=subprocess.DEVNULL,
+        env=isolated_env(tmp_path / "home"),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert str(missing) in done.stderr and "Traceback" not in done.stderr

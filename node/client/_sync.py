@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import Key
@@ -19,6 +20,10 @@ from ._errors import from_rpc_error
 
 R = TypeVar("R")
 KeyLike = Key | tuple[str, str, str]
+
+
+def _as_sent(message: Message) -> Message:
+    return message
 
 
 class Client:
@@ -80,6 +85,12 @@ class Client:
             time.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def send(self, call: c.Call[Any], request: Message, *, timeout: float | None = None) -> Message:
+        """Sends one call as built by the caller and returns the node's response message as
+        it came (for tools that print it, like the CLI's `--json`); failures raise as above."""
+        return self._send(c.Call(call.path, call.response, _as_sent, call.retry_safe), request,
+                          timeout)  # fmt: skip
 
     def submit(
         self, key: KeyLike, object: str, attribution: str, *, source: str = "",

@@ -1,0 +1,97 @@
+"""The `factnode` command line: run a node, and talk to one through the typed client.
+
+`_parser` holds the grammar (one function per verb), `_commands` the verbs that call a
+node, `_local` those that run here (`serve`, `certs`, `demo`, and `mcp`, a stdio server with
+its own client), `_output` the text and JSON
+printing, `_exits` the exit codes. Every verb goes through the one table `VERBS`: adding
+a verb is a parser function and an entry there. May import any factnode package.
+
+Exit codes (for scripts): 0 success, 1 internal error, 2 usage or configuration error,
+3 node unreachable, 4 refused (authentication or permission), 5 not found, 6 invalid
+argument (the node named the bad fields), 7 a submitted fact was REJECTED.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from factnode import health as health_probe
+from factnode.client import Client, ClientError
+
+from . import _commands as commands
+from . import _local as local
+from . import _parser as grammar
+from ._exits import EXIT_USAGE, UsageError, fail, failed_call
+from ._output import as_json
+
+Run = Callable[[argparse.Namespace], int]
+
+
+class Verb(NamedTuple):
+    """One subcommand: how it parses, and what runs it (returning the exit code)."""
+
+    add: grammar.AddVerb
+    run: Run
+
+
+def on_node(command: Callable[[Client, argparse.Namespace], commands.Reply]) -> Run:
+    """Runs a verb that talks to a node: connects, prints the reply, maps failures to exits."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            node = Client(
+                args.address, token=args.token, ca_cert=args.ca_cert or None,
+                timeout=args.timeout, retries=0,
+            )  # fmt: skip
+        except OSError as exc:  # e.g. an unreadable --ca-cert
+            fail(str(exc), EXIT_USAGE)
+        try:
+            reply = command(node, args)
+        except UsageError as exc:
+            fail(str(exc), EXIT_USAGE)
+        except ClientError as err:
+            failed_call(err, args.address)
+        except OSError as exc:
+            fail(str(exc), EXIT_USAGE)
+        finally:
+            node.close()
+        print(as_json(reply.response) if args.json else reply.text)
+        return reply.exit_code
+
+    return run
+
+
+VERBS: dict[str, Verb] = {
+    "serve": Verb(grammar.serve, local.serve),
+    "certs": Verb(grammar.certs, local.certs),
+    "demo": Verb(grammar.demo, local.demo),
+    "submit": Verb(grammar.submit, on_node(commands.submit)),
+    "get": Verb(grammar.get, on_node(commands.get)),
+    "explain": Verb(grammar.explain, on_node(commands.explain)),
+    "history": Verb(grammar.history, on_node(commands.history)),
+    "retract": Verb(grammar.retract, on_node(commands.retract)),
+    "decisions": Verb(grammar.decisions, on_node(commands.decisions)),
+    "review": Verb(grammar.review, on_node(commands.review)),
+    "erase": Verb(grammar.erase, on_node(commands.erase)),
+    "decay": Verb(grammar.decay, on_node(commands.decay)),
+    "status": Verb(grammar.status, on_node(commands.status)),
+    "sync": Verb(grammar.sync, on_node(commands.sync)),
+    "mcp": Verb(grammar.mcp, local.mcp),
+    "health": Verb(grammar.health, health_probe.run),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `factnode` parser, one subcommand per entry of VERBS."""
+    return grammar.build_parser(v.add for v in VERBS.values())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`factnode ...`: parses the arguments and runs the verb; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    return VERBS[args.command].run(args)
+
+
+__all__ = ["VERBS", "UsageError", "Verb", "build_parser", "main"]

@@ -1,0 +1,86 @@
+"""The verbs that run here rather than call a node: `serve`, `certs`, `demo` and `mcp` (which
+talks to a node through its own client)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from ._exits import EXIT_OK, EXIT_USAGE
+
+
+def serve(args: argparse.Namespace) -> int:
+    from factnode.config import ConfigError, load_settings
+    from factnode.server.app import serve as run_node
+
+    env = dict(os.environ)
+    for option, var in (
+        ("listen", "FACTNODE_LISTEN"),
+        ("data_dir", "FACTNODE_DATA_DIR"),
+        ("database_url", "FACTNODE_DATABASE_URL"),
+        ("node_id", "FACTNODE_NODE_ID"),
+    ):
+        if getattr(args, option):
+            env[var] = getattr(args, option)
+    try:
+        settings = load_settings(args.config, env)
+        asyncio.run(run_node(settings, announce=lambda line: print(line, flush=True)))
+    except ConfigError as exc:
+        print(f"factnode serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        pass
+    return EXIT_OK
+
+
+def certs(args: argparse.Namespace) -> int:
+    from factnode.certs import ensure_ca, issue_node_cert
+
+    out = Path(args.out)
+    try:
+        ensure_ca(out)
+        made = [issue_node_cert(out, node_id, tuple(args.host)) for node_id in args.node_ids]
+    except (ValueError, OSError) as exc:
+        print(f"factnode certs: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "ca": str(out / "ca.crt"),
+                    "nodes": {
+                        n: {"cert": str(c), "key": str(k)}
+                        for n, (c, k) in zip(args.node_ids, made, strict=True)
+                    },
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(f"CA: {out / 'ca.crt'} (key {out / 'ca.key'}: keep it private)")
+        for node_id, (crt, key) in zip(args.node_ids, made, strict=True):
+            print(f"{node_id}: {crt}, {key}")
+    return EXIT_OK
+
+
+def demo(args: argparse.Namespace) -> int:
+    from factnode.demo import main as run_demo
+
+    run_demo(["--keep"] if args.keep else [])
+    return EXIT_OK
+
+
+def mcp(args: argparse.Namespace) -> int:
+    """Serves the Model Context Protocol on stdio for an LLM agent, backed by a node."""
+    try:
+        from factnode import mcp_server
+    except ModuleNotFoundError as exc:  # the optional SDK
+        print(f"factnode: {exc}; install it with: pip install 'factnode[mcp]'", file=sys.stderr)
+        return EXIT_USAGE
+    return mcp_server.main(
+        args.address, token=args.token, ca_cert=args.ca_cert, timeout=args.timeout
+    )

@@ -1,0 +1,227 @@
+"""The command line's grammar: one function per verb adds its subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import factnode
+from factnode import health as health_probe
+
+DEFAULT_ADDRESS = "127.0.0.1:7420"
+# Adds one verb: (subparsers, the options every node-talking verb shares).
+AddVerb = Callable[[Any, argparse.ArgumentParser], None]
+
+
+def _add_key(p: argparse.ArgumentParser) -> None:
+    p.add_argument("namespace", help="scope of the fact, e.g. user:ana")
+    p.add_argument("subject", help="what the fact is about, e.g. ana")
+    p.add_argument("predicate", help="the property, e.g. lives_in")
+
+
+def _operator(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--operator", default=os.environ.get("USER", "operator"), help="your name (default $USER)"
+    )
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def _common() -> argparse.ArgumentParser:
+    """Options of every verb that talks to a node."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--address",
+        default=os.environ.get("FACTNODE_ADDRESS", DEFAULT_ADDRESS),
+        help="node to talk to (env FACTNODE_ADDRESS; default %(default)s)",
+    )
+    common.add_argument(
+        "--token",
+        default=os.environ.get("FACTNODE_TOKEN"),
+        help="bearer token (env FACTNODE_TOKEN)",
+    )
+    common.add_argument(
+        "--ca-cert",
+        default=os.environ.get("FACTNODE_CA_CERT"),
+        help="CA certificate for a TLS node",
+    )
+    common.add_argument(
+        "--timeout", type=_seconds, default=10.0, help="seconds per call (default %(default)s)"
+    )
+    common.add_argument("--json", action="store_true", help="print the response as JSON")
+    return common
+
+
+def build_parser(verbs: Iterable[AddVerb]) -> argparse.ArgumentParser:
+    """The `factnode` parser with each verb's subcommand, in the order given."""
+    parser = argparse.ArgumentParser(
+        prog="factnode",
+        description="Deterministic, explainable beliefs for AI agents. "
+        "Run a node with `factnode serve`; the other commands talk to one.",
+        epilog="Exit codes: 0 ok, 1 error, 2 usage, 3 unreachable, 4 refused, 5 not found, 6 invalid argument.",
+    )
+    parser.add_argument("--version", action="version", version=f"factnode {factnode.__version__}")
+    common = _common()
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in verbs:
+        add(sub, common)
+    return parser
+
+
+def serve(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("serve", help="run a node")
+    p.add_argument("--config", default=os.environ.get("FACTNODE_CONFIG"), help="TOML settings file")
+    p.add_argument("--listen", help="host:port to listen on (default 127.0.0.1:7420)")
+    p.add_argument("--data-dir", help="where the SQLite store lives")
+    p.add_argument("--database-url", help="SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db")
+    p.add_argument("--node-id", help="this node's id (persisted on first start)")
+
+
+def certs(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("certs", help="make a development CA and node certificates for peer mTLS")
+    p.add_argument(
+        "node_ids", nargs="+", metavar="NODE_ID", help="node ids to issue certificates for"
+    )
+    p.add_argument(
+        "--out",
+        default="certs",
+        help="directory (default %(default)s); an existing ca.crt/ca.key there is reused",
+    )
+    p.add_argument(
+        "--host",
+        action="append",
+        default=["localhost", "127.0.0.1"],
+        help="extra host name or IP for the certificates",
+    )
+    p.add_argument("--json", action="store_true", help="print the file paths as JSON")
+
+
+def demo(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="start a small local federation and walk through a conflict, a consensus and a contested key",
+    )
+    p.add_argument("--keep", action="store_true", help="leave the nodes running afterwards")
+
+
+def submit(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("submit", parents=[common], help="submit a fact and print the decision")
+    _add_key(p)
+    p.add_argument("value", help="the object of the fact, e.g. Lisbon")
+    p.add_argument("--anchor", required=True, help="trust anchor (attribution), e.g. user_stated")
+    p.add_argument(
+        "--source", help="who or what said it; without one the fact is REJECTED (no_provenance)"
+    )
+    p.add_argument("--worth", type=float, help="worth in [0, 1] (default 0.5)")
+    p.add_argument("--confidence", type=float, help="confidence in [0, 1] (default 0.5)")
+    p.add_argument("--valid-from", help="event time (ISO 8601); default: now")
+    p.add_argument("--corrects", help="evidence id this corrects (it was never true)")
+    p.add_argument(
+        "--contradicts", help="another key NAMESPACE/SUBJECT/PREDICATE this fact moves from"
+    )
+    p.add_argument("--idempotency-key", help="resubmissions with this key are DUPLICATE")
+
+
+def _at_a_time(sub: Any, common: argparse.ArgumentParser, name: str, helptext: str) -> None:
+    p = sub.add_parser(name, parents=[common], help=helptext)
+    _add_key(p)
+    p.add_argument("--as-of", help="event time to answer for (ISO 8601)")
+    p.add_argument("--known-at", help="what the node knew at this time (ISO 8601)")
+
+
+def get(sub: Any, common: argparse.ArgumentParser) -> None:
+    _at_a_time(sub, common, "get", "the belief for a key")
+
+
+def explain(sub: Any, common: argparse.ArgumentParser) -> None:
+    _at_a_time(sub, common, "explain", "why the belief beats each other version")
+
+
+def history(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "history", parents=[common], help="every version of a key and when it was believed"
+    )
+    _add_key(p)
+    p.add_argument("--known-at", help="as the node knew it at this time (ISO 8601)")
+
+
+def retract(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("retract", parents=[common], help="end a belief without a replacement")
+    _add_key(p)
+    p.add_argument("--value", help="for multi-valued predicates: the value to retract")
+    p.add_argument("--at", help="when it stopped being true (ISO 8601; default now)")
+    p.add_argument("--reason", help="why")
+
+
+def decisions(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("decisions", parents=[common], help="the decision log")
+    p.add_argument("--namespace", help="only this namespace")
+    p.add_argument(
+        "--key", nargs=3, metavar=("NAMESPACE", "SUBJECT", "PREDICATE"), help="only this key"
+    )
+    p.add_argument("--limit", type=int, default=50, help="page size (default %(default)s)")
+    p.add_argument("--page-token", help="continue a listing")
+
+
+def review(sub: Any, common: argparse.ArgumentParser) -> None:
+    review = sub.add_parser("review", help="contested and ambiguous keys (operator)")
+    rsub = review.add_subparsers(dest="review_command", required=True, metavar="SUBCOMMAND")
+    p = rsub.add_parser("list", parents=[common], help="the review queue")
+    p.add_argument("--namespace", help="only this namespace")
+    p.add_argument("--limit", type=int, default=50, help="page size (default %(default)s)")
+    p = rsub.add_parser("show", parents=[common], help="one key under review")
+    _add_key(p)
+    p = rsub.add_parser("resolve", parents=[common], help="choose a version or give a value")
+    _add_key(p)
+    p.add_argument("--version", help="version id to believe")
+    p.add_argument("--value", help="value to believe")
+    p.add_argument("--reason", required=True, help="why (kept in the log)")
+    _operator(p)
+
+
+def erase(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("erase", parents=[common], help="destroy personal data (operator)")
+    p.add_argument("--evidence", help="one evidence id")
+    p.add_argument(
+        "--key", nargs=3, metavar=("NAMESPACE", "SUBJECT", "PREDICATE"), help="every fact of a key"
+    )
+    p.add_argument(
+        "--subject", nargs=2, metavar=("NAMESPACE", "SUBJECT"), help="every fact about a subject"
+    )
+    p.add_argument("--reason", required=True, help="why (kept in the tombstone)")
+    _operator(p)
+
+
+def decay(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("decay", parents=[common], help="run the decay job now (operator)")
+    p.add_argument("--now", help="evaluate as of this time (ISO 8601)")
+
+
+def status(sub: Any, common: argparse.ArgumentParser) -> None:
+    sub.add_parser("status", parents=[common], help="node id, counts and peers (operator)")
+
+
+def sync(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("sync", parents=[common], help="run a sync round now (operator)")
+    p.add_argument("--peer", help="only this peer node id")
+
+
+def mcp(sub: Any, common: argparse.ArgumentParser) -> None:
+    sub.add_parser(
+        "mcp", parents=[common], help="serve the Model Context Protocol on stdio for an LLM agent"
+    )
+
+
+def health(sub: Any, common: argparse.ArgumentParser) -> None:
+    health_probe.add_command(sub)

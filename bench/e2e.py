@@ -390,7 +390,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             out[name] = {
                 "node": node_fig,
                 "echo": echo_fig,
-                "ratio": statistics.median(ratios),
+                "ratio": round(statistics.median(ratios), 3),
                 "ratios": ratios,
                 "request_bytes": w.sizes[name][0],
                 "reply_bytes": w.sizes[name][1],

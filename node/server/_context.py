@@ -15,6 +15,7 @@ from factnode.core.consensus import Tally
 from factnode.federation.sync import Syncer
 from factnode.ledger import Belief, Explanation, Ledger, NotFound
 from factnode.metrics import Metrics
+from factnode.server._group_commit import GroupCommit
 
 T = TypeVar("T")
 
@@ -52,6 +53,7 @@ class NodeContext:
     changes: Changes
     listen: str
     database: str
+    writer: GroupCommit
     syncer: Syncer | None = None
 
 

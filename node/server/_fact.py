@@ -40,9 +40,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         sub = cv.submission(request)
         require_write_submission(sub)
         evidence = self.ctx.ledger.evidence_of(sub)
-        [done] = await run(self.ctx.ledger.ingest, [(evidence, sub.idempotency_key)])
-        self.ctx.metrics.decided([done.decision])
-        self.ctx.changes.notify()
+        done = await self.ctx.writer.submit(evidence, sub.idempotency_key)
         return pb.SubmitFactResponse(
             decision=cv.decision_pb(done.decision),
             evidence_id=done.evidence_id,

@@ -22,13 +22,14 @@ from factnode.config import ConfigError, Peer, Settings, check_exposure, redact_
 from factnode.federation._index import index_of
 from factnode.federation.sync import FederationEndpoint, Syncer
 from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles
-from factnode.ledger import Ledger, ensure_node_id
+from factnode.ledger import Ledger, Submitted, ensure_node_id
 from factnode.metrics import Metrics
 from factnode.server._admin import AdminServicer
 from factnode.server._auth import AuthInterceptor
 from factnode.server._context import Changes, NodeContext
 from factnode.server._decoding import add_service
 from factnode.server._fact import FactServicer
+from factnode.server._group_commit import GroupCommit
 from factnode.server._review import ReviewServicer
 from factnode.store import SqlRepository
 
@@ -80,6 +81,7 @@ class Node:
         self._tasks: list[asyncio.Task[None]] = []
         self._links: dict[str, GrpcPeerLink] = {}
         self._metrics_server: Any = None
+        self.writer: GroupCommit | None = None
         self.syncer: Syncer | None = None
         if settings.federated:
             index_of(self.ledger)  # digests are kept from the first write on
@@ -139,8 +141,17 @@ class Node:
             ("grpc.so_reuseport", 0),
         ]
         server = grpc.aio.server(interceptors=[AuthInterceptor(s)], options=options)
+        changes = Changes()
+        self.writer = GroupCommit(self.ledger.ingest, self._committed(changes))
+        self.writer.start()
         ctx = NodeContext(
-            self.ledger, self.metrics, Changes(), s.listen, redact_url(s.db_url), self.syncer
+            self.ledger,
+            self.metrics,
+            changes,
+            s.listen,
+            redact_url(s.db_url),
+            self.writer,
+            self.syncer,
         )
         add_service(server, FactServicer(ctx), "FactService")
         add_service(server, ReviewServicer(ctx), "ReviewService")
@@ -186,6 +197,15 @@ class Node:
             self._tasks.append(asyncio.create_task(self.syncer.run_forever()))
         return port
 
+    def _committed(self, changes: Changes) -> Callable[[list[Submitted]], None]:
+        """What follows each group commit: decisions counted, belief watchers woken."""
+
+        def after(done: list[Submitted]) -> None:
+            self.metrics.decided([d.decision for d in done])
+            changes.notify()
+
+        return after
+
     async def _decay_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.decay_interval_seconds)
@@ -206,6 +226,8 @@ class Node:
             await self.federation_server.stop(grace)
         if self.server is not None:
             await self.server.stop(grace)
+        if self.writer is not None:
+            await self.writer.stop()  # after the calls: every queued submission is committed
         for link in self._links.values():
             await link.close()
         if self._metrics_server is not None:

@@ -1,0 +1,457 @@
+"""A real node against bare gRPC, as a client sees it, in one run.
+
+    python bench/e2e.py [--quick] [--postgres URL] [--repeats N] [--seconds S]
+
+Starts `factnode serve` as a subprocess (its own temporary data directory and config
+file, a free loopback port, health SERVING awaited with a bound) and, in this process, a
+bare grpc.aio echo server on raw bytes (a generic handler, identity serializers). For each
+call it measures the node and then the echo at the same concurrency with payloads of the
+same sizes (the echo's request carries the node request's size and asks for a reply of the
+node response's size), back to back, `--repeats` times, so a busy moment on a shared
+machine skews one pair rather than the verdict:
+
+- `submit`: unary SubmitFact from 16 concurrent callers, each call a distinct fact.
+- `stream`: one SubmitFacts client stream at a time (messages per second); the echo is
+  one client stream of raw messages of the same size, answered once at the end.
+- `get`: GetBelief of random preloaded keys from 16 concurrent callers.
+- `asof`: GetBelief with `as_of` (time travel) of random preloaded keys, 16 callers.
+- `list`: ListBeliefs, a page of 100 beliefs of one namespace, 16 callers.
+
+Each figure: requests (or messages) per second, p50 and p99 latency in milliseconds (for
+`stream`, the latency of one whole stream) and `ratio` = node rate / echo rate, the median
+over the repeats (`ratios` lists each pair's). `--scale` is not implemented (see
+bench/README.md); it says so rather than printing a figure.
+
+Readable lines first; the last line is one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+
+CONCURRENCY = 16
+START_TIMEOUT = 60.0  # seconds for the node to report SERVING
+CALL_TIMEOUT = 30.0  # seconds for one call
+STOP_TIMEOUT = 20.0
+STREAM_MESSAGES = 1000  # messages per SubmitFacts stream
+PRELOAD_KEYS = 2000  # keys the reads choose from
+LIST_PAGE = 100
+SEED = 20261201
+
+ECHO_UNARY = "/bench.Echo/Unary"
+ECHO_STREAM = "/bench.Echo/Stream"
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- the echo ---------------------------------------------------------------------
+
+_replies: dict[int, bytes] = {}
+
+
+def _reply(size: int) -> bytes:
+    out = _replies.get(size)
+    if out is None:
+        out = _replies[size] = b"r" * size
+    return out
+
+
+def echo_request(request_size: int, reply_size: int) -> bytes:
+    """A raw request of `request_size` bytes asking for a reply of `reply_size` bytes."""
+    head = reply_size.to_bytes(4, "big")
+    return head + b"q" * max(0, request_size - len(head))
+
+
+async def _echo_unary(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+    return _reply(int.from_bytes(request[:4], "big"))
+
+
+async def _echo_stream(
+    requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]
+) -> bytes:
+    reply_size = 0
+    async for request in requests:
+        reply_size = int.from_bytes(request[:4], "big")
+    return _reply(reply_size)
+
+
+class _EchoHandler(grpc.GenericRpcHandler):  # type: ignore[type-arg]
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[Any, Any] | None:
+        if details.method == ECHO_UNARY:
+            return grpc.unary_unary_rpc_method_handler(_echo_unary)
+        if details.method == ECHO_STREAM:
+            return grpc.stream_unary_rpc_method_handler(_echo_stream)
+        return None
+
+
+async def start_echo() -> tuple[grpc.aio.Server, int]:
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    server.add_generic_rpc_handlers((_EchoHandler(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, port
+
+
+# -- the node ---------------------------------------------------------------------
+
+
+class NodeProcess:
+    """`factnode serve` in a subprocess with its own data dir and config file."""
+
+    def __init__(self, workdir: Path, postgres: str | None) -> None:
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        config = workdir / "factnode.toml"
+        lines = [f'listen = "{self.address}"', f'data_dir = "{workdir / "data"}"']
+        if postgres:
+            lines.append(f"database_url = {json.dumps(postgres)}")
+        config.write_text("\n".join(lines) + "\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FACTNODE_")}
+        env["PYTHONUNBUFFERED"] = "1"
+        self.log = workdir / "serve.log"
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "factnode.cli", "serve", "--config", str(config)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=workdir,
+            )
+
+    async def wait_serving(self, channel: grpc.aio.Channel) -> None:
+        health = health_pb2_grpc.HealthStub(channel)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"factnode serve exited: {self.log.read_text()}")
+            try:
+                reply = await health.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.aio.AioRpcError:
+                pass
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"node not SERVING within {START_TIMEOUT}s: {self.log.read_text()}")
+
+    def rss_mb(self) -> float | None:
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            return None
+        return None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=STOP_TIMEOUT)
+
+
+# -- measuring --------------------------------------------------------------------
+
+
+def figures(latencies: list[float], count: int, elapsed: float) -> dict[str, float]:
+    """Rate, p50 and p99 (ms) of one phase."""
+    ordered = sorted(latencies)
+
+    def pct(q: float) -> float:
+        if not ordered:
+            return float("nan")
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+    return {
+        "rps": round(count / elapsed, 1),
+        "p50_ms": round(pct(0.50), 2),
+        "p99_ms": round(pct(0.99), 2),
+        "calls": count,
+    }
+
+
+async def concurrent(
+    call: Callable[[int], Awaitable[object]], seconds: float, callers: int = CONCURRENCY
+) -> dict[str, float]:
+    """`callers` loops calling `call(n)` (n distinct across calls) for `seconds`."""
+    counter = iter(range(10**12))
+    latencies: list[float] = []
+    stop_at = time.perf_counter() + seconds
+
+    async def caller() -> None:
+        while time.perf_counter() < stop_at:
+            n = next(counter)
+            t0 = time.perf_counter()
+            await call(n)
+            latencies.append(time.perf_counter() - t0)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    return figures(latencies, len(latencies), time.perf_counter() - start)
+
+
+async def streams(one_stream: Callable[[int], Awaitable[int]], seconds: float) -> dict[str, float]:
+    """Whole streams one after another for `seconds`: messages per second, stream latency."""
+    latencies: list[float] = []
+    messages = 0
+    n = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
+        messages += await one_stream(n)
+        latencies.append(time.perf_counter() - t0)
+        n += 1
+    return figures(latencies, messages, time.perf_counter() - start)
+
+
+class Workload:
+    """Requests for the node, and echo requests of the same sizes."""
+
+    def __init__(self, node: grpc.aio.Channel, echo: grpc.aio.Channel, run_id: str) -> None:
+        self.facts = pb_grpc.FactServiceStub(node)
+        self.echo_unary = echo.unary_unary(ECHO_UNARY, None, None)
+        self.echo_stream = echo.stream_unary(ECHO_STREAM, None, None)
+        self.ns_write = f"bench:w{run_id}"
+        self.ns_read = f"bench:r{run_id}"
+        self.rng = random.Random(SEED)
+        self.sizes: dict[str, tuple[int, int]] = {}
+
+    def fact(self, ns: str, subject: str, value: str) -> pb.SubmitFactRequest:
+        return pb.SubmitFactRequest(
+            fact=pb.FactInput(
+                key=pb.Key(namespace=ns, subject=subject, predicate="lives_in"),
+                object=value,
+                attribution="user_stated",
+                source="bench",
+            )
+        )
+
+    async def preload(self) -> None:
+        async def items() -> AsyncIterator[pb.SubmitFactRequest]:
+            for i in range(PRELOAD_KEYS):
+                yield self.fact(self.ns_read, f"subject-{i:06d}", f"city-{i}")
+
+        reply = await self.facts.SubmitFacts(items(), timeout=CALL_TIMEOUT * 4)
+        if reply.decided_count != PRELOAD_KEYS:
+            raise RuntimeError(f"preload decided {reply.decided_count} of {PRELOAD_KEYS}")
+        self.asof = Timestamp()
+        self.asof.GetCurrentTime()
+
+    def read_key(self) -> pb.Key:
+        i = self.rng.randrange(PRELOAD_KEYS)
+        return pb.Key(namespace=self.ns_read, subject=f"subject-{i:06d}", predicate="lives_in")
+
+    def note(self, name: str, request: Any, reply: Any) -> None:
+        self.sizes[name] = (request.ByteSize(), reply.ByteSize())
+
+    async def submit(self, n: int) -> None:
+        request = self.fact(self.ns_write, f"unary-{n}", f"value-{n}")
+        reply = await self.facts.SubmitFact(request, timeout=CALL_TIMEOUT)
+        if "submit" not in self.sizes:
+            self.note("submit", request, reply)
+
+    async def stream(self, n: int) -> int:
+        sample = self.fact(self.ns_write, f"stream-{n}-000000", "value")
+
+        async def items() -> AsyncIterator[pb.SubmitFactRequest]:
+            for i in range(STREAM_MESSAGES):
+                yield self.fact(self.ns_write, f"stream-{n}-{i:06d}", "value")
+
+        reply = await self.facts.SubmitFacts(items(), timeout=CALL_TIMEOUT * 4)
+        if reply.decided_count != STREAM_MESSAGES:
+            raise RuntimeError(f"stream decided {reply.decided_count} of {STREAM_MESSAGES}")
+        if "stream" not in self.sizes:
+            self.note("stream", sample, reply)
+        return STREAM_MESSAGES
+
+    async def get(self, n: int) -> None:
+        request = pb.GetBeliefRequest(key=self.read_key())
+        reply = await self.facts.GetBelief(request, timeout=CALL_TIMEOUT)
+        if "get" not in self.sizes:
+            self.note("get", request, reply)
+
+    async def asof_get(self, n: int) -> None:
+        request = pb.GetBeliefRequest(key=self.read_key(), as_of=self.asof)
+        reply = await self.facts.GetBelief(request, timeout=CALL_TIMEOUT)
+        if "asof" not in self.sizes:
+            self.note("asof", request, reply)
+
+    async def list_page(self, n: int) -> None:
+        request = pb.ListBeliefsRequest(namespace=self.ns_read, page_size=LIST_PAGE)
+        reply = await self.facts.ListBeliefs(request, timeout=CALL_TIMEOUT)
+        if len(reply.beliefs) != LIST_PAGE:
+            raise RuntimeError(f"list page held {len(reply.beliefs)} beliefs")
+        if "list" not in self.sizes:
+            self.note("list", request, reply)
+
+    def echo_call(self, name: str) -> Callable[[int], Awaitable[object]]:
+        request_size, reply_size = self.sizes[name]
+        payload = echo_request(request_size, reply_size)
+
+        async def call(n: int) -> object:
+            return await self.echo_unary(payload, timeout=CALL_TIMEOUT)
+
+        return call
+
+    def echo_streams(self) -> Callable[[int], Awaitable[int]]:
+        request_size, reply_size = self.sizes["stream"]
+        payload = echo_request(request_size, reply_size)
+
+        async def one_stream(n: int) -> int:
+            async def items() -> AsyncIterator[bytes]:
+                for _ in range(STREAM_MESSAGES):
+                    yield payload
+
+            await self.echo_stream(items(), timeout=CALL_TIMEOUT * 4)
+            return STREAM_MESSAGES
+
+        return one_stream
+
+
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="factnode-e2e-bench-"))
+    node = NodeProcess(workdir, args.postgres)
+    echo_server, echo_port = await start_echo()
+    node_channel = grpc.aio.insecure_channel(node.address)
+    echo_channel = grpc.aio.insecure_channel(f"127.0.0.1:{echo_port}")
+    load_before = os.getloadavg()[0]
+    try:
+        await node.wait_serving(node_channel)
+        w = Workload(node_channel, echo_channel, uuid.uuid4().hex[:8])
+        await w.preload()
+        seconds, warm = args.seconds, min(1.0, args.seconds / 3)
+        plan: list[tuple[str, Callable[[], Awaitable[dict[str, float]]], Any]] = [
+            ("submit", lambda: concurrent(w.submit, seconds), lambda: w.echo_call("submit")),
+            ("stream", lambda: streams(w.stream, seconds), w.echo_streams),
+            ("get", lambda: concurrent(w.get, seconds), lambda: w.echo_call("get")),
+            ("asof", lambda: concurrent(w.asof_get, seconds), lambda: w.echo_call("asof")),
+            ("list", lambda: concurrent(w.list_page, seconds), lambda: w.echo_call("list")),
+        ]
+        out: dict[str, Any] = {}
+        for name, node_phase, echo_of in plan:
+            # Warm both paths (and learn the payload sizes) before measuring.
+            if name == "stream":
+                await w.stream(-1)
+            else:
+                await concurrent(
+                    {
+                        "submit": w.submit,
+                        "get": w.get,
+                        "asof": w.asof_get,
+                        "list": w.list_page,
+                    }[name],
+                    warm,
+                )
+            echo_phase_fn = echo_of()
+            runner = streams if name == "stream" else concurrent
+            await runner(echo_phase_fn, warm)
+            pairs = []
+            for _ in range(args.repeats):
+                node_fig = await node_phase()
+                echo_fig = await runner(echo_phase_fn, seconds)
+                pairs.append((node_fig, echo_fig))
+            ratios = [round(n["rps"] / e["rps"], 3) for n, e in pairs]
+            mid = sorted(range(len(pairs)), key=lambda i: ratios[i])[len(pairs) // 2]
+            node_fig, echo_fig = pairs[mid]
+            out[name] = {
+                "node": node_fig,
+                "echo": echo_fig,
+                "ratio": round(statistics.median(ratios), 3),
+                "ratios": ratios,
+                "request_bytes": w.sizes[name][0],
+                "reply_bytes": w.sizes[name][1],
+            }
+            say(
+                f"{name:7s} node {node_fig['rps']:8.1f}/s p50 {node_fig['p50_ms']:7.2f} ms "
+                f"p99 {node_fig['p99_ms']:7.2f} ms | echo {echo_fig['rps']:8.1f}/s "
+                f"p50 {echo_fig['p50_ms']:7.2f} ms p99 {echo_fig['p99_ms']:7.2f} ms "
+                f"| ratio {out[name]['ratio']:.3f} (each pair: {ratios})"
+            )
+        out["node_rss_mb"] = node.rss_mb()
+        out["load_avg_1m"] = [load_before, os.getloadavg()[0]]
+        return out
+    finally:
+        await node_channel.close(None)
+        await echo_channel.close(None)
+        await echo_server.stop(0)
+        node.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few seconds per figure")
+    parser.add_argument("--postgres", metavar="URL", help="run the node on this database")
+    parser.add_argument("--seconds", type=float, help="seconds per measured phase")
+    parser.add_argument("--repeats", type=int, help="node/echo pairs per figure")
+    parser.add_argument("--scale", action="store_true", help="1,000,000 rows (not implemented)")
+    args = parser.parse_args()
+    if args.seconds is None:
+        args.seconds = 2.0 if args.quick else 8.0
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else 3
+    say(
+        f"factnode e2e bench: {CONCURRENCY} callers, {args.seconds}s per phase, "
+        f"{args.repeats} node/echo pair(s) per figure, store "
+        f"{'postgres' if args.postgres else 'sqlite'}"
+    )
+    if args.scale:
+        say("--scale: NOT IMPLEMENTED (no 1,000,000-row figures in this run)")
+    out = asyncio.run(measure(args))
+    result: dict[str, Any] = {
+        f"{name}_ratio": out[name]["ratio"] for name in ("submit", "stream", "get", "asof", "list")
+    }
+    result.update(
+        {
+            "get_p99_over_echo_p99": round(
+                out["get"]["node"]["p99_ms"] / out["get"]["echo"]["p99_ms"], 2
+            ),
+            "store": "postgres" if args.postgres else "sqlite",
+            "seconds": args.seconds,
+            "repeats": args.repeats,
+            "concurrency": CONCURRENCY,
+            "scale": "not implemented" if args.scale else "not requested",
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "figures": out,
+        }
+    )
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

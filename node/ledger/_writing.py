@@ -224,7 +224,9 @@ class Writing(Serving):
             state = tx.key_states([key])[key]
             verdict = state.belief(self.policy)
             vid = ids.version_id(key, obj) if obj is not None else None
-            if verdict is None or (vid is not None and vid not in believed_versions(verdict)):
+            # What is served counts as believed too (a pinned or consensus version).
+            held = set(believed_versions(verdict)) | {b.version_id for b in tx.beliefs([key])[key]}
+            if verdict is None or (vid is not None and vid not in held):
                 raise NotFound(f"no current belief for {key}" + (" with that value" if obj else ""))
             if vid is None and self.policy.is_multi_valued(key.predicate):
                 vid = None  # the whole multi-valued key ends

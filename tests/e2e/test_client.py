@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -188,3 +189,32 @@ def test_submit_is_retried_on_unavailable_with_the_same_idempotency_key() -> Non
         server.stop(None)
     assert done.decision.outcome == "ACCEPTED"
     assert len(keys) == 2 and keys[0] == keys[1] != ""
+
+
+def test_review_contested_resolve_retract_and_watch_on_a_real_tie(server: ServerProcess) -> None:
+    """A tie between two user_stated facts is listed, shown with both versions, resolved by a
+    pin (BELIEVED by operator_resolution), watched, and retracted through the sync client."""
+    ns = _ns()
+    key = (ns, "ana", "city")
+    with factnode.Client(server.address) as client:
+        september = datetime(2025, 9, 1, tzinfo=UTC)
+        client.submit(key, "Faro", "user_stated", source="ana", valid_from=september)
+        client.submit(key, "Braga", "user_stated", source="bob", valid_from=september)
+        assert client.belief(key).state == "AMBIGUOUS"
+        [queued] = client.review(ns).items
+        assert queued.state == "AMBIGUOUS"
+        shown = client.contested(key)
+        assert {v.object for v in shown.versions} == {"Faro", "Braga"}
+        resolved = client.resolve(key, "asked Ana", object="Faro", operator="ops")
+        assert resolved.belief is not None and resolved.belief.object == "Faro"
+        assert (client.belief(key).state, client.belief(key).rule) == (
+            "BELIEVED",
+            "operator_resolution",
+        )
+        assert client.review(ns).items == ()
+        watched = client.watch(namespace=ns)
+        first = next(watched)
+        assert first.key.subject == "ana"
+        watched.close()
+        client.retract(key, "moved away", object="Faro")
+        assert client.belief(key).object == "Braga"  # Faro's validity ended

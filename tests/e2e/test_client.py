@@ -218,3 +218,36 @@ def test_review_contested_resolve_retract_and_watch_on_a_real_tie(server: Server
         watched.close()
         client.retract(key, "moved away", object="Faro")
         assert client.belief(key).object == "Braga"  # Faro's validity ended
+
+
+def test_async_client_review_resolve_retract_erase_and_admin(server: ServerProcess) -> None:
+    """The AsyncClient's remaining calls on a real tie: beliefs, decisions, review,
+    contested, resolve, retract, erase, decay and sync."""
+
+    async def run() -> None:
+        ns = _ns()
+        key = (ns, "ana", "city")
+        september = datetime(2025, 9, 1, tzinfo=UTC)
+        async with factnode.AsyncClient(server.address) as client:
+            await client.submit(key, "Faro", "user_stated", source="ana", valid_from=september)
+            await client.submit(key, "Braga", "user_stated", source="bob", valid_from=september)
+            assert [b.state for b in (await client.beliefs(ns)).items] == ["AMBIGUOUS"]
+            [queued] = (await client.review(ns)).items
+            assert queued.state == "AMBIGUOUS"
+            shown = await client.contested(key)
+            assert {v.object for v in shown.versions} == {"Faro", "Braga"}
+            resolved = await client.resolve(key, "asked Ana", object="Faro", operator="ops")
+            assert resolved.belief.object == "Faro"
+            assert (await client.review(ns)).items == ()
+            outcomes = [d.outcome for d in (await client.decisions(key=key)).items]
+            assert outcomes[-1] == "RESOLVED"
+            await client.retract(key, "moved away", object="Faro")
+            assert (await client.belief(key)).object == "Braga"
+            erased = await client.erase("asked to", key=key, operator="ops")
+            assert erased.evidence_erased == 2
+            with pytest.raises(factnode.NotFound):
+                await client.belief(key)
+            assert (await client.decay()).decayed >= 0
+            assert await client.sync() == ()
+
+    asyncio.run(run())

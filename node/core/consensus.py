@@ -82,9 +82,15 @@ def latest_votes(votes: Iterable[Vote]) -> dict[str, Vote]:
     out: dict[str, Vote] = {}
     for v in votes:
         cur = out.get(v.voter)
-        if cur is None or _vote_order(v) > _vote_order(cur):
+        if cur is None or newer(v, cur):
             out[v.voter] = v
     return out
+
+
+def newer(a: Vote, b: Vote) -> bool:
+    """Whether vote `a` supersedes `b`: cast later (ties broken by content, so order never
+    matters)."""
+    return _vote_order(a) > _vote_order(b)
 
 
 def _vote_order(v: Vote) -> tuple[int, str, str, int, int, int]:

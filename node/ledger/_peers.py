@@ -7,7 +7,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from factnode.core import Evidence, Key, Rule, ids
-from factnode.core.consensus import Vote, hour_of, same_vote
+from factnode.core.consensus import Vote, hour_of, newer
 from factnode.core.peer_checks import latest_per_key, tombstone_problem, vote_problem
 from factnode.core.validation import describe_violations, relayed_violations
 from factnode.ledger._forgetting import Forgetting
@@ -142,13 +142,10 @@ class PeerInput(Writing, Forgetting):
                 current = tx.votes({v.key for v in good})
                 for v in good:
                     held_vote = next((o for o in current[v.key] if o.voter == peer_id), None)
-                    if held_vote is not None and latest_per_key([held_vote, v])[0] is held_vote:
-                        continue  # an older vote arriving late never replaces a newer one
-                    if held_vote is None or not same_vote(held_vote, v):
-                        fresh.append(v)
-                    elif v.cast_at > held_vote.cast_at:
-                        # The same vote cast again: keep its latest time, so a vote cast
-                        # between the two and arriving later still loses to it.
+                    # An older vote arriving late never replaces a newer one. A newer one is
+                    # kept even when it says the same (its later time must be held, so a vote
+                    # cast between the two and arriving later still loses to it).
+                    if held_vote is None or newer(v, held_vote):
                         fresh.append(v)
                 tx.put_votes(fresh)
                 fx.votes_put.extend(fresh)

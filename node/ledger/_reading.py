@@ -212,10 +212,8 @@ class Reading(Serving):
             self_id=self.node_id,
         )
 
-    def explain_with_tallies(
-        self, keys: Sequence[Key]
-    ) -> dict[Key, tuple[Explanation, Tally | None]]:
-        """`explain` and `tally_of` for many keys at once, in one read (a review page);
+    def explain_many(self, keys: Sequence[Key]) -> dict[Key, Explanation]:
+        """`explain` for many keys at once, in one read (a review page), each with its tally;
         keys without a belief are left out."""
         with self.repo.read() as tx:
             states = tx.key_states(keys)
@@ -224,10 +222,9 @@ class Reading(Serving):
         out = {}
         for key in keys:
             try:
-                explanation = self._explained(key, states[key], served.get(key), votes[key])
+                out[key] = self._explained(key, states[key], served.get(key), votes[key])
             except NotFound:
                 continue
-            out[key] = (explanation, explanation.tally)
         return out
 
     def evidence_by_ids(self, evidence_ids: Sequence[str]) -> dict[str, Evidence]:

@@ -57,6 +57,14 @@ class NodeContext:
     syncer: Syncer | None = None
 
 
+def peer_tallies(belief: Belief, explanation: Explanation | None) -> list[pb.VersionTally]:
+    """The tallies a served belief carries: every version's, only where a peer has voted."""
+    result = explanation.tally if explanation is not None else None
+    if explanation is None or result is None or not result.peer_voted:
+        return []
+    return version_tallies(belief, explanation, result)
+
+
 def version_tallies(
     belief: Belief, explanation: Explanation, result: Tally | None
 ) -> list[pb.VersionTally]:

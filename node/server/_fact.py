@@ -12,7 +12,7 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.core import Evidence, FieldViolation, InvalidInput
 from factnode.server._auth import require_write, require_write_submission
-from factnode.server._context import NodeContext, maybe_belief, run, version_tallies
+from factnode.server._context import NodeContext, maybe_belief, peer_tallies, run
 from factnode.server._errors import (
     Context,
     PermissionDenied,
@@ -103,9 +103,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         # One read: the served belief, and the tallies only where peers have voted.
         belief, explanation = await run(self.ctx.ledger.served, cv.key(request.key))
         msg = cv.belief_pb(belief)
-        result = explanation.tally if explanation is not None else None
-        if explanation is not None and result is not None and result.peer_voted:
-            msg.tallies.extend(version_tallies(belief, explanation, result))
+        msg.tallies.extend(peer_tallies(belief, explanation))
         return msg
 
     @unary
@@ -144,10 +142,10 @@ class FactServicer(pb_grpc.FactServiceServicer):
     async def Explain(self, request: pb.ExplainRequest, context: Context) -> pb.ExplainResponse:
         as_of, known_at = cv.time_travel(request)
         explanation = await run(self.ctx.ledger.explain, cv.key(request.key), as_of, known_at)
-        belief = cv.belief_pb(explanation.belief) if explanation.belief else None
-        result = explanation.tally
-        if belief is not None and explanation.belief and result is not None and result.peer_voted:
-            belief.tallies.extend(version_tallies(explanation.belief, explanation, result))
+        belief = None
+        if explanation.belief is not None:
+            belief = cv.belief_pb(explanation.belief)
+            belief.tallies.extend(peer_tallies(explanation.belief, explanation))
         return pb.ExplainResponse(
             belief=belief,
             comparisons=[cv.comparison_pb(c) for c in explanation.comparisons],

@@ -6,7 +6,6 @@ from factnode import _wire as cv
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.core import BeliefState
-from factnode.core.consensus import Tally
 from factnode.ledger import Belief, Explanation, NotFound
 from factnode.server._auth import caller_identity
 from factnode.server._context import NodeContext, run, version_tallies
@@ -20,8 +19,8 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
         self.ctx = ctx
 
     def _contested(self, beliefs: list[Belief]) -> list[pb.ContestedKey]:
-        details = self.ctx.ledger.explain_with_tallies([b.key for b in beliefs])
-        return [_contested_pb(b, *details[b.key]) for b in beliefs if b.key in details]
+        details = self.ctx.ledger.explain_many([b.key for b in beliefs])
+        return [_contested_pb(b, details[b.key]) for b in beliefs if b.key in details]
 
     @unary
     async def ListContested(
@@ -69,9 +68,7 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
         )
 
 
-def _contested_pb(
-    belief: Belief, explanation: Explanation, result: Tally | None
-) -> pb.ContestedKey:
+def _contested_pb(belief: Belief, explanation: Explanation) -> pb.ContestedKey:
     return pb.ContestedKey(
         key=cv.key_pb(belief.key),
         state=cv.state_pb(belief.state),
@@ -79,5 +76,5 @@ def _contested_pb(
         detail="; ".join(
             f"{c.object!r}: {c.rule.value} ({c.reason})" for c in explanation.comparisons
         ),
-        versions=version_tallies(belief, explanation, result),
+        versions=version_tallies(belief, explanation, explanation.tally),
     )

@@ -12,7 +12,7 @@ def _sub(subject: str, obj: str) -> Submission:
     return Submission(NS, subject, "lives_in", obj, "user_stated", source="ana", valid_from=0)
 
 
-def test_explain_with_tallies_matches_explain_and_tally_of_per_key() -> None:
+def test_explain_many_matches_explain_and_tally_of_per_key() -> None:
     """Many keys at once give what `explain` and `tally_of` give for each key; keys without a
     belief are left out."""
     ledger = memory_ledger()
@@ -23,7 +23,8 @@ def test_explain_with_tallies_matches_explain_and_tally_of_per_key() -> None:
     unknown = Key(NS, "nobody", "lives_in")
     page = ledger.review_queue(NS)
     assert {b.key for b in page.items} == set(keys)
-    together = ledger.explain_with_tallies([*keys, unknown])
+    together = ledger.explain_many([*keys, unknown])
     assert list(together) == keys
     for key in keys:
-        assert together[key] == (ledger.explain(key), ledger.tally_of(key))
+        assert together[key] == ledger.explain(key)
+        assert together[key].tally == ledger.tally_of(key)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -21,7 +20,7 @@ R = TypeVar("R")
 KeyLike = Key | tuple[str, str, str]
 
 
-class AsyncClient:
+class AsyncClient(c.Connection):
     """Client for asyncio: the same methods and options, each a coroutine; watch is an async iterator.
 
     A connection to one factnode; every method sends one call and returns plain values.
@@ -33,27 +32,12 @@ class AsyncClient:
     doubling. Failures raise a ClientError subclass: InvalidFact (with `field_errors`),
     NotFound, PermissionDenied, Unavailable."""
 
-    def __init__(
-        self,
-        address: str,
-        *,
-        token: str | None = None,
-        ca_cert: str | Path | None = None,
-        client_cert: str | Path | None = None,
-        client_key: str | Path | None = None,
-        timeout: float = 10.0,
-        retries: int = 3,
-        backoff: float = 0.2,
-    ) -> None:
-        creds = c.credentials(ca_cert, client_cert, client_key)
-        self.address = address
-        self._channel = (
+    _channel: grpc.aio.Channel
+
+    def _open(self, address: str, creds: grpc.ChannelCredentials | None) -> grpc.aio.Channel:
+        return (
             grpc.aio.secure_channel(address, creds) if creds else grpc.aio.insecure_channel(address)
         )
-        self._metadata = c.metadata(token)
-        self._timeout = timeout
-        self._retries = retries
-        self._backoff = backoff
 
     async def close(self) -> None:
         await self._channel.close(None)

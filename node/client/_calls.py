@@ -61,6 +61,35 @@ def metadata(token: str | None) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),) if token else ()
 
 
+class Connection:
+    """The options both clients share: where, as whom, over what, how long and how often.
+
+    Subclasses say how their channel (blocking or asyncio) is opened: `_open`."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        token: str | None = None,
+        ca_cert: str | Path | None = None,
+        client_cert: str | Path | None = None,
+        client_key: str | Path | None = None,
+        timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.2,
+    ) -> None:
+        self.address = address
+        self._channel = self._open(address, credentials(ca_cert, client_cert, client_key))
+        self._metadata = metadata(token)
+        self._timeout = timeout
+        self._retries = retries
+        self._backoff = backoff
+
+    def _open(self, address: str, creds: grpc.ChannelCredentials | None) -> Any:
+        """The channel to `address`, with TLS when `creds` are given."""
+        raise NotImplementedError
+
+
 def _refuse(out: list[FieldViolation]) -> None:
     if out:
         errors = tuple(FieldError(v.field, v.reason) for v in out)

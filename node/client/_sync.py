@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -26,7 +25,7 @@ def _as_sent(message: Message) -> Message:
     return message
 
 
-class Client:
+class Client(c.Connection):
     """A connection to one factnode; every method sends one call and returns plain values.
 
     `token` is sent as a bearer token; `ca_cert` (and `client_cert`/`client_key` for mutual
@@ -36,27 +35,10 @@ class Client:
     doubling. Failures raise a ClientError subclass: InvalidFact (with `field_errors`),
     NotFound, PermissionDenied, Unavailable."""
 
-    def __init__(
-        self,
-        address: str,
-        *,
-        token: str | None = None,
-        ca_cert: str | Path | None = None,
-        client_cert: str | Path | None = None,
-        client_key: str | Path | None = None,
-        timeout: float = 10.0,
-        retries: int = 3,
-        backoff: float = 0.2,
-    ) -> None:
-        creds = c.credentials(ca_cert, client_cert, client_key)
-        self.address = address
-        self._channel = (
-            grpc.secure_channel(address, creds) if creds else grpc.insecure_channel(address)
-        )
-        self._metadata = c.metadata(token)
-        self._timeout = timeout
-        self._retries = retries
-        self._backoff = backoff
+    _channel: grpc.Channel
+
+    def _open(self, address: str, creds: grpc.ChannelCredentials | None) -> grpc.Channel:
+        return grpc.secure_channel(address, creds) if creds else grpc.insecure_channel(address)
 
     def close(self) -> None:
         self._channel.close()

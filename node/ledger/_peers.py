@@ -79,11 +79,19 @@ class PeerInput(Writing, Forgetting):
                 self._apply_erasure(tx, t, tx.evidence_covered(t), fx)
 
             items: list[tuple[Evidence, str | None]] = []
+            # Evidence held already (in any status) was decided when it first arrived: a
+            # replayed or repeated item is taken as held, not decided and logged again, so
+            # no peer can grow the decision log by resending what it sent.
+            held_ids = tx.stored_evidence_ids({e.evidence_id for e in evidence})
             for e in evidence:
                 problems = relayed_violations(e, self.policy)
                 if problems:
                     rejected.append((e.evidence_id, describe_violations(problems)))
                     continue
+                if e.evidence_id in held_ids:
+                    accepted += 1
+                    continue
+                held_ids.add(e.evidence_id)
                 cap = min(
                     (c for c in (e.anchor_cap, cap_name) if c is not None),
                     key=lambda name: self.policy.anchors[name],

@@ -182,7 +182,8 @@ async def test_a_vote_on_decayed_evidence_does_not_count(fed: Federation) -> Non
 
 
 async def test_a_duplicated_and_reordered_delta_changes_nothing_more(fed: Federation) -> None:
-    """Replaying a peer's delta twice, in reverse order, leaves beliefs and tallies as once."""
+    """Replaying a peer's delta twice, in reverse order, leaves beliefs, tallies and the
+    decision log as once: evidence already held is not decided (nor logged) again."""
     _submit(fed, "a", "3.12", "agent_observed")
     _submit(fed, "h", "3.13", "agent_observed")
     evidence = (
@@ -196,9 +197,12 @@ async def test_a_duplicated_and_reordered_delta_changes_nothing_more(fed: Federa
     offered = pb.Delta(evidence=evidence, votes=[wire.vote_pb(v) for v in own_votes])
     assert len(offered.votes) == 1
     fed.endpoints["a"].push_delta("h", offered)
-    once = (fed.ledgers["a"].belief(KEY), fed.ledgers["a"].tally_of(KEY))
+    a = fed.ledgers["a"]
+    once = (a.belief(KEY), a.tally_of(KEY), a.counts(), a.decisions(KEY))
     reordered = pb.Delta(
         evidence=list(reversed(offered.evidence)) * 2, votes=list(reversed(offered.votes)) * 2
     )
     fed.endpoints["a"].push_delta("h", reordered)
-    assert (fed.ledgers["a"].belief(KEY), fed.ledgers["a"].tally_of(KEY)) == once
+    reply = fed.endpoints["a"].push_delta("h", reordered)
+    assert list(reply.rejected) == [] and reply.accepted == len(reordered.evidence) + 1
+    assert (a.belief(KEY), a.tally_of(KEY), a.counts(), a.decisions(KEY)) == once

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -108,6 +108,8 @@ class FedNode:
     port: int = 0
     lines: list[str] = field(default_factory=list)
     _queue: queue.Queue[str | None] = field(default_factory=queue.Queue)
+    extra_config: str = ""  # TOML appended to the generated config (tables such as [[tokens]])
+    peer_max_anchor: dict[str, str] = field(default_factory=dict)  # peer node id -> its cap
     _channel: grpc.Channel | None = None
     _stderr: Path | None = None
 
@@ -152,6 +154,10 @@ class FedNode:
                 f'address = "{peer.federation_address}"',
                 f'node_id = "{peer.node_id}"',
             ]
+            if peer.node_id in self.peer_max_anchor:
+                lines.append(f'max_anchor = "{self.peer_max_anchor[peer.node_id]}"')
+        if self.extra_config:
+            lines += ["", self.extra_config]
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("\n".join(lines) + "\n")
 
@@ -370,11 +376,14 @@ class Federation:
     def running(self) -> list[FedNode]:
         return [n for n in self.nodes.values() if n.running]
 
-    def start(self) -> None:
-        """Starts every node at once; if one fails (a port taken meanwhile), tries new ports."""
-        nodes = list(self.nodes.values())
+    def start(self, absent: Collection[str] = ()) -> None:
+        """Starts every node at once; if one fails (a port taken meanwhile), tries new ports.
+
+        Nodes in `absent` are listed as peers (with an address and a certificate) but not
+        started: a test speaks for them over their peer link."""
+        nodes = [n for n in self.nodes.values() if n.node_id not in absent]
         for attempt in range(START_ATTEMPTS):
-            for node in nodes:
+            for node in self.nodes.values():
                 node.federation_port = free_port()
             for node in nodes:
                 node.write_config()
@@ -426,5 +435,6 @@ class Federation:
         raise AssertionError(f"no quiet sweep after {sweeps} sweeps; last: {last}")
 
 
-# The `start_federation` fixture: node ids (and `foreign=`) in, a running federation out.
+# The `start_federation` fixture: node ids (and `foreign=`, `absent=`, and `configure=`, called
+# with the federation before it starts) in, a running federation out.
 StartFederation = Callable[..., Federation]

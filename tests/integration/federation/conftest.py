@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from _fednet import Federation, StartFederation
@@ -14,10 +14,17 @@ def start_federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Start
     (SIGTERM, a bounded wait, SIGKILL as a fallback) and fails if one needed SIGKILL."""
     started: list[Federation] = []
 
-    def start(node_ids: Sequence[str], foreign: Sequence[str] = ()) -> Federation:
+    def start(
+        node_ids: Sequence[str],
+        foreign: Sequence[str] = (),
+        absent: Sequence[str] = (),
+        configure: Callable[[Federation], None] | None = None,
+    ) -> Federation:
         fed = Federation(tmp_path_factory.mktemp("fed"), node_ids, foreign)
+        if configure is not None:
+            configure(fed)
         started.append(fed)
-        fed.start()
+        fed.start(absent)
         return fed
 
     yield start

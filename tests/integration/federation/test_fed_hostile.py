@@ -1,0 +1,399 @@
+"""A hostile configured peer over a real mTLS link: its certificate is valid and names a peer
+the victim lists, and it sends crafted deltas through FederationService. Nothing it sends moves
+the victim's beliefs beyond what its honest evidence would (DESIGN §6, §7, §9).
+
+The victim is a real `factnode serve` process. The peers it lists (`mallory`, `honest`) are not
+started: the test speaks for them over their peer links, with certificates from the
+federation CA, and reads the victim's beliefs over its client port.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import grpc
+import pytest
+from _fednet import (
+    BELIEVED,
+    RPC_TIMEOUT,
+    Federation,
+    FedNode,
+    StartFederation,
+    TlsIdentity,
+    event_time,
+    key,
+    make_identities,
+    peer_channel,
+    unique_ns,
+)
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.core import MICROS_PER_DAY, Key, ids
+
+VICTIM, MALLORY, HONEST = "victim", "mallory", "honest"
+SECOND = 1_000_000
+FUTURE = "erased_at lies in this node's future"
+
+
+def now() -> int:
+    """This machine's clock (the victim's too) in microseconds."""
+    return time.time_ns() // 1000
+
+
+def ts(micros: int) -> Timestamp:
+    out = Timestamp()
+    out.FromMicroseconds(micros)
+    return out
+
+
+def core_key(k: pb.Key) -> Key:
+    return Key(k.namespace, k.subject, k.predicate)
+
+
+def evidence(
+    k: pb.Key,
+    obj: str,
+    *,
+    attribution: str = "agent_observed",
+    source: str = "agent:mallory",
+    worth_milli: int = 500,
+    confidence_milli: int = 900,
+    valid_from: int | None = None,
+    origin: str = MALLORY,
+) -> pb.RelayedEvidence:
+    """Evidence as a peer relays it, with its honest content address."""
+    at = event_time().ToMicroseconds() if valid_from is None else valid_from
+    eid = ids.evidence_id(
+        core_key(k), obj, attribution, source, at, worth_milli, confidence_milli, None, None
+    )
+    return pb.RelayedEvidence(
+        evidence_id=eid,
+        key=k,
+        object=obj,
+        attribution=attribution,
+        source=source,
+        worth_milli=worth_milli,
+        confidence_milli=confidence_milli,
+        valid_from=ts(at),
+        recorded_at=ts(at),
+        origin_node=origin,
+    )
+
+
+def vote(
+    e: pb.RelayedEvidence,
+    *,
+    anchor: int = 60,
+    worth_milli: int | None = None,
+    cast_at: int | None = None,
+) -> pb.Vote:
+    """A vote for `e`'s version resting on `e`, claiming whatever weight the caller says."""
+    return pb.Vote(
+        key=e.key,
+        version_id=ids.version_id(core_key(e.key), e.object),
+        evidence_id=e.evidence_id,
+        anchor=anchor,
+        worth_milli=e.worth_milli if worth_milli is None else worth_milli,
+        fresh_since=e.valid_from,
+        cast_at=ts(now() if cast_at is None else cast_at),
+    )
+
+
+class PeerLink:
+    """The attacker's end of one peer link to the victim's federation port."""
+
+    def __init__(self, identity: TlsIdentity, victim: FedNode) -> None:
+        self.channel = peer_channel(identity, victim)
+        self.stub = pb_grpc.FederationServiceStub(self.channel)
+
+    def push(
+        self, delta: pb.Delta, metadata: tuple[tuple[str, str], ...] = ()
+    ) -> pb.PushDeltaResponse:
+        return self.stub.PushDelta(delta, timeout=RPC_TIMEOUT, metadata=metadata)
+
+    def offered(self, digest_set: pb.DigestSet) -> pb.Delta:
+        """Everything the victim offers under the root bucket of one set."""
+        return self.stub.PullDelta(
+            pb.DeltaRequest(buckets=[pb.BucketRef(set=digest_set, prefix="")]),
+            timeout=RPC_TIMEOUT,
+        )
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+@dataclass(frozen=True)
+class Counted:
+    """One version's tally on the victim as GetBelief reports it."""
+
+    weight: int
+    share_milli: int
+    voters: tuple[str, ...]
+
+
+def tallies(node: FedNode, k: pb.Key) -> dict[str, Counted]:
+    """The victim's counted votes per value (empty when no peer's vote counts)."""
+    b = node.belief(k)
+    assert b is not None, f"{node.node_id} has no belief for {k}"
+    return {t.object: Counted(t.weight, t.share_milli, tuple(sorted(t.voters))) for t in b.tallies}
+
+
+def voted_by(node: FedNode, k: pb.Key, voter: str) -> str | None:
+    """The value `voter`'s counted vote is for on `node`, or None when it does not count."""
+    found = [obj for obj, c in tallies(node, k).items() if voter in c.voters]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+@pytest.fixture(scope="module")
+def fed(start_federation: StartFederation) -> Federation:
+    """The victim, listing `mallory` (default cap, federation_received) and `honest` (cap
+    agent_observed) as peers; neither is started: the test holds their certificates."""
+
+    def caps(f: Federation) -> None:
+        f[VICTIM].peer_max_anchor = {HONEST: "agent_observed"}
+
+    return start_federation([VICTIM, MALLORY, HONEST], absent=[MALLORY, HONEST], configure=caps)
+
+
+@pytest.fixture
+def victim(fed: Federation) -> FedNode:
+    return fed[VICTIM]
+
+
+@pytest.fixture
+def mallory(fed: Federation) -> Iterator[PeerLink]:
+    """A link presenting mallory's valid certificate."""
+    link = PeerLink(fed[MALLORY].tls, fed[VICTIM])
+    yield link
+    link.close()
+
+
+@pytest.fixture
+def honest(fed: Federation) -> Iterator[PeerLink]:
+    """A link presenting honest's valid certificate."""
+    link = PeerLink(fed[HONEST].tls, fed[VICTIM])
+    yield link
+    link.close()
+
+
+def fresh_key(prefix: str) -> pb.Key:
+    return key(unique_ns(prefix), "build", "python_version")
+
+
+def test_an_inflated_vote_counts_at_its_evidences_honest_weight(
+    victim: FedNode, mallory: PeerLink
+) -> None:
+    """A vote claiming anchor 100 and worth 1000 on evidence held as llm_generated worth 0.1
+    weighs 30 x 100 (90 per mille against the victim's 60 x 500): the honest belief stands."""
+    k = fresh_key("inflate")
+    victim.submit(k, "3.12", source="agent:victim", valid_from=event_time())
+    e = evidence(k, "3.13", attribution="llm_generated", worth_milli=100)
+    reply = mallory.push(pb.Delta(evidence=[e], votes=[vote(e, anchor=100, worth_milli=1000)]))
+    assert list(reply.rejected) == []  # kept, but weighed from the evidence
+    b = victim.belief(k)
+    assert b is not None and (b.object, b.state) == ("3.12", BELIEVED)
+    t = tallies(victim, k)
+    assert t["3.13"].voters == (MALLORY,) and t["3.12"].voters == (VICTIM,)
+    # The same event time gives both the same freshness: weights are in the ratio 3000:30000.
+    # Believed as sent it would be 100000:30000, 769 per mille, and consensus for 3.13.
+    assert 10 * t["3.13"].weight == t["3.12"].weight
+    assert t["3.13"].share_milli == 90
+
+
+def test_a_future_tombstone_is_refused_item_by_item_and_later_writes_are_accepted(
+    victim: FedNode, mallory: PeerLink
+) -> None:
+    """A tombstone dated 9999-12-31 is refused while the valid one beside it applies; the key it
+    aimed at keeps its belief, takes later writes, and the victim never relays the tombstone."""
+    blocked, erased = fresh_key("block"), fresh_key("erase")
+    victim.submit(blocked, "3.12", source="agent:victim")
+    victim.submit(erased, "3.12", source="agent:victim")
+    far = ts(int(datetime(9999, 12, 31, tzinfo=UTC).timestamp()) * SECOND)
+    forever = pb.ErasureTombstone(
+        erasure_id=uuid.uuid4().hex,
+        scope=pb.ERASURE_SCOPE_KEY,
+        scope_hash=ids.key_id(core_key(blocked)),
+        erased_at=far,
+        operator="mallory",
+        reason="block it for ever",
+        origin_node=MALLORY,
+    )
+    fine = pb.ErasureTombstone(
+        erasure_id=uuid.uuid4().hex,
+        scope=pb.ERASURE_SCOPE_KEY,
+        scope_hash=ids.key_id(core_key(erased)),
+        erased_at=ts(now()),
+        operator="mallory",
+        reason="an erasure request",
+        origin_node=MALLORY,
+    )
+    reply = mallory.push(pb.Delta(tombstones=[forever, fine]))
+    assert [(r.id, r.reason) for r in reply.rejected] == [(forever.erasure_id, FUTURE)]
+    assert reply.accepted == 1
+    assert victim.belief(erased) is None  # the valid tombstone in the same delta applied
+    b = victim.belief(blocked)
+    assert b is not None and b.object == "3.12"
+    later = victim.submit(blocked, "3.13", source="ana", attribution="user_stated")
+    assert later.decision.outcome == pb.OUTCOME_SUPERSEDED, later.decision
+    assert later.decision.rule == "trust_anchor"
+    b = victim.belief(blocked)
+    assert b is not None and (b.object, b.state) == ("3.13", BELIEVED)
+    relayed = {t.erasure_id for t in mallory.offered(pb.DIGEST_SET_TOMBSTONES).tombstones}
+    assert fine.erasure_id in relayed and forever.erasure_id not in relayed
+
+
+def test_an_older_vote_arriving_later_never_replaces_a_newer_one(
+    victim: FedNode, mallory: PeerLink
+) -> None:
+    """The latest cast_at wins: an older vote last in the same delta, or alone in a later delta,
+    leaves the newer one counted; a vote cast later than both does replace it."""
+    k = fresh_key("stale")
+    victim.submit(k, "3.12", source="agent:victim", valid_from=event_time())
+    old, new = evidence(k, "3.11"), evidence(k, "3.13")
+    t0 = now()
+    newer, older = vote(new, cast_at=t0), vote(old, cast_at=t0 - 60 * SECOND)
+    reply = mallory.push(pb.Delta(evidence=[old, new], votes=[newer, older]))
+    assert list(reply.rejected) == []
+    assert voted_by(victim, k, MALLORY) == "3.13"
+    mallory.push(pb.Delta(votes=[older]))
+    assert voted_by(victim, k, MALLORY) == "3.13"
+    # The control: a vote cast after the held one replaces it.
+    mallory.push(pb.Delta(votes=[vote(old, cast_at=t0 + SECOND)]))
+    assert voted_by(victim, k, MALLORY) == "3.11"
+
+
+def test_a_vote_on_evidence_not_held_waits_until_the_evidence_arrives(
+    victim: FedNode, mallory: PeerLink
+) -> None:
+    """A vote naming evidence the victim lacks is kept but counts nothing; once the evidence
+    arrives the vote counts, weighed from it."""
+    k = fresh_key("unheld")
+    victim.submit(k, "3.12", source="agent:victim", valid_from=event_time())
+    e = evidence(k, "3.13")
+    reply = mallory.push(pb.Delta(votes=[vote(e, anchor=100, worth_milli=1000)]))
+    assert list(reply.rejected) == []
+    assert voted_by(victim, k, MALLORY) is None
+    mallory.push(pb.Delta(evidence=[e]))
+    t = tallies(victim, k)
+    assert t["3.13"].voters == (MALLORY,)
+    # agent_observed worth 0.5 at the victim's event time: the same weight as the victim's.
+    assert t["3.13"].weight == t["3.12"].weight
+
+
+def test_a_vote_on_decayed_evidence_counts_nothing(victim: FedNode, mallory: PeerLink) -> None:
+    """Once the evidence a vote rests on has decayed on the victim the vote counts nothing, and
+    sending that evidence and vote again brings neither back, nor does the victim relay it."""
+    k = fresh_key("decayed")
+    victim.submit(k, "3.12", source="ana", attribution="user_stated", valid_from=event_time())
+    # llm_generated, 90 days old: confidence 0.9 has decayed to about 0.11 at a 30-day half-life.
+    e = evidence(k, "3.13", attribution="llm_generated", valid_from=now() - 90 * MICROS_PER_DAY)
+    reply = mallory.push(pb.Delta(evidence=[e], votes=[vote(e, anchor=30)]))
+    assert list(reply.rejected) == []
+    assert voted_by(victim, k, MALLORY) == "3.13"  # the control: live, it counts
+    decay = victim.admin.RunDecay(pb.RunDecayRequest(), timeout=RPC_TIMEOUT)
+    assert decay.tombstoned >= 1
+    assert voted_by(victim, k, MALLORY) is None
+    mallory.push(pb.Delta(evidence=[e], votes=[vote(e, anchor=30, cast_at=now() + SECOND)]))
+    assert voted_by(victim, k, MALLORY) is None
+    b = victim.belief(k)
+    assert b is not None and (b.object, b.state) == ("3.12", BELIEVED)
+    offered = {x.evidence_id for x in mallory.offered(pb.DIGEST_SET_EVIDENCE).evidence}
+    assert e.evidence_id not in offered
+
+
+def test_duplicated_and_reordered_deltas_change_nothing_more(
+    victim: FedNode, mallory: PeerLink
+) -> None:
+    """Replaying a delta reversed and doubled, twice, leaves the belief, tallies, history,
+    decision log and counts exactly as the first delivery left them."""
+    k = fresh_key("replay")
+    victim.submit(k, "3.12", source="agent:victim", valid_from=event_time())
+    e1, e2 = evidence(k, "3.13"), evidence(k, "3.11", source="agent:mallory-2")
+    first = pb.Delta(evidence=[e1, e2], votes=[vote(e1)])
+
+    def state() -> tuple[
+        pb.Belief,
+        list[tuple[str, int, tuple[str, ...]]],
+        pb.GetHistoryResponse | None,
+        pb.ListDecisionsResponse,
+        pb.StatusCounts,
+    ]:
+        b = victim.belief(k)
+        assert b is not None
+        # Weights follow the UTC hour; who voted for what, and the shares, do not.
+        counted = sorted((t.object, t.share_milli, tuple(t.voters)) for t in b.tallies)
+        del b.tallies[:]
+        history = victim.history(k)
+        log = victim.facts.ListDecisions(
+            pb.ListDecisionsRequest(key=k, page_size=1000), timeout=RPC_TIMEOUT
+        )
+        counts = victim.admin.GetStatus(pb.GetStatusRequest(), timeout=RPC_TIMEOUT).counts
+        return b, counted, history, log, counts
+
+    assert list(mallory.push(first).rejected) == []
+    once = state()
+    assert any(MALLORY in voters for _, _, voters in once[1])
+    replay = pb.Delta(evidence=[e2, e1, e2, e1], votes=[vote(e1), vote(e1)])
+    replay.votes[0].CopyFrom(first.votes[0])  # the same cast_at: the very same vote
+    replay.votes[1].CopyFrom(first.votes[0])
+    for _ in range(2):
+        assert list(mallory.push(replay).rejected) == []
+    assert state() == once
+
+
+def test_a_vote_counts_for_the_node_its_certificate_proves(
+    victim: FedNode, mallory: PeerLink, honest: PeerLink
+) -> None:
+    """Evidence that names `honest` as its origin, pushed over mallory's link, is capped at
+    mallory's ceiling (not honest's), and mallory's vote counts for mallory: honest's vote on
+    the key stays as honest cast it."""
+    k = fresh_key("impersonate")
+    at = event_time().ToMicroseconds()
+    victim.submit(k, "3.12", source="agent:victim", valid_from=ts(at))
+    theirs = evidence(k, "3.12", source="agent:honest", origin=HONEST)
+    assert list(honest.push(pb.Delta(evidence=[theirs], votes=[vote(theirs)])).rejected) == []
+    # Newer than the victim's own agent_observed fact: at honest's cap (agent_observed) it would
+    # win on recency; at mallory's (federation_received) it loses on trust_anchor.
+    forged = evidence(
+        k, "3.13", source="agent:honest", origin=HONEST, valid_from=at + 1800 * SECOND
+    )
+    reply = mallory.push(
+        pb.Delta(evidence=[forged], votes=[vote(forged, cast_at=now() + SECOND)]),
+        metadata=(("x-node-id", HONEST),),
+    )
+    assert list(reply.rejected) == []
+    b = victim.belief(k)
+    assert b is not None and (b.object, b.state) == ("3.12", BELIEVED)
+    history = victim.history(k)
+    assert history is not None
+    held = {e.evidence_id: e for v in history.versions for e in v.evidence}
+    assert held[forged.evidence_id].anchor_cap == "federation_received"
+    assert held[theirs.evidence_id].anchor_cap == "agent_observed"
+    t = tallies(victim, k)
+    assert t["3.12"].voters == (HONEST, VICTIM)
+    assert t["3.13"].voters == (MALLORY,)
+
+
+def test_a_certificate_from_another_ca_is_refused_at_the_handshake(
+    fed: Federation, victim: FedNode
+) -> None:
+    """A certificate naming mallory but signed by another CA fails the TLS handshake
+    (UNAVAILABLE): the evidence and vote it tried to push are nowhere on the victim."""
+    forged = make_identities(fed.root / "other-ca", [MALLORY])[MALLORY]
+    impostor = PeerLink(TlsIdentity(forged.cert, forged.key, victim.tls.ca), victim)
+    k = fresh_key("foreign")
+    e = evidence(k, "3.13")
+    try:
+        with pytest.raises(grpc.RpcError) as refused:
+            impostor.push(pb.Delta(evidence=[e], votes=[vote(e)]))
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        impostor.close()
+    assert victim.belief(k) is None and victim.history(k) is None

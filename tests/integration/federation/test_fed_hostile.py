@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -192,9 +192,11 @@ def test_an_inflated_vote_counts_at_its_evidences_honest_weight(
 ) -> None:
     """A vote claiming anchor 100 and worth 1000 on evidence held as llm_generated worth 0.1
     weighs 30 x 100 (90 per mille against the victim's 60 x 500): the honest belief stands."""
-    k = fresh_key("inflate")
-    victim.submit(k, "3.12", source="agent:victim", valid_from=event_time())
-    e = evidence(k, "3.13", attribution="llm_generated", worth_milli=100)
+    k, at = fresh_key("inflate"), event_time()
+    victim.submit(k, "3.12", source="agent:victim", valid_from=at)
+    e = evidence(
+        k, "3.13", attribution="llm_generated", worth_milli=100, valid_from=at.ToMicroseconds()
+    )
     reply = mallory.push(pb.Delta(evidence=[e], votes=[vote(e, anchor=100, worth_milli=1000)]))
     assert list(reply.rejected) == []  # kept, but weighed from the evidence
     b = victim.belief(k)
@@ -274,9 +276,9 @@ def test_a_vote_on_evidence_not_held_waits_until_the_evidence_arrives(
 ) -> None:
     """A vote naming evidence the victim lacks is kept but counts nothing; once the evidence
     arrives the vote counts, weighed from it."""
-    k = fresh_key("unheld")
-    victim.submit(k, "3.12", source="agent:victim", valid_from=event_time())
-    e = evidence(k, "3.13")
+    k, at = fresh_key("unheld"), event_time()
+    victim.submit(k, "3.12", source="agent:victim", valid_from=at)
+    e = evidence(k, "3.13", valid_from=at.ToMicroseconds())
     reply = mallory.push(pb.Delta(votes=[vote(e, anchor=100, worth_milli=1000)]))
     assert list(reply.rejected) == []
     assert voted_by(victim, k, MALLORY) is None
@@ -352,15 +354,19 @@ def test_a_vote_counts_for_the_node_its_certificate_proves(
     victim: FedNode, mallory: PeerLink, honest: PeerLink
 ) -> None:
     """Evidence that names `honest` as its origin, pushed over mallory's link, is capped at
-    mallory's ceiling (not honest's), and mallory's vote counts for mallory: honest's vote on
-    the key stays as honest cast it."""
+    mallory's ceiling (not honest's) and loses locally; mallory's vote counts for mallory, and
+    honest's vote on the key stays as honest cast it."""
     k = fresh_key("impersonate")
     at = event_time().ToMicroseconds()
     victim.submit(k, "3.12", source="agent:victim", valid_from=ts(at))
-    theirs = evidence(k, "3.12", source="agent:honest", origin=HONEST)
+    # A day older than the victim's own fact, so the victim's vote rests on its own evidence
+    # and honest's vote is independent of it.
+    theirs = evidence(
+        k, "3.12", source="agent:honest", origin=HONEST, valid_from=at - MICROS_PER_DAY
+    )
     assert list(honest.push(pb.Delta(evidence=[theirs], votes=[vote(theirs)])).rejected) == []
     # Newer than the victim's own agent_observed fact: at honest's cap (agent_observed) it would
-    # win on recency; at mallory's (federation_received) it loses on trust_anchor.
+    # win locally on recency; at mallory's (federation_received) it loses on trust_anchor.
     forged = evidence(
         k, "3.13", source="agent:honest", origin=HONEST, valid_from=at + 1800 * SECOND
     )
@@ -369,13 +375,17 @@ def test_a_vote_counts_for_the_node_its_certificate_proves(
         metadata=(("x-node-id", HONEST),),
     )
     assert list(reply.rejected) == []
-    b = victim.belief(k)
-    assert b is not None and (b.object, b.state) == ("3.12", BELIEVED)
     history = victim.history(k)
     assert history is not None
     held = {e.evidence_id: e for v in history.versions for e in v.evidence}
     assert held[forged.evidence_id].anchor_cap == "federation_received"
     assert held[theirs.evidence_id].anchor_cap == "agent_observed"
+    b = victim.belief(k)
+    assert b is not None and b.object == "3.12"
+    # The victim's own arbitration still believes 3.12; 3.13 lost to it on trust_anchor.
+    local = {t.object: t for t in b.tallies}
+    assert local["3.12"].local_belief and not local["3.13"].local_belief
+    assert local["3.13"].local_rule == "trust_anchor"
     t = tallies(victim, k)
     assert t["3.12"].voters == (HONEST, VICTIM)
     assert t["3.13"].voters == (MALLORY,)
@@ -397,3 +407,123 @@ def test_a_certificate_from_another_ca_is_refused_at_the_handshake(
     finally:
         impostor.close()
     assert victim.belief(k) is None and victim.history(k) is None
+
+
+# -- client credentials on a node that has them ------------------------------------------------
+
+GUARDED = "guarded"
+OPERATOR = "hostile-operator-token"
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """A node with client TLS (its own client CA), an operator token and a peer, mallory."""
+
+    node: FedNode
+    client: TlsIdentity  # a client certificate from the client CA, naming mallory
+    mallory: TlsIdentity  # mallory's peer certificate from the federation CA
+
+    def client_channel(self) -> grpc.Channel:
+        """The client port over TLS, presenting the client certificate."""
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=self.client.ca.read_bytes(),
+            private_key=self.client.key.read_bytes(),
+            certificate_chain=self.client.cert.read_bytes(),
+        )
+        return grpc.secure_channel(self.node.address, creds)
+
+    def belief(self, k: pb.Key) -> pb.Belief | None:
+        """The served belief read with the operator token, or None (NOT_FOUND)."""
+        with self.client_channel() as ch:
+            try:
+                return pb_grpc.FactServiceStub(ch).GetBelief(
+                    pb.GetBeliefRequest(key=k), timeout=RPC_TIMEOUT, metadata=as_operator()
+                )
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.NOT_FOUND:
+                    return None
+                raise
+
+
+def as_operator() -> tuple[tuple[str, str], ...]:
+    return (("authorization", f"Bearer {OPERATOR}"),)
+
+
+@pytest.fixture(scope="module")
+def guarded(start_federation: StartFederation, tmp_path_factory: pytest.TempPathFactory) -> Guarded:
+    """`guarded` serves clients over TLS with certificates from a client CA of its own and
+    takes an operator token; its one peer, mallory, is not started."""
+    clients = make_identities(tmp_path_factory.mktemp("client-ca"), ["localhost", MALLORY])
+    server = clients["localhost"]
+
+    def client_side(f: Federation) -> None:
+        f[GUARDED].extra_config = (
+            f'[tls]\ncert = "{server.cert}"\nkey = "{server.key}"\nclient_ca = "{server.ca}"\n\n'
+            f'[[tokens]]\ntoken = "{OPERATOR}"\nroles = ["operator"]\nname = "olga"\n'
+        )
+
+    fed = start_federation([GUARDED, MALLORY], absent=[MALLORY], configure=client_side)
+    return Guarded(fed[GUARDED], clients[MALLORY], fed[MALLORY].tls)
+
+
+def refused(call: Callable[[], object]) -> grpc.StatusCode:
+    """The status code of a call that must fail."""
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    return caught.value.code()  # type: ignore[no-any-return]
+
+
+def test_client_credentials_reach_no_federation_service_on_the_client_port(
+    guarded: Guarded,
+) -> None:
+    """Over the client port, a client certificate naming a peer plus an operator token gets
+    UNIMPLEMENTED from FederationService, while the same channel and token reach AdminService."""
+    k = fresh_key("client-port")
+    e = evidence(k, "3.13")
+    with guarded.client_channel() as ch:
+        federation = pb_grpc.FederationServiceStub(ch)
+        push = pb.Delta(evidence=[e], votes=[vote(e)])
+        code = refused(
+            lambda: federation.PushDelta(push, timeout=RPC_TIMEOUT, metadata=as_operator())
+        )
+        assert code == grpc.StatusCode.UNIMPLEMENTED
+        status = pb_grpc.AdminServiceStub(ch).GetStatus(
+            pb.GetStatusRequest(), timeout=RPC_TIMEOUT, metadata=as_operator()
+        )
+        assert status.node_id == GUARDED
+    assert guarded.belief(k) is None
+
+
+def test_a_client_certificate_is_refused_at_the_federation_handshake(guarded: Guarded) -> None:
+    """A certificate from the client CA, naming the configured peer mallory, fails the TLS
+    handshake on the federation port (UNAVAILABLE) and writes nothing."""
+    k = fresh_key("client-cert")
+    e = evidence(k, "3.13")
+    client = TlsIdentity(guarded.client.cert, guarded.client.key, guarded.node.tls.ca)
+    link = PeerLink(client, guarded.node)
+    try:
+        code = refused(lambda: link.push(pb.Delta(evidence=[e], votes=[vote(e)])))
+        assert code == grpc.StatusCode.UNAVAILABLE
+    finally:
+        link.close()
+    assert guarded.belief(k) is None
+
+
+def test_a_client_token_over_a_valid_peer_link_is_refused_and_writes_nothing(
+    guarded: Guarded,
+) -> None:
+    """Mallory's valid peer certificate carrying the node's operator token is PERMISSION_DENIED
+    on FederationService and writes nothing; the same push without the token is taken."""
+    k = fresh_key("peer-token")
+    e = evidence(k, "3.13")
+    push = pb.Delta(evidence=[e], votes=[vote(e)])
+    link = PeerLink(guarded.mallory, guarded.node)
+    try:
+        code = refused(lambda: link.push(push, metadata=as_operator()))
+        assert code == grpc.StatusCode.PERMISSION_DENIED
+        assert guarded.belief(k) is None
+        assert list(link.push(push).rejected) == []  # the control: as a peer, it is taken
+    finally:
+        link.close()
+    b = guarded.belief(k)
+    assert b is not None and b.object == "3.13"

@@ -338,6 +338,15 @@ class FedNode:
         }
 
 
+def refused(call: Callable[[], object]) -> grpc.StatusCode:
+    """The status code of a call that must fail."""
+    try:
+        call()
+    except grpc.RpcError as exc:
+        return exc.code()  # type: ignore[no-any-return]
+    raise AssertionError("the call succeeded; it must be refused")
+
+
 def peer_channel(identity: TlsIdentity, target: FedNode) -> grpc.Channel:
     """A channel to `target`'s federation port presenting `identity`'s certificate."""
     creds = grpc.ssl_channel_credentials(

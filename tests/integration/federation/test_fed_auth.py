@@ -15,6 +15,7 @@ from _fednet import (
     key,
     make_identities,
     peer_channel,
+    refused,
     unique_ns,
 )
 
@@ -33,13 +34,6 @@ def digest(channel: grpc.Channel, metadata: tuple[tuple[str, str], ...] = ()) ->
     return pb_grpc.FederationServiceStub(channel).GetDigest(
         pb.DigestRequest(), timeout=RPC_TIMEOUT, metadata=metadata
     )
-
-
-def refused(call: object) -> grpc.StatusCode:
-    """The status code of a call that must fail."""
-    with pytest.raises(grpc.RpcError) as caught:
-        call()  # type: ignore[operator]
-    return caught.value.code()  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")

@@ -256,7 +256,8 @@ def test_an_older_vote_arriving_later_never_replaces_a_newer_one(
     victim: FedNode, mallory: PeerLink
 ) -> None:
     """The latest cast_at wins: an older vote last in the same delta, or alone in a later delta,
-    leaves the newer one counted; a vote cast later than both does replace it."""
+    leaves the newer one counted, and one cast in the victim's future is refused; a vote cast
+    later than both does replace it."""
     k = fresh_key("stale")
     victim.submit(k, "3.12", source="agent:victim", valid_from=event_time())
     old, new = evidence(k, "3.11"), evidence(k, "3.13")
@@ -267,6 +268,10 @@ def test_an_older_vote_arriving_later_never_replaces_a_newer_one(
     assert voted_by(victim, k, MALLORY) == "3.13"
     mallory.push(pb.Delta(votes=[older]))
     assert voted_by(victim, k, MALLORY) == "3.13"
+    # A vote dated an hour ahead (beyond the 5-minute allowance) is refused, so it cannot
+    # pre-empt every vote the peer will cast until then.
+    ahead = mallory.push(pb.Delta(votes=[vote(new, cast_at=t0 + 3600 * SECOND)]))
+    assert [r.reason for r in ahead.rejected] == ["cast_at lies in this node's future"]
     # The control: a vote cast after the held one replaces it.
     mallory.push(pb.Delta(votes=[vote(old, cast_at=t0 + SECOND)]))
     assert voted_by(victim, k, MALLORY) == "3.11"
@@ -354,8 +359,8 @@ def test_duplicated_and_reordered_deltas_change_nothing_more(
 def test_a_vote_counts_for_the_node_its_certificate_proves(
     victim: FedNode, mallory: PeerLink, honest: PeerLink
 ) -> None:
-    """Evidence that names `honest` as its origin, pushed over mallory's link, is capped at
-    mallory's ceiling (not honest's) and loses locally; mallory's vote counts for mallory, and
+    """Evidence that names `honest` as its origin and claims a higher ceiling, pushed over
+    mallory's link, is capped at mallory's ceiling (not honest's) and loses locally; mallory's vote counts for mallory, and
     honest's vote on the key stays as honest cast it."""
     k = fresh_key("impersonate")
     at = event_time().ToMicroseconds()
@@ -371,6 +376,7 @@ def test_a_vote_counts_for_the_node_its_certificate_proves(
     forged = evidence(
         k, "3.13", source="agent:honest", origin=HONEST, valid_from=at + 1800 * SECOND
     )
+    forged.anchor_cap = "codebase_verified"  # and it claims a higher ceiling than mallory's
     reply = mallory.push(
         pb.Delta(evidence=[forged], votes=[vote(forged, cast_at=now() + SECOND)]),
         metadata=(("x-node-id", HONEST),),

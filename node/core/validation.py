@@ -43,6 +43,12 @@ class InvalidInput(ValueError):
         super().__init__(describe_violations(self.violations))
 
 
+# Worth and confidence when a request gives none (DESIGN §2).
+DEFAULT_UNIT = 0.5
+# A retraction's anchor when a request names none: the user's own word (DESIGN §5).
+DEFAULT_RETRACTION_ANCHOR = "user_stated"
+
+
 @dataclass(frozen=True, slots=True)
 class Submission:
     """What an agent asserts, before the node checks and records it."""

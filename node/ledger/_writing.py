@@ -27,6 +27,7 @@ from factnode.core import (
     make_retraction,
 )
 from factnode.core.arbitration import serves_alike
+from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger._model import Belief, Committed, NotFound, Submitted, belief_from_rows
 from factnode.ledger._serving import Serving, check_key_input
 from factnode.store.repository import StoredBelief, Transaction
@@ -264,10 +265,10 @@ class Writing(Serving):
         at: Instant | None = None,
         reason: str = "",
         *,
-        attribution: str = "user_stated",
+        attribution: str = DEFAULT_RETRACTION_ANCHOR,
         source: str = "local",
-        worth: float = 0.5,
-        confidence: float = 0.5,
+        worth: float = DEFAULT_UNIT,
+        confidence: float = DEFAULT_UNIT,
     ) -> Decision:
         """Records a retraction (DESIGN §5): evidence that the belief (or the value `obj`)
         stopped being true at `at` (default now). It ends what it outranks; an outranked

@@ -204,3 +204,39 @@ def test_an_erasure_reaches_every_node_including_one_that_was_down(fed: Federati
     n3.submit(k, "Rua Nova", source="agent:n3", valid_from=at)
     fed.sync_until_quiet()
     assert set(served(fed, k).values()) == {("Rua Nova", BELIEVED, CONSENSUS)}
+
+
+def test_a_retraction_on_one_node_reaches_every_node(fed: Federation) -> None:
+    """A fact every node holds, retracted on the node that first had it, is believed by no
+    node after a bounded number of sync rounds, and every node's history shows it ended."""
+    k = key(unique_ns("retract"), "ana", "works_at")
+    at = event_time()
+    fed["n1"].submit(k, "Acme", source="agent:hr", valid_from=at)
+    fed.sync_until_quiet()
+    for node in fed:
+        # The control: every node serves it before the retraction, so this test can fail.
+        assert node.belief(k).object == "Acme", node.node_id  # type: ignore[union-attr]
+
+    reply = fed["n1"].facts.Retract(
+        pb.RetractRequest(key=k, reason="left Acme", source="hr-system"), timeout=RPC_TIMEOUT
+    )
+    assert (reply.decision.outcome, reply.decision.rule) == (pb.OUTCOME_RETRACTED, "retract")
+    assert not reply.HasField("belief")
+
+    gone = {n.node_id: None for n in fed}
+    got = served(fed, k)
+    for _ in range(MAX_ROUNDS):
+        if got == gone:
+            break
+        for node in fed:
+            assert all(r.ok for r in node.sync().results), node.node_id
+        got = served(fed, k)
+    assert got == gone
+    for node in fed:
+        history = node.history(k)
+        assert history is not None, node.node_id
+        [version] = history.versions
+        assert version.status == pb.VERSION_STATUS_RETRACTED, node.node_id
+        [interval] = version.intervals
+        assert interval.HasField("end"), node.node_id  # ended, at the retraction's time
+    assert fed.sync_until_quiet() == 1  # and nothing is left to move

@@ -21,7 +21,6 @@ from factnode.core.validation import (
     MAX_NODE_ID_BYTES,
     MAX_OBJECT_BYTES,
     MAX_REASON_BYTES,
-    MAX_SOURCE_BYTES,
     check_id,
     check_node_id,
     check_text,
@@ -77,8 +76,7 @@ def _retract(out: Out, msg: pb.RetractRequest) -> None:
     if msg.HasField("object"):
         check_text(out, "object", msg.object, MAX_OBJECT_BYTES, required=True)
     check_text(out, "reason", msg.reason, MAX_REASON_BYTES, required=False)
-    if msg.HasField("source"):
-        check_text(out, "source", msg.source, MAX_SOURCE_BYTES, required=True)
+    # Anchor, source, worth and confidence are checked with the policy (make_retraction).
 
 
 def _list_decisions(out: Out, msg: pb.ListDecisionsRequest) -> None:

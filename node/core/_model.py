@@ -36,8 +36,10 @@ class Outcome(enum.StrEnum):
     HISTORICAL = "HISTORICAL"
     DISBELIEVED = "DISBELIEVED"
     AMBIGUOUS = "AMBIGUOUS"
-    # Not submission outcomes: explicit operator/agent operations in the log.
+    # A retraction that ended or changed the belief (and, on a key named in `contradicts`,
+    # the change an assertion on another key made to its belief).
     RETRACTED = "RETRACTED"
+    # Not a submission outcome: an operator's resolution in the log.
     RESOLVED = "RESOLVED"
     # Federation transitions of the served belief.
     CONTESTED = "CONTESTED"

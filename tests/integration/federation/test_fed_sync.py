@@ -50,12 +50,10 @@ def served(fed: Federation, k: pb.Key) -> dict[str, tuple[str, int, str] | None]
     return out
 
 
-def test_a_fact_reaches_every_node_within_a_bounded_number_of_rounds(fed: Federation) -> None:
-    """A fact submitted on one node is served by all three after at most a few SyncNow rounds."""
-    k = key(unique_ns("spread"), "ana", "lives_in")
-    fed["n1"].submit(k, "Porto", source="agent:scout", valid_from=event_time())
-
-    want = {n.node_id: ("Porto", BELIEVED, CONSENSUS) for n in fed}
+def served_within_rounds(
+    fed: Federation, k: pb.Key, want: dict[str, tuple[str, int, str] | None]
+) -> None:
+    """SyncNow rounds on every node, at most MAX_ROUNDS, until each serves what `want` says."""
     got = served(fed, k)
     for _ in range(MAX_ROUNDS):
         if got == want:
@@ -64,6 +62,13 @@ def test_a_fact_reaches_every_node_within_a_bounded_number_of_rounds(fed: Federa
             assert all(r.ok for r in node.sync().results), node.node_id
         got = served(fed, k)
     assert got == want
+
+
+def test_a_fact_reaches_every_node_within_a_bounded_number_of_rounds(fed: Federation) -> None:
+    """A fact submitted on one node is served by all three after at most a few SyncNow rounds."""
+    k = key(unique_ns("spread"), "ana", "lives_in")
+    fed["n1"].submit(k, "Porto", source="agent:scout", valid_from=event_time())
+    served_within_rounds(fed, k, {n.node_id: ("Porto", BELIEVED, CONSENSUS) for n in fed})
     # Relayed evidence keeps its provenance and counts capped at the peer ceiling.
     for peer in ("n2", "n3"):
         ev = fed[peer].belief(k).evidence  # type: ignore[union-attr]
@@ -223,15 +228,7 @@ def test_a_retraction_on_one_node_reaches_every_node(fed: Federation) -> None:
     assert (reply.decision.outcome, reply.decision.rule) == (pb.OUTCOME_RETRACTED, "retract")
     assert not reply.HasField("belief")
 
-    gone = {n.node_id: None for n in fed}
-    got = served(fed, k)
-    for _ in range(MAX_ROUNDS):
-        if got == gone:
-            break
-        for node in fed:
-            assert all(r.ok for r in node.sync().results), node.node_id
-        got = served(fed, k)
-    assert got == gone
+    served_within_rounds(fed, k, {n.node_id: None for n in fed})
     for node in fed:
         history = node.history(k)
         assert history is not None, node.node_id

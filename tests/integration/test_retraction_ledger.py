@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from factnode import _wire
-from factnode.core import MICROS_PER_DAY, Key, Outcome, Rule, Submission
+from factnode.core import MICROS_PER_DAY, Key, Outcome, Rule, Submission, policy_from_mapping
 from factnode.ledger import Ledger, NotFound
 from factnode.testing import FakeClock, Federation, memory_ledger
 
@@ -128,3 +128,54 @@ def test_a_relayed_retraction_whose_id_does_not_match_is_refused() -> None:
             fed.ledgers["b"].belief(WORKS_AT)
     finally:
         fed.close()
+
+
+def test_a_relayed_retraction_counts_at_the_peers_ceiling() -> None:
+    """A peer's user_stated retraction counts here as federation_received, like any relayed
+    evidence: it cannot end this node's first-party agent_observed belief (DISBELIEVED by
+    trust_anchor), while on its own node it ended the same fact."""
+    fed = Federation(["a", "b"], clock=FakeClock())
+    try:
+        now = fed.clock.now()
+        for node in ("a", "b"):
+            fed.ledgers[node].submit(
+                Submission(*WORKS_AT, "Acme", "agent_observed", f"crm-{node}", 0.5, 0.9, now - DAY)
+            )
+        fed.clock.advance(DAY)
+        done = fed.ledgers["a"].retract(WORKS_AT, reason="left")
+        assert done.outcome is Outcome.RETRACTED
+        with fed.ledgers["a"].repo.read() as tx:
+            [r] = tx.key_states([WORKS_AT])[WORKS_AT].retractions
+        result = fed.ledgers["b"].receive("a", None, [], [r], [])
+        assert not result.rejected
+        logged = [d.decision for d in fed.ledgers["b"].decisions(key=WORKS_AT).items]
+        mine = [d for d in logged if d.evidence_id == r.evidence_id]
+        assert [(d.outcome, d.rule) for d in mine] == [(Outcome.DISBELIEVED, Rule.TRUST_ANCHOR)]
+        assert fed.ledgers["b"].belief(WORKS_AT).object == "Acme"
+    finally:
+        fed.close()
+
+
+def test_a_decayed_retraction_stops_ending_the_belief() -> None:
+    """A retraction decays at its anchor's half-life like any evidence: once the decay job
+    makes it a tombstone, what it ended is believed again."""
+    # The fact's anchor never decays here; the retraction's (which outranks it) halves
+    # every 30 days, so its confidence 0.9 falls below 0.4 after about 35 days.
+    policy = policy_from_mapping(
+        {"half_life_days": {"agent_observed": "never", "api_response": 30}}
+    )
+    clock = FakeClock()
+    ledger = memory_ledger(policy, clock)
+    try:
+        start = clock.now()
+        ledger.submit(Submission(*WORKS_AT, "Acme", "agent_observed", "crm", 0.5, 0.9, start))
+        clock.advance(DAY)
+        ended = ledger.retract(WORKS_AT, attribution="api_response", source="hr", confidence=0.9)
+        assert ended.outcome is Outcome.RETRACTED
+        assert ledger.run_decay(now=start + 20 * DAY).tombstoned == 0
+        with pytest.raises(NotFound):
+            ledger.belief(WORKS_AT)
+        assert ledger.run_decay(now=start + 60 * DAY).tombstoned == 1
+        assert ledger.belief(WORKS_AT).object == "Acme"
+    finally:
+        ledger.repo.close()

@@ -47,7 +47,6 @@ from factnode.core import (
     Key,
     KeyState,
     Policy,
-    Retraction,
     Submission,
     arbitrate,
     decide,
@@ -122,7 +121,7 @@ def workload(
 def bench_core(evidence: Sequence[Evidence], policy: Policy) -> dict[str, Any]:
     """Replays the evidence through `decide` with per-key state, as `Ledger.ingest` does."""
     held: dict[Key, list[Evidence]] = {}
-    ended: dict[Key, list[Retraction]] = {}
+    ended: dict[Key, list[Evidence]] = {}  # retraction-like evidence (none in this set)
     known: dict[Key, Arbitrated] = {}  # each key's last arbitration, as the ledger keeps it
     outcomes: Counter[str] = Counter()
     t0 = time.perf_counter()
@@ -133,16 +132,12 @@ def bench_core(evidence: Sequence[Evidence], policy: Policy) -> dict[str, Any]:
             policy,
             duplicate=False,
             erased=False,
-            contradicted=None,
             known=known.get(e.key),
         )
         if ruling.candidate:
             held[e.key].append(e)
             assert ruling.arbitrated is not None
             known[e.key] = ruling.arbitrated
-        for r in ruling.retractions:
-            ended.setdefault(r.key, []).append(r)
-            known.pop(r.key, None)
         outcomes[ruling.decision.outcome.value] += 1
     decide_s = time.perf_counter() - t0
 
@@ -252,12 +247,12 @@ def run_raw(
         conn.close()
 
 
-WRITTEN_TABLES = ("evidence", "decision", "belief", "belief_change", "vote", "retraction")
+WRITTEN_TABLES = ("evidence", "decision", "belief", "belief_change", "vote")
 
 
 def run_raw_all_tables(store_db: Path, path: Path, n_batches: int) -> tuple[float, int]:
     """Seconds to insert every row the store ended up holding in the tables it writes
-    (evidence, decisions, beliefs, belief changes, votes, retractions) with executemany,
+    (evidence, decisions, beliefs, belief changes, votes) with executemany,
     split into as many transactions as the store used, with the store's DDL and pragmas.
 
     A second floor beside the evidence-only one: the store writes several rows per fact

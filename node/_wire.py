@@ -227,6 +227,7 @@ def relayed_pb(e: Evidence) -> pb.RelayedEvidence:
         worth_milli=e.worth_milli,
         confidence_milli=e.confidence_milli,
         recorded_at=timestamp(e.first_recorded_at),
+        retracts=e.retracts,
     )
 
 
@@ -255,6 +256,7 @@ def relayed(msg: pb.RelayedEvidence) -> Evidence:
         contradicts=key(msg.contradicts) if msg.HasField("contradicts") else None,
         anchor_cap=msg.anchor_cap or None,
         origin_recorded_at=recorded,
+        retracts=msg.retracts,
     )
 
 

@@ -290,8 +290,10 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
 
     @server.tool(
         description=(
-            "Record that a key's value stopped being true (e.g. 'Ana left Acme'). The evidence "
-            "stays in the audit trail; the belief ends. For a multi-valued predicate (speaks, "
+            "Record that a key's value stopped being true (e.g. 'Ana left Acme'). The retraction "
+            "is evidence with a trust anchor: it ends the belief only if it outranks it under the "
+            "same rules as facts (an llm_generated retraction cannot end a user_stated fact). "
+            "The evidence stays in the audit trail. For a multi-valued predicate (speaks, "
             "knows, interested_in) name the value to retract."
         )
     )
@@ -304,9 +306,23 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
             str | None,
             Field(description="For multi-valued predicates: the one value to retract."),
         ] = None,
+        attribution: Annotated[
+            str | None,
+            Field(description="Trust anchor of the retraction; default user_stated."),
+        ] = None,
+        source: Annotated[
+            str | None,
+            Field(description="Who or what says it stopped being true; default: this client."),
+        ] = None,
     ) -> str:
         decision, belief = await call(
-            client.retract((namespace, subject, predicate), reason, object=object)
+            client.retract(
+                (namespace, subject, predicate),
+                reason,
+                object=object,
+                attribution=attribution,
+                source=source,
+            )
         )
         text = f"{decision.outcome} by rule {decision.rule}"
         text += f": {decision.detail}" if decision.detail else ""

@@ -107,6 +107,9 @@ def retract(node: Client, args: argparse.Namespace) -> Reply:
         req.object = args.value
     if args.at:
         req.at.CopyFrom(_ts(args.at, "--at"))
+    for name in ("anchor", "source", "worth", "confidence"):
+        if getattr(args, name) is not None:
+            setattr(req, "attribution" if name == "anchor" else name, getattr(args, name))
     r: Any = node.send(calls.RETRACT, req)
     return Reply(r, out.retracted(r))
 

@@ -116,7 +116,9 @@ def explanation(r: pb.ExplainResponse) -> str:
 
 
 def retracted(r: pb.RetractResponse) -> str:
-    return f"{outcome(r.decision)} ({r.decision.rule})"
+    """The retraction's decision (RETRACTED, or DISBELIEVED naming what outranked it)."""
+    line = f"{outcome(r.decision)} by rule {r.decision.rule}"
+    return f"{line}\n{r.decision.detail}" if r.decision.detail else line
 
 
 def decisions(r: pb.ListDecisionsResponse) -> str:

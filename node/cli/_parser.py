@@ -157,11 +157,19 @@ def history(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def retract(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("retract", parents=[common], help="end a belief without a replacement")
+    p = sub.add_parser(
+        "retract",
+        parents=[common],
+        help="record that a belief stopped being true (it ends what it outranks)",
+    )
     _add_key(p)
-    p.add_argument("--value", help="for multi-valued predicates: the value to retract")
+    p.add_argument("--value", help="the value to retract (default: every value of the key)")
     p.add_argument("--at", help="when it stopped being true (ISO 8601; default now)")
     p.add_argument("--reason", help="why")
+    p.add_argument("--anchor", help="trust anchor of the retraction (default user_stated)")
+    p.add_argument("--source", help="who or what says so (default: your token's name)")
+    p.add_argument("--worth", type=float, help="worth in [0, 1] (default 0.5)")
+    p.add_argument("--confidence", type=float, help="confidence in [0, 1] (default 0.5)")
 
 
 def decisions(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -136,10 +136,14 @@ class AsyncClient(c.Connection):
         return await self._send(c.EXPLAIN, req)
 
     async def retract(
-        self, key: KeyLike, reason: str, *, object: str | None = None, at: datetime | None = None
-    ) -> tuple[t.Decision, t.Belief]:
-        """Retracts a key's value (or one `object` of a multi-valued key)."""
-        return await self._send(c.RETRACT, c.retract_request(key, reason, object, at))
+        self, key: KeyLike, reason: str, *, object: str | None = None, at: datetime | None = None,
+        attribution: str | None = None, source: str | None = None, worth: float | None = None,
+        confidence: float | None = None,
+    ) -> tuple[t.Decision, t.Belief]:  # fmt: skip
+        """Records a retraction of a key's value (or of one `object` of a multi-valued key):
+        it ends what it outranks. Unset: anchor user_stated, source the caller's identity."""
+        req = c.retract_request(key, reason, object, at, attribution, source, worth, confidence)
+        return await self._send(c.RETRACT, req)
 
     async def decisions(
         self, *, key: KeyLike | None = None, namespace: str = "", page_size: int = 0,

@@ -262,13 +262,22 @@ def listing(req: L, page_size: int, page_token: str) -> L:
 
 
 def retract_request(
-    key: Key | tuple[str, str, str], reason: str, object: str | None, at: datetime | None
-) -> pb.RetractRequest:
+    key: Key | tuple[str, str, str], reason: str, object: str | None, at: datetime | None,
+    attribution: str | None = None, source: str | None = None, worth: float | None = None,
+    confidence: float | None = None,
+) -> pb.RetractRequest:  # fmt: skip
     req = pb.RetractRequest(key=key_pb(key), reason=reason)
     if object is not None:
         req.object = object
     if at is not None:
         req.at.CopyFrom(ts(at))
+    # Unset fields take the node's defaults (user_stated, the caller's identity, 0.5, 0.5).
+    for name, value in (
+        ("attribution", attribution), ("source", source), ("worth", worth),
+        ("confidence", confidence),
+    ):  # fmt: skip
+        if value is not None:
+            setattr(req, name, value)
     return req
 
 

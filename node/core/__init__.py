@@ -19,7 +19,6 @@ from factnode.core._model import (
     Interval,
     Key,
     Outcome,
-    Retraction,
     Rule,
     Verdict,
     VersionHistory,
@@ -37,7 +36,13 @@ from factnode.core.arbitration import (
 from factnode.core.decay import cold_evidence, effective_confidence_milli, freshness_milli
 from factnode.core.decide import Arbitrated, KeyState, Ruling, decide
 from factnode.core.policy import Policy, PolicyError, load_policy, policy_from_mapping
-from factnode.core.validation import FieldViolation, InvalidInput, Submission, make_evidence
+from factnode.core.validation import (
+    FieldViolation,
+    InvalidInput,
+    Submission,
+    make_evidence,
+    make_retraction,
+)
 
 __all__ = [
     "ARBITRATION_RULES",
@@ -58,7 +63,6 @@ __all__ = [
     "Outcome",
     "Policy",
     "PolicyError",
-    "Retraction",
     "Rule",
     "Ruling",
     "Submission",
@@ -75,6 +79,7 @@ __all__ = [
     "history",
     "load_policy",
     "make_evidence",
+    "make_retraction",
     "policy_from_mapping",
     "representatives",
     "visible",

@@ -36,8 +36,10 @@ class Outcome(enum.StrEnum):
     HISTORICAL = "HISTORICAL"
     DISBELIEVED = "DISBELIEVED"
     AMBIGUOUS = "AMBIGUOUS"
-    # Not submission outcomes: explicit operator/agent operations in the log.
+    # A retraction that ended or changed the belief (and, on a key named in `contradicts`,
+    # the change an assertion on another key made to its belief).
     RETRACTED = "RETRACTED"
+    # Not a submission outcome: an operator's resolution in the log.
     RESOLVED = "RESOLVED"
     # Federation transitions of the served belief.
     CONTESTED = "CONTESTED"
@@ -110,7 +112,11 @@ class Key(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """One stored assertion that a key has a value, with its provenance."""
+    """One stored statement about a key, with its provenance: an assertion that the key has
+    a value or, with `retracts`, a retraction (DESIGN §5): the value `object` (every value
+    of the key when `object` and `version_id` are empty) stopped being true at `valid_from`.
+    A retraction is never a belief candidate and never a vote; it ends the assertions it
+    outranks (`arbitration.ends`)."""
 
     evidence_id: str
     key: Key
@@ -130,22 +136,12 @@ class Evidence:
     anchor_cap: str | None = None
     # For relayed evidence: when its origin node recorded it (erasures compare with this).
     origin_recorded_at: Instant | None = None
+    retracts: bool = False
 
     @property
     def first_recorded_at(self) -> Instant:
         """When the statement was first recorded anywhere."""
         return self.recorded_at if self.origin_recorded_at is None else self.origin_recorded_at
-
-
-@dataclass(frozen=True, slots=True)
-class Retraction:
-    """Ends validity at `at` of a version (or, with no version, of the whole key)."""
-
-    key: Key
-    version_id: str | None
-    at: Instant
-    recorded_at: Instant
-    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ from factnode.core._model import (
     Instant,
     Interval,
     Key,
-    Retraction,
     Rule,
     Verdict,
     VersionHistory,
@@ -26,18 +25,84 @@ from factnode.core._model import (
 from factnode.core.policy import Policy
 
 
-def visible(
+def retracted_key(r: Evidence) -> Key | None:
+    """The key a piece of evidence ends assertions on: its own for a retraction, the other
+    key for an assertion naming `contradicts` (DESIGN §5), None otherwise."""
+    return r.key if r.retracts else r.contradicts
+
+
+def covers(r: Evidence, e: Evidence) -> bool:
+    """Whether retraction-like evidence `r` is about assertion `e`: a retraction of `e`'s
+    version or of its whole key, or a `contradicts` naming `e`'s key."""
+    if r.retracts:
+        return r.key == e.key and (not r.version_id or r.version_id == e.version_id)
+    return r.contradicts == e.key
+
+
+def pairwise(a: Evidence, b: Evidence, policy: Policy) -> tuple[int, Rule]:
+    """The rule order applied to two pieces of evidence: (1 if `a` comes first, -1 if `b`
+    does, 0 on a tie) and the rule that decided (TIEBREAK on a tie)."""
+    strength = _strength(policy)
+    sa, sb = strength(a), strength(b)
+    margins = (0, 0, policy.worth_margin_milli, policy.confidence_margin_milli)
+    for i, rule in enumerate(ARBITRATION_RULES):
+        lead = sa[i] - sb[i]
+        if lead > margins[i]:
+            return 1, rule
+        if -lead > margins[i]:
+            return -1, rule
+    return 0, Rule.TIEBREAK
+
+
+def ends(r: Evidence, e: Evidence, policy: Policy) -> bool:
+    """Whether retraction-like evidence `r` ends assertion `e`: it covers `e`, `e` was stated
+    at or before the retraction's time, and `r` beats `e` under the rule order (a tie does
+    not end it: a retraction by `llm_generated` cannot end a `user_stated` belief)."""
+    return covers(r, e) and e.valid_from <= r.valid_from and pairwise(r, e, policy)[0] > 0
+
+
+def counted_retractions(
     evidence: Iterable[Evidence],
-    retractions: Iterable[Retraction] = (),
+    retractions: Iterable[Evidence],
     *,
     as_of: Instant | None = None,
     known_at: Instant | None = None,
 ) -> list[Evidence]:
-    """The evidence that counts as of event time `as_of`, as known at ingestion time `known_at`.
+    """The retraction-like evidence that counts as of `as_of`, as known at `known_at`: known,
+    dated at or before `as_of`, and not corrected (by evidence of its key or, for a
+    `contradicts`, of the key it was stated on; `retractions` holds those correctors too)."""
+    known = [r for r in retractions if known_at is None or r.recorded_at <= known_at]
+    corrected = {r.corrects for r in known if r.corrects}
+    corrected.update(
+        e.corrects
+        for e in evidence
+        if e.corrects and (known_at is None or e.recorded_at <= known_at)
+    )
+    return [
+        r
+        for r in known
+        if retracted_key(r) is not None
+        and r.evidence_id not in corrected
+        and (as_of is None or r.valid_from <= as_of)
+    ]
+
+
+def visible(
+    evidence: Iterable[Evidence],
+    retractions: Iterable[Evidence] = (),
+    *,
+    policy: Policy | None = None,
+    as_of: Instant | None = None,
+    known_at: Instant | None = None,
+) -> list[Evidence]:
+    """The assertions that count as of event time `as_of`, as known at ingestion time `known_at`.
 
     Corrected evidence was never true, so it leaves every as-of answer once the
-    correction is known; a retraction ends the evidence it covers from its time on.
+    correction is known; a retraction (or a `contradicts` from another key) ends the
+    assertions it covers and outranks from its time on (`ends`). `retractions` holds the
+    key's retraction-like evidence; `policy` is needed to weigh it.
     """
+    retractions = list(retractions)
     if as_of is None and known_at is None and not retractions:
         # The write path's common case: only corrections can hide anything.
         evidence = list(evidence)
@@ -47,26 +112,19 @@ def visible(
         return [e for e in evidence if e.evidence_id not in corrected]
     known = [e for e in evidence if known_at is None or e.recorded_at <= known_at]
     corrected = {e.corrects for e in known if e.corrects}
-    ends = [
-        r
-        for r in retractions
-        if (known_at is None or r.recorded_at <= known_at) and (as_of is None or r.at <= as_of)
-    ]
+    counted = counted_retractions(known, retractions, as_of=as_of, known_at=known_at)
+    if counted and policy is None:
+        raise ValueError("weighing retractions needs the policy")
     out = []
     for e in known:
         if as_of is not None and e.valid_from > as_of:
             continue
-        if e.evidence_id in corrected or _retracted(e, ends):
+        if e.evidence_id in corrected:
+            continue
+        if counted and any(ends(r, e, policy) for r in counted):  # type: ignore[arg-type]
             continue
         out.append(e)
     return out
-
-
-def _retracted(e: Evidence, ends: Sequence[Retraction]) -> bool:
-    return any(
-        r.key == e.key and r.version_id in (None, e.version_id) and e.valid_from <= r.at
-        for r in ends
-    )
 
 
 def _strength(policy: Policy) -> Callable[[Evidence], tuple[int, int, int, int]]:
@@ -173,14 +231,16 @@ def believed_versions(verdict: Verdict | None) -> tuple[str, ...]:
 
 def belief_at(
     evidence: Iterable[Evidence],
-    retractions: Iterable[Retraction],
+    retractions: Iterable[Evidence],
     policy: Policy,
     *,
     as_of: Instant | None = None,
     known_at: Instant | None = None,
 ) -> Verdict | None:
     """Time travel: the same arbitration over the evidence known at `known_at`, valid at `as_of`."""
-    return arbitrate(visible(evidence, retractions, as_of=as_of, known_at=known_at), policy)
+    return arbitrate(
+        visible(evidence, retractions, policy=policy, as_of=as_of, known_at=known_at), policy
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +303,7 @@ def explain(
 
 def history(
     evidence: Sequence[Evidence],
-    retractions: Sequence[Retraction],
+    retractions: Sequence[Evidence],
     policy: Policy,
     *,
     known_at: Instant | None = None,
@@ -255,7 +315,7 @@ def history(
     """
     known = [e for e in evidence if known_at is None or e.recorded_at <= known_at]
     rets = [r for r in retractions if known_at is None or r.recorded_at <= known_at]
-    points = sorted({e.valid_from for e in known} | {r.at for r in rets})
+    points = sorted({e.valid_from for e in known} | {r.valid_from for r in rets})
     open_since: dict[str, Instant] = {}
     intervals: dict[str, list[Interval]] = defaultdict(list)
     for t in points:
@@ -267,7 +327,7 @@ def history(
     for vid, start in open_since.items():
         intervals[vid].append(Interval(start, None))
 
-    current = visible(known, rets)
+    current = visible(known, rets, policy=policy)
     verdict = arbitrate(current, policy)
     current_ids = {e.evidence_id for e in current}
     corrected = {e.corrects for e in known if e.corrects}
@@ -317,14 +377,6 @@ def _status(
     if rule is Rule.TIEBREAK:
         return "AMBIGUOUS"
     return "DISBELIEVED"
-
-
-def compare(challenger: Evidence, incumbent: Evidence, policy: Policy) -> tuple[bool, Rule]:
-    """Pairwise arbitration of two versions' evidence: (challenger wins, deciding rule)."""
-    reps = {challenger.version_id: challenger, incumbent.version_id: incumbent}
-    verdict = arbitrate_reps(reps, policy)
-    assert verdict is not None
-    return verdict.version_id == challenger.version_id, verdict.rule
 
 
 def serves_alike(a: Verdict | None, b: Verdict | None) -> bool:

@@ -1,21 +1,25 @@
 """The write path's core: every valid submission gets exactly one recorded decision.
 
 Pure: the shell loads what the key already holds, calls `decide`, and persists
-the returned `Ruling` (the decision, whether the evidence is stored as a
-candidate, and any retraction a winning `contradicts` implies).
+the returned `Ruling` (the decision, and whether the evidence is stored as a
+candidate). A retraction is decided here like an assertion; an assertion naming
+`contradicts` is decided on its own key only, and counts for the other key as a
+retraction there (`arbitration.ends`), so neither depends on arrival order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from factnode.core._model import Decision, Evidence, Outcome, Retraction, Rule, Verdict
+from factnode.core._model import Decision, Evidence, Outcome, Rule, Verdict
 from factnode.core.arbitration import (
+    _strength,
     arbitrate,
     believed_versions,
-    compare,
+    covers,
     describe,
+    pairwise,
     representatives,
     verdict_of,
     visible,
@@ -26,14 +30,20 @@ from factnode.core.policy import Policy
 
 @dataclass(frozen=True, slots=True)
 class KeyState:
-    """What one key holds: its active evidence and retractions."""
+    """What one key holds: its active assertions and the retraction-like evidence that
+    bears on them (its own retractions, active assertions of other keys naming it in
+    `contradicts`, and whatever corrects those)."""
 
     evidence: Sequence[Evidence] = ()
-    retractions: Sequence[Retraction] = ()
+    retractions: Sequence[Evidence] = ()
+
+    def visible(self, policy: Policy) -> list[Evidence]:
+        """The assertions that count now."""
+        return visible(self.evidence, self.retractions, policy=policy)
 
     def belief(self, policy: Policy) -> Verdict | None:
         """The current belief over this state."""
-        return arbitrate(visible(self.evidence, self.retractions), policy)
+        return arbitrate(self.visible(policy), policy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +67,6 @@ class Ruling:
     decision: Decision
     # True: store as an active belief candidate; False: store as rejected; None: store nothing.
     candidate: bool | None
-    retractions: tuple[Retraction, ...] = field(default=())
     before: Verdict | None = None
     after: Verdict | None = None
     # The key's state with the new evidence, arbitrated (for a candidate).
@@ -111,10 +120,9 @@ def decide(
     *,
     duplicate: bool = False,
     erased: bool = False,
-    contradicted: KeyState | None = None,
     known: Arbitrated | None = None,
 ) -> Ruling:
-    """The one outcome of `new` against what its key holds (and the key it contradicts).
+    """The one outcome of `new` against what its key holds.
 
     `known`, where the caller holds it, is `state` arbitrated (a previous ruling's
     `arbitrated`): with it the state is not arbitrated again, and for a plain state only
@@ -123,38 +131,8 @@ def decide(
     if gated is not None:
         return gated
 
-    retractions: tuple[Retraction, ...] = ()
-    moved_from: tuple[str, Rule] | None = None
-    if new.contradicts is not None and contradicted is not None:
-        other = contradicted.belief(policy)
-        if other is not None:
-            incumbent = representatives(
-                visible(contradicted.evidence, contradicted.retractions), policy
-            )[other.version_id]
-            wins, rule = compare(new, incumbent, policy)
-            if not wins:
-                return Ruling(
-                    _decision(
-                        new,
-                        Outcome.REJECTED,
-                        rule,
-                        detail=f"contradicts {new.contradicts}: "
-                        + describe(rule, incumbent, new, policy),
-                    ),
-                    False,
-                )
-            # The loser is closed at the cutover where it lost on recency, ended otherwise.
-            at = new.valid_from if rule is Rule.RECENCY else incumbent.valid_from
-            retractions = (
-                Retraction(
-                    new.contradicts,
-                    other.version_id,
-                    at,
-                    new.recorded_at,
-                    f"contradicted by {new.evidence_id}",
-                ),
-            )
-            moved_from = (other.version_id, rule)
+    if new.retracts:
+        return _decide_retraction(new, state, policy, known)
 
     before = state.belief(policy) if known is None else known.verdict
     if known is not None and known.reps is not None and new.corrects is None:
@@ -166,7 +144,7 @@ def decide(
         new_visible = True
     else:
         after_state = KeyState([*state.evidence, new], state.retractions)
-        after_visible = visible(after_state.evidence, after_state.retractions)
+        after_visible = after_state.visible(policy)
         if _plain(after_state):
             reps = representatives(after_visible, policy)
             arbitrated = Arbitrated(verdict_of(new.key, reps, policy), reps)
@@ -175,9 +153,6 @@ def decide(
         after = arbitrated.verdict
         versions_before = None
         new_visible = new.evidence_id in {e.evidence_id for e in after_visible}
-    if after is None or new.version_id not in believed_versions(after):
-        # A fact that is not believed on its own key moves nothing away from the other key.
-        retractions = ()
 
     def ruling(
         outcome: Outcome, rule: Rule, supersedes: str | None = None, detail: str = ""
@@ -185,7 +160,6 @@ def decide(
         return Ruling(
             _decision(new, outcome, rule, supersedes=supersedes, detail=detail),
             True,
-            retractions,
             before,
             after,
             arbitrated,
@@ -201,7 +175,7 @@ def decide(
     assert after is not None
     if policy.is_multi_valued(new.key.predicate):
         if versions_before is None:
-            versions_before = {e.version_id for e in visible(state.evidence, state.retractions)}
+            versions_before = {e.version_id for e in state.visible(policy)}
         if new.version_id in versions_before:
             return ruling(Outcome.CORROBORATED, Rule.CORROBORATION)
         return ruling(Outcome.ACCEPTED, Rule.MULTI_VALUED)
@@ -212,8 +186,6 @@ def decide(
         if before is not None and before.version_id == new.version_id:
             return ruling(Outcome.CORROBORATED, Rule.CORROBORATION)
         if before is None:
-            if moved_from is not None:
-                return ruling(Outcome.SUPERSEDED, moved_from[1], supersedes=moved_from[0])
             return ruling(Outcome.ACCEPTED, Rule.FIRST_VERSION)
         rule = after.rule_against(before.version_id) or Rule.CORRECTION
         return ruling(Outcome.SUPERSEDED, rule, supersedes=before.version_id)
@@ -225,3 +197,60 @@ def decide(
         return ruling(Outcome.AMBIGUOUS, Rule.TIEBREAK)
     assert lost_by is not None
     return ruling(Outcome.DISBELIEVED, lost_by)
+
+
+def _decide_retraction(
+    new: Evidence, state: KeyState, policy: Policy, known: Arbitrated | None
+) -> Ruling:
+    """A retraction's one outcome: RETRACTED where it changes the belief; DISBELIEVED by the
+    rule of the believed evidence it does not outrank (stored all the same: it may act
+    later, after an erasure or a correction); HISTORICAL where the belief was stated after
+    the retraction's time."""
+    before = state.belief(policy) if known is None else known.verdict
+    after_state = KeyState(state.evidence, [*state.retractions, new])
+    after_visible = after_state.visible(policy)
+    after = arbitrate(after_visible, policy)
+    believed_before = believed_versions(before)
+    retracted = new.version_id or (believed_before[0] if believed_before else None)
+
+    def ruling(outcome: Outcome, rule: Rule, detail: str, supersedes: str | None = None) -> Ruling:
+        decision = Decision(
+            key=new.key,
+            outcome=outcome,
+            rule=rule,
+            decided_at=new.recorded_at,
+            evidence_id=new.evidence_id,
+            version_id=retracted,
+            supersedes=supersedes,
+            detail=detail,
+        )
+        return Ruling(decision, True, before, after, Arbitrated(after))
+
+    if believed_versions(after) != believed_before:
+        ended = sorted(set(believed_before) - set(believed_versions(after)))
+        return ruling(
+            Outcome.RETRACTED,
+            Rule.RETRACT,
+            "ended the belief" if ended else "changed the belief",
+            supersedes=ended[0] if ended else None,
+        )
+    # The belief stands: say which of its evidence the retraction could not end.
+    standing = [e for e in after_visible if e.version_id in believed_before and covers(new, e)]
+    earlier = [e for e in standing if e.valid_from <= new.valid_from]
+    if earlier:
+        strongest = max(earlier, key=lambda e: (_strength(policy)(e), e.evidence_id))
+        _, rule = pairwise(new, strongest, policy)
+        if rule is Rule.TIEBREAK:
+            reason = "no rule discriminates, and a tie does not end a belief"
+        else:
+            reason = describe(rule, strongest, new, policy)
+        return ruling(
+            Outcome.DISBELIEVED, rule, f"outranked by evidence {strongest.evidence_id}: {reason}"
+        )
+    if standing:
+        return ruling(
+            Outcome.HISTORICAL,
+            Rule.RECENCY,
+            "the belief was stated after the retraction's time, so it stands",
+        )
+    return ruling(Outcome.RETRACTED, Rule.RETRACT, "the belief does not rest on what it ends")

@@ -35,6 +35,11 @@ def version_id(key: Key, obj: str) -> str:
     return _digest("version", key.namespace, key.subject, key.predicate, obj)
 
 
+def statement_version(key: Key, obj: str, *, retracts: bool) -> str:
+    """The version a statement is about; empty for a retraction of every value of its key."""
+    return "" if retracts and not obj else version_id(key, obj)
+
+
 def evidence_id(
     key: Key,
     obj: str,
@@ -45,13 +50,16 @@ def evidence_id(
     confidence_milli: int,
     corrects: str | None,
     contradicts: Key | None,
+    *,
+    retracts: bool = False,
 ) -> str:
     """Id of one statement over everything arbitration reads: the same statement with another
     worth or confidence is other evidence, so no arrival order decides which is kept.
     ("evidence/2": ids of the first form, without worth, confidence, corrects and
-    contradicts, were rewritten by migration 0005.)"""
+    contradicts, were rewritten by migration 0005.) A retraction's id is of its own kind
+    ("retraction/1"), so no assertion's id changed when retractions became evidence."""
     return _digest(
-        "evidence/2",
+        "retraction/1" if retracts else "evidence/2",
         key.namespace,
         key.subject,
         key.predicate,

@@ -43,6 +43,12 @@ class InvalidInput(ValueError):
         super().__init__(describe_violations(self.violations))
 
 
+# Worth and confidence when a request gives none (DESIGN §2).
+DEFAULT_UNIT = 0.5
+# A retraction's anchor when a request names none: the user's own word (DESIGN §5).
+DEFAULT_RETRACTION_ANCHOR = "user_stated"
+
+
 @dataclass(frozen=True, slots=True)
 class Submission:
     """What an agent asserts, before the node checks and records it."""
@@ -92,11 +98,18 @@ def check_instant(out: list[FieldViolation], name: str, value: Instant | None) -
 
 
 def _check_statement(
-    out: list[FieldViolation], key: Key, obj: str, source: str, attribution: str, policy: Policy
+    out: list[FieldViolation],
+    key: Key,
+    obj: str,
+    source: str,
+    attribution: str,
+    policy: Policy,
+    *,
+    object_required: bool = True,
 ) -> None:
     """The checks a submission and relayed evidence share: key, object, source, anchor."""
     check_key(out, key)
-    _check_text(out, "object", obj, MAX_OBJECT_BYTES, True)
+    _check_text(out, "object", obj, MAX_OBJECT_BYTES, object_required)
     _check_text(out, "source", source, MAX_SOURCE_BYTES, False)
     if attribution not in policy.anchors:
         out.append(
@@ -194,6 +207,63 @@ def make_evidence(
     )
 
 
+def make_retraction(
+    key: Key,
+    obj: str | None,
+    *,
+    attribution: str,
+    source: str,
+    at: Instant | None,
+    worth: float,
+    confidence: float,
+    policy: Policy,
+    recorded_at: Instant,
+    origin_node: str,
+) -> Evidence:
+    """Checks a retraction and builds its evidence (DESIGN §5): `obj` None retracts every
+    value of the key; `at` (default: the ingestion time) is when it stopped being true.
+    Raises InvalidInput listing every bad field."""
+    out: list[FieldViolation] = []
+    _check_statement(
+        out, key, obj or "", source, attribution, policy, object_required=obj is not None
+    )
+    _check_unit(out, "worth", worth)
+    _check_unit(out, "confidence", confidence)
+    check_instant(out, "at", at)
+    if out:
+        raise InvalidInput(out)
+    obj = obj or ""
+    valid_from = recorded_at if at is None else at
+    source = source.strip()
+    worth_milli, confidence_milli = to_milli(worth), to_milli(confidence)
+    return Evidence(
+        evidence_id=ids.evidence_id(
+            key,
+            obj,
+            attribution,
+            source,
+            valid_from,
+            worth_milli,
+            confidence_milli,
+            None,
+            None,
+            retracts=True,
+        ),
+        key=key,
+        object=obj,
+        version_id=ids.statement_version(key, obj, retracts=True),
+        attribution=attribution,
+        source=source,
+        worth_milli=worth_milli,
+        confidence_milli=confidence_milli,
+        valid_from=valid_from,
+        valid_from_defaulted=at is None,
+        recorded_at=recorded_at,
+        origin_node=origin_node,
+        retracts=True,
+    )
+
+
 def _is_id(text: str | None) -> bool:
     return text is not None and len(text) == 32 and all(c in "0123456789abcdef" for c in text)
 
@@ -201,7 +271,13 @@ def _is_id(text: str | None) -> bool:
 def relayed_violations(e: Evidence, policy: Policy) -> list[FieldViolation]:
     """What is wrong with evidence a peer relayed; empty when it may be decided."""
     out: list[FieldViolation] = []
-    _check_statement(out, e.key, e.object, e.source, e.attribution, policy)
+    _check_statement(
+        out, e.key, e.object, e.source, e.attribution, policy, object_required=not e.retracts
+    )
+    if e.retracts and (e.corrects is not None or e.contradicts is not None):
+        out.append(
+            FieldViolation("retracts", "a retraction names neither corrects nor contradicts")
+        )
     if e.anchor_cap is not None and e.anchor_cap not in policy.anchors:
         out.append(FieldViolation("anchor_cap", f"unknown trust anchor {e.anchor_cap!r}"))
     for name, value in (("worth_milli", e.worth_milli), ("confidence_milli", e.confidence_milli)):
@@ -227,6 +303,7 @@ def relayed_violations(e: Evidence, policy: Policy) -> list[FieldViolation]:
             e.confidence_milli,
             e.corrects,
             e.contradicts,
+            retracts=e.retracts,
         )
         if e.evidence_id != expected:
             out.append(FieldViolation("evidence_id", "does not match the evidence's content"))

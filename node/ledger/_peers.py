@@ -100,7 +100,7 @@ class PeerInput(Writing, Forgetting):
                     (
                         replace(
                             e,
-                            version_id=ids.version_id(e.key, e.object),
+                            version_id=ids.statement_version(e.key, e.object, retracts=e.retracts),
                             anchor_cap=cap,
                             recorded_at=now,
                             origin_recorded_at=e.first_recorded_at,

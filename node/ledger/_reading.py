@@ -61,7 +61,13 @@ class Reading(Serving):
                 state = tx.key_states([key])[key]
                 found = belief_from_verdict(
                     key,
-                    visible(state.evidence, state.retractions, as_of=as_of, known_at=known_at),
+                    visible(
+                        state.evidence,
+                        state.retractions,
+                        policy=self.policy,
+                        as_of=as_of,
+                        known_at=known_at,
+                    ),
                     self.policy,
                 )
         if found is None:
@@ -166,7 +172,13 @@ class Reading(Serving):
         as_of: Instant | None = None,
         known_at: Instant | None = None,
     ) -> Explanation:
-        evidence = visible(state.evidence, state.retractions, as_of=as_of, known_at=known_at)
+        evidence = visible(
+            state.evidence,
+            state.retractions,
+            policy=self.policy,
+            as_of=as_of,
+            known_at=known_at,
+        )
         verdict, local = explain(evidence, self.policy)
         if verdict is None:
             raise NotFound(f"no belief for {key}")

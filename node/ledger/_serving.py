@@ -20,7 +20,6 @@ from factnode.core import (
     Verdict,
     arbitrate,
     representatives,
-    visible,
 )
 from factnode.core.consensus import (
     Served,
@@ -67,7 +66,7 @@ class _Representatives:
                     return e
         if self._all is None:
             state = self._state
-            self._all = representatives(visible(state.evidence, state.retractions), self._policy)
+            self._all = representatives(state.visible(self._policy), self._policy)
         return self._all.get(version_id)
 
 
@@ -140,7 +139,7 @@ class Serving:
             if memo is not None:
                 verdict = memo.verdict
             else:
-                verdict = arbitrate(visible(state.evidence, state.retractions), self.policy)
+                verdict = arbitrate(state.visible(self.policy), self.policy)
             reps = _Representatives(state, verdict, self.policy, memo.reps if memo else None)
             verdicts[key] = (verdict, reps)
         # Only a key under review can be pinned: most writes read no pin at all.

@@ -1,10 +1,10 @@
-"""Writing: every submission (first-party or relayed) decided in order and recorded, and
-retractions."""
+"""Writing: every submission and retraction (first-party or relayed) decided in order and
+recorded."""
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -13,13 +13,10 @@ from factnode.core import (
     Decision,
     Evidence,
     EvidenceStatus,
-    FieldViolation,
     Instant,
-    InvalidInput,
     Key,
     KeyState,
     Outcome,
-    Retraction,
     Rule,
     Ruling,
     Submission,
@@ -27,12 +24,13 @@ from factnode.core import (
     decide,
     ids,
     make_evidence,
+    make_retraction,
 )
 from factnode.core.arbitration import serves_alike
-from factnode.core.validation import check_instant
+from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger._model import Belief, Committed, NotFound, Submitted, belief_from_rows
 from factnode.ledger._serving import Serving, check_key_input
-from factnode.store.repository import Transaction
+from factnode.store.repository import StoredBelief, Transaction
 
 
 @dataclass(slots=True)
@@ -40,7 +38,8 @@ class _Batch:
     """Mutable per-transaction view of the keys a batch touches."""
 
     evidence: dict[Key, list[Evidence]] = field(default_factory=dict)
-    retractions: dict[Key, list[Retraction]] = field(default_factory=dict)
+    # Retraction-like evidence bearing on each key (`KeyState.retractions`).
+    retractions: dict[Key, list[Evidence]] = field(default_factory=dict)
     # A key's state above arbitrated, where a decision (or an earlier batch) worked it out.
     known: dict[Key, Arbitrated] = field(default_factory=dict)
     # Views of the lists above, which grow in place: one per key is enough.
@@ -119,11 +118,19 @@ class Writing(Serving):
         ]
 
     def _ingest_in(
-        self, tx: Transaction, items: Sequence[tuple[Evidence, str | None]], fx: Committed
+        self,
+        tx: Transaction,
+        items: Sequence[tuple[Evidence, str | None]],
+        fx: Committed,
+        *,
+        reasons: Mapping[str, str] | None = None,
     ) -> tuple[list[tuple[Evidence, Ruling]], dict[Key, Belief]]:
         """Decides `items` in order; returns the rulings and the served beliefs of the keys
-        whose evidence changed (built from what was just computed, not read back)."""
+        whose evidence changed (built from what was just computed, not read back). `reasons`
+        (by evidence id) go before the detail of their decisions (a Retract's reason)."""
         keys = {e.key for e, _ in items} | {e.contradicts for e, _ in items if e.contradicts}
+        # A correction of an assertion naming `contradicts` changes the other key too.
+        keys |= {k for k in self._contradicted_by_corrected(tx, items) if k is not None}
         batch = _Batch()
         for key, state in tx.key_states(keys).items():
             batch.evidence[key] = list(state.evidence)
@@ -138,6 +145,7 @@ class Writing(Serving):
         rulings: list[tuple[Evidence, Ruling]] = []
         touched: set[Key] = set()  # keys whose served belief or own vote may have moved
         grown: set[Key] = set()  # keys with new evidence
+        across: list[tuple[Key, Evidence]] = []  # evidence that counts on another key
 
         for e, idem in items:
             duplicate = e.evidence_id in stored or (idem is not None and idem in by_idempotency)
@@ -147,7 +155,6 @@ class Writing(Serving):
                 self.policy,
                 duplicate=duplicate,
                 erased=e.evidence_id in erased,
-                contradicted=batch.state(e.contradicts) if e.contradicts else None,
                 known=batch.known.get(e.key),
             )
             if duplicate and idem is not None and idem in by_idempotency:
@@ -166,24 +173,33 @@ class Writing(Serving):
                     by_idempotency[idem] = e.evidence_id
             if ruling.candidate:
                 assert ruling.arbitrated is not None
-                batch.evidence[e.key].append(e)
+                batch.state(e.key)
+                (batch.retractions if e.retracts else batch.evidence)[e.key].append(e)
                 batch.known[e.key] = ruling.arbitrated
                 grown.add(e.key)
-                if not serves_alike(ruling.before, ruling.after) or self.policy.is_multi_valued(
-                    e.key.predicate
+                if (
+                    e.retracts
+                    or not serves_alike(ruling.before, ruling.after)
+                    or self.policy.is_multi_valued(e.key.predicate)
                 ):
                     touched.add(e.key)
-            for r in ruling.retractions:
-                batch.retractions.setdefault(r.key, []).append(r)
-                batch.known.pop(r.key, None)
-                touched.add(r.key)
+                for other, r in self._bears_on(e, batch):
+                    batch.state(other)
+                    if all(h.evidence_id != r.evidence_id for h in batch.retractions[other]):
+                        batch.retractions[other].append(r)
+                        across.append((other, r))
+                    batch.known.pop(other, None)
+                    touched.add(other)
+            if reasons and reasons.get(e.evidence_id):
+                detail = f"{reasons[e.evidence_id]}; {ruling.decision.detail}"
+                ruling = replace(ruling, decision=replace(ruling.decision, detail=detail))
             if ruling.decision.rule is Rule.ERASED:
                 # Logged and countable, but the key's text must not come back after an erasure.
                 ruling = replace(ruling, decision=replace(ruling.decision, key=_erased_key(e.key)))
             rulings.append((e, ruling))
 
         tx.add_evidence(rows)
-        tx.add_retractions([r for _, ruling in rulings for r in ruling.retractions])
+        tx.bears_on(across)
         tx.remember({k: a for k, a in batch.known.items() if remembered.get(k) is not a})
         tx.add_decisions([ruling.decision for _, ruling in rulings])
         # Where peers vote, new evidence can count for a version the votes favour even when
@@ -191,12 +207,23 @@ class Writing(Serving):
         touched.update(
             key for key, held in tx.votes(grown - touched).items() if self._peer_voted(held)
         )
+        now = self.clock.now()
+        others = {k for k, _ in across}
+        current = tx.beliefs(list(touched))
         served = self._refresh(
             tx,
             {k: batch.state(k) for k in touched},
-            self.clock.now(),
+            now,
             fx,
+            current=current,
             known=batch.known,
+        )
+        tx.add_decisions(
+            [
+                d
+                for key in sorted(others)
+                for d in _contradicted(key, current.get(key, []), served.get(key, []), across, now)
+            ]
         )
         beliefs: dict[Key, Belief] = {}
         for key, served_rows in served.items():
@@ -205,44 +232,100 @@ class Writing(Serving):
                 beliefs[key] = belief_from_rows(served_rows, by_id)
         return rulings, beliefs
 
+    def _contradicted_by_corrected(
+        self, tx: Transaction, items: Sequence[tuple[Evidence, str | None]]
+    ) -> set[Key | None]:
+        """The keys named in `contradicts` by the evidence that `items` correct."""
+        corrected = {e.corrects for e, _ in items if e.corrects}
+        if not corrected:
+            return set()
+        return {e.contradicts for e in tx.evidence(corrected).values()}
+
+    def _bears_on(self, e: Evidence, batch: _Batch) -> list[tuple[Key, Evidence]]:
+        """What joins other keys' states with `e` (DESIGN §5): `e` on the key it contradicts,
+        with the evidence already held that corrects it; and `e` on the key contradicted by
+        the assertion it corrects."""
+        out: list[tuple[Key, Evidence]] = []
+        held = batch.evidence.get(e.key, ())
+        if e.contradicts is not None:
+            out.append((e.contradicts, e))
+            out.extend((e.contradicts, c) for c in held if c.corrects == e.evidence_id)
+        if e.corrects is not None:
+            out.extend(
+                (c.contradicts, e)
+                for c in held
+                if c.evidence_id == e.corrects and c.contradicts is not None
+            )
+        return out
+
     def retract(
         self,
         key: Key,
         obj: str | None = None,
         at: Instant | None = None,
         reason: str = "",
+        *,
+        attribution: str = DEFAULT_RETRACTION_ANCHOR,
+        source: str = "local",
+        worth: float = DEFAULT_UNIT,
+        confidence: float = DEFAULT_UNIT,
     ) -> Decision:
-        """Ends the belief's validity at `at` (default now) without a replacement."""
+        """Records a retraction (DESIGN §5): evidence that the belief (or the value `obj`)
+        stopped being true at `at` (default now). It ends what it outranks; an outranked
+        retraction is stored all the same and decided DISBELIEVED. A key with no served
+        belief (or without that value) is NotFound, and nothing is written. `source` is who
+        says so (the server passes the caller's identity; "local" as a local operator is)."""
         check_key_input(key)
-        out: list[FieldViolation] = []
-        check_instant(out, "at", at)
-        if out:
-            raise InvalidInput(out)
         now = self.clock.now()
+        r = make_retraction(
+            key,
+            obj,
+            attribution=attribution,
+            source=source,
+            at=at,
+            worth=worth,
+            confidence=confidence,
+            policy=self.policy,
+            recorded_at=now,
+            origin_node=self.node_id,
+        )
         fx = Committed()
         with self.repo.write() as tx:
             state = tx.key_states([key])[key]
             verdict = state.belief(self.policy)
-            vid = ids.version_id(key, obj) if obj is not None else None
             # What is served counts as believed too (a pinned or consensus version).
             held = set(believed_versions(verdict)) | {b.version_id for b in tx.beliefs([key])[key]}
-            if verdict is None or (vid is not None and vid not in held):
+            if verdict is None or (obj is not None and r.version_id not in held):
                 raise NotFound(f"no current belief for {key}" + (" with that value" if obj else ""))
-            if vid is None and self.policy.is_multi_valued(key.predicate):
-                vid = None  # the whole multi-valued key ends
-            retraction = Retraction(key, vid, now if at is None else at, now, reason)
-            decision = Decision(
-                key=key,
-                outcome=Outcome.RETRACTED,
-                rule=Rule.RETRACT,
-                decided_at=now,
-                version_id=vid or verdict.version_id,
-                detail=reason,
-            )
-            tx.add_retractions([retraction])
-            tx.add_decisions([decision])
-            self._refresh(
-                tx, {key: KeyState(state.evidence, [*state.retractions, retraction])}, now, fx
-            )
+            [(_, ruling)], _ = self._ingest_in(tx, [(r, None)], fx, reasons={r.evidence_id: reason})
         self._after(fx)
-        return decision
+        return ruling.decision
+
+
+def _contradicted(
+    key: Key,
+    before: Sequence[StoredBelief],
+    after: Sequence[StoredBelief],
+    across: Sequence[tuple[Key, Evidence]],
+    now: Instant,
+) -> list[Decision]:
+    """The decision logged for a key whose served belief an assertion on another key
+    changed by naming it in `contradicts` (or a correction of one): none if it did not."""
+    if {b.version_id for b in before} == {b.version_id for b in after}:
+        return []
+    by = [e for k, e in across if k == key][-1]  # the last that bore on it
+    ended = sorted({b.version_id for b in before} - {b.version_id for b in after})
+    return [
+        Decision(
+            key=key,
+            outcome=Outcome.RETRACTED,
+            rule=Rule.RETRACT,
+            decided_at=now,
+            evidence_id=by.evidence_id,
+            version_id=ended[0] if ended else (after[0].version_id if after else None),
+            supersedes=ended[0] if ended else None,
+            detail=f"contradicted by evidence {by.evidence_id} on {by.key}"
+            if by.contradicts == key
+            else f"changed by evidence {by.evidence_id} on {by.key}, which corrects a contradiction",
+        )
+    ]

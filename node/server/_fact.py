@@ -11,7 +11,8 @@ from factnode import tokens
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.core import Evidence, FieldViolation, InvalidInput
-from factnode.server._auth import require_write, require_write_submission
+from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
+from factnode.server._auth import caller_identity, require_write, require_write_submission
 from factnode.server._context import NodeContext, maybe_belief, peer_tallies, run
 from factnode.server._errors import (
     Context,
@@ -159,7 +160,22 @@ class FactServicer(pb_grpc.FactServiceServicer):
         at = cv.optional_instant(request, "at", "at", out)
         cv.raise_if(out)
         obj = request.object if request.HasField("object") else None
-        decision = await run(self.ctx.ledger.retract, key, obj, at, request.reason)
+        decision = await run(
+            self.ctx.ledger.retract,
+            key,
+            obj,
+            at,
+            request.reason,
+            # Unset: a user's own statement, from whoever the token says is calling.
+            attribution=(
+                request.attribution
+                if request.HasField("attribution")
+                else DEFAULT_RETRACTION_ANCHOR
+            ),
+            source=request.source if request.HasField("source") else caller_identity(),
+            worth=request.worth if request.HasField("worth") else DEFAULT_UNIT,
+            confidence=request.confidence if request.HasField("confidence") else DEFAULT_UNIT,
+        )
         self.ctx.metrics.decided([decision])
         self.ctx.changes.notify()
         belief = await run(maybe_belief, self.ctx.ledger, key)

@@ -76,6 +76,7 @@ def _retract(out: Out, msg: pb.RetractRequest) -> None:
     if msg.HasField("object"):
         check_text(out, "object", msg.object, MAX_OBJECT_BYTES, required=True)
     check_text(out, "reason", msg.reason, MAX_REASON_BYTES, required=False)
+    # Anchor, source, worth and confidence are checked with the policy (make_retraction).
 
 
 def _list_decisions(out: Out, msg: pb.ListDecisionsRequest) -> None:

@@ -64,7 +64,6 @@ _ERASED_TABLES = (
     "belief",
     "belief_change",
     "vote",
-    "retraction",
     "pin",
 )
 

@@ -1,5 +1,6 @@
-"""Evidence and retractions: what each key holds, looked up by id or idempotency key,
-the versions it succeeded, and the decay sweep's pages and status changes."""
+"""Evidence (assertions and retractions): what each key holds, and what other keys say
+against it, looked up by id or idempotency key, the versions it succeeded, and the decay
+sweep's pages and status changes."""
 
 from __future__ import annotations
 
@@ -14,22 +15,20 @@ from factnode.core import (
     EvidenceStatus,
     Key,
     KeyState,
-    Retraction,
     ids,
 )
 from factnode.store._part import TransactionPart
 from factnode.store._rows import (
     _ACTIVE,
     _EVIDENCE_COLUMNS,
+    _EVIDENCE_CONTRADICTS_KEY_ID,
     _EVIDENCE_KEY_ID,
+    _EVIDENCE_RETRACTS,
     _EVIDENCE_STATUS,
-    _RETRACTION_COLUMNS,
     _SELECT_EVIDENCE,
     _SELECT_EVIDENCE_ID,
-    _SELECT_RETRACTIONS,
     D,
     E,
-    R,
     _evidence,
     _evidence_values,
 )
@@ -48,19 +47,36 @@ class SqlEvidence(TransactionPart):
     def _load_states(self, keys: Collection[Key]) -> dict[Key, KeyState]:
         by_id = {ids.key_id(k): k for k in keys}
         evidence: dict[Key, list[Evidence]] = defaultdict(list)
-        retractions: dict[Key, list[Retraction]] = defaultdict(list)
+        retractions: dict[Key, list[Evidence]] = defaultdict(list)
         active = EvidenceStatus.ACTIVE.value
         # The status is checked here, not in SQL: given `status = ?` too, SQLite picks the
         # (status, attribution) index and reads every active row of the table.
         for row in select_in(self._c, _SELECT_EVIDENCE, "evidence.key_id", by_id):
             if row[_EVIDENCE_STATUS] == active:
                 key = by_id[row[_EVIDENCE_KEY_ID]]
-                evidence[key].append(_evidence(row, key))
-        for key_id, version_id, at, recorded_at, reason in select_in(
-            self._c, _SELECT_RETRACTIONS, "retraction.key_id", by_id
-        ):
-            key = by_id[key_id]
-            retractions[key].append(Retraction(key, version_id, at, recorded_at, reason))
+                held = retractions if row[_EVIDENCE_RETRACTS] else evidence
+                held[key].append(_evidence(row, key))
+        # Assertions of other keys that name these in `contradicts` count here as
+        # retractions (DESIGN §5), unless corrected on their own key: their correctors too.
+        against: dict[str, tuple[Key, Key]] = {}  # evidence id -> (key it is against, its key)
+        for row in select_in(self._c, _SELECT_EVIDENCE, "evidence.contradicts_key_id", by_id):
+            if row[_EVIDENCE_STATUS] == active:
+                key = by_id[row[_EVIDENCE_CONTRADICTS_KEY_ID]]
+                e = _evidence(row)
+                if e.key != key:
+                    retractions[key].append(e)
+                    against[e.evidence_id] = (key, e.key)
+        if against:
+            for row in select_in(self._c, _SELECT_EVIDENCE, "evidence.corrects", against):
+                e = _evidence(row)
+                if row[_EVIDENCE_STATUS] != active or e.corrects is None:
+                    continue
+                key, stated_on = against[e.corrects]
+                # Only a correction on the contradicting evidence's own key corrects it.
+                if e.key == stated_on and all(
+                    r.evidence_id != e.evidence_id for r in retractions[key]
+                ):
+                    retractions[key].append(e)
         return {
             k: KeyState(tuple(evidence.get(k, ())), tuple(retractions.get(k, ()))) for k in keys
         }
@@ -103,15 +119,12 @@ class SqlEvidence(TransactionPart):
         if self._cache is not None:
             self._cache.added_evidence(e for e, status, _ in rows if status is _ACTIVE)
 
-    def add_retractions(self, retractions: Sequence[Retraction]) -> None:
-        insert_rows(
-            self._c,
-            R,
-            _RETRACTION_COLUMNS,
-            [(ids.key_id(r.key), r.version_id, r.at, r.recorded_at, r.reason) for r in retractions],
-        )
+    def bears_on(self, pairs: Sequence[tuple[Key, Evidence]]) -> None:
+        """Evidence just added on one key that now counts in another key's state (a
+        `contradicts`, or a correction of one): the key cache follows, as a fresh load
+        would find it."""
         if self._cache is not None:
-            self._cache.added_retractions(retractions)
+            self._cache.bears_on(pairs)
 
     def evidence(self, evidence_ids: Collection[str]) -> dict[str, Evidence]:
         rows = select_in(self._c, _SELECT_EVIDENCE, "evidence.evidence_id", set(evidence_ids))

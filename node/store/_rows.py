@@ -20,13 +20,11 @@ from factnode.store._tables import (
     EvidenceRow,
     NodeMetaRow,
     PinRow,
-    RetractionRow,
     VoteRow,
 )
 from factnode.store.repository import StoredBelief
 
 E = EvidenceRow.__table__  # type: ignore[attr-defined]
-R = RetractionRow.__table__  # type: ignore[attr-defined]
 D = DecisionRow.__table__  # type: ignore[attr-defined]
 B = BeliefRow.__table__  # type: ignore[attr-defined]
 BC = BeliefChangeRow.__table__  # type: ignore[attr-defined]
@@ -62,10 +60,14 @@ _EVIDENCE_COLUMNS = (
     "status",
     "subject_id",
     "origin_recorded_at",
+    "retracts",
+    "contradicts_key_id",
 )
 _SELECT_EVIDENCE = select(*(E.c[name] for name in _EVIDENCE_COLUMNS))
 _EVIDENCE_KEY_ID = _EVIDENCE_COLUMNS.index("key_id")
 _EVIDENCE_STATUS = _EVIDENCE_COLUMNS.index("status")
+_EVIDENCE_RETRACTS = _EVIDENCE_COLUMNS.index("retracts")
+_EVIDENCE_CONTRADICTS_KEY_ID = _EVIDENCE_COLUMNS.index("contradicts_key_id")
 _ACTIVE = EvidenceStatus.ACTIVE
 
 
@@ -97,6 +99,8 @@ def _evidence(row: Sequence[Any], key: Key | None = None) -> Evidence:
         _status,
         _subject_id,
         origin_recorded_at,
+        retracts,
+        _contradicts_key_id,
     ) = row
     return Evidence(
         evidence_id,
@@ -117,6 +121,7 @@ def _evidence(row: Sequence[Any], key: Key | None = None) -> Evidence:
         else None,
         anchor_cap,
         origin_recorded_at,
+        bool(retracts),
     )
 
 
@@ -153,6 +158,8 @@ def _evidence_values(
         str(status),
         ids.subject_id(key.namespace, key.subject),
         e.origin_recorded_at,
+        e.retracts,
+        ids.key_id(c) if c else None,
     )
 
 
@@ -240,7 +247,6 @@ def _vote_values(v: Vote) -> tuple[Any, ...]:
 
 # Columns of the other tables the write path inserts, in the order of their value tuples.
 _KEY_COLUMNS = ("key_id", "namespace", "subject", "predicate")
-_RETRACTION_COLUMNS = ("key_id", "version_id", "at", "recorded_at", "reason")
 _DECISION_COLUMNS = (
     *_KEY_COLUMNS,
     "outcome",
@@ -263,7 +269,6 @@ _VOTE_COLUMNS = (
     "fresh_since",
     "cast_at",
 )
-_SELECT_RETRACTIONS = select(R.c.key_id, R.c.version_id, R.c.at, R.c.recorded_at, R.c.reason)
 _SELECT_EVIDENCE_ID = select(E.c.evidence_id)
 _SELECT_ERASURES = select(ER)
 _SELECT_ERASED_IDS = select(EE.c.erasure_id, EE.c.evidence_id)

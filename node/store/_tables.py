@@ -23,6 +23,8 @@ class EvidenceRow(SQLModel, table=True):
         Index("ix_evidence_status_attribution", "status", "attribution"),
         Index("ix_evidence_idempotency", "idempotency_key", unique=True),
         Index("ix_evidence_subject_id", "subject_id"),
+        Index("ix_evidence_contradicts_key_id", "contradicts_key_id"),
+        Index("ix_evidence_corrects", "corrects"),
     )
 
     evidence_id: str = Field(primary_key=True, max_length=ID)
@@ -50,19 +52,10 @@ class EvidenceRow(SQLModel, table=True):
     # Added in migration 0002 (federation).
     subject_id: str | None = Field(default=None, max_length=ID)
     origin_recorded_at: int | None = Field(default=None, sa_type=BigInteger)
-
-
-class RetractionRow(SQLModel, table=True):
-    """Ends a version's (or a whole key's) validity from `at` on."""
-
-    __tablename__ = "retraction"
-
-    id: int | None = Field(default=None, primary_key=True)
-    key_id: str = Field(max_length=ID, index=True)
-    version_id: str | None = Field(default=None, max_length=ID)
-    at: int = Field(sa_type=BigInteger)
-    recorded_at: int = Field(sa_type=BigInteger)
-    reason: str = Field(sa_type=Text)
+    # Added in migration 0007 (retractions are evidence): a retraction (DESIGN §5), and the
+    # key id of `contradicts`, so a key's state loads what other keys say against it.
+    retracts: bool = False
+    contradicts_key_id: str | None = Field(default=None, max_length=ID)
 
 
 class DecisionRow(SQLModel, table=True):

@@ -20,7 +20,6 @@ from factnode.store._rows import (
     D,
     E,
     P,
-    R,
     _evidence,
 )
 from factnode.store._sqltext import select_in
@@ -96,7 +95,7 @@ class SqlTombstones(TransactionPart):
             )
             self._c.execute(delete(E).where(E.c.evidence_id.in_(part)))
         for part in chunks(sorted(ids.key_id(k) for k in forget_keys)):
-            for table in (D, BC, R, P):
+            for table in (D, BC, P):
                 self._c.execute(delete(table).where(table.c.key_id.in_(part)))
 
     def add_tombstone(self, tombstone: Tombstone) -> None:

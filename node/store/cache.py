@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
-from factnode.core import Arbitrated, Evidence, Key, KeyState, Retraction
+from factnode.core import Arbitrated, Evidence, Key, KeyState
 from factnode.core.consensus import Vote
 from factnode.store.repository import StoredBelief
 
@@ -169,13 +169,17 @@ class TxCache:
 
     def added_evidence(self, evidence: Iterable[Evidence]) -> None:
         for e in evidence:
+            if e.retracts:
+                self.bears_on([(e.key, e)])
+                continue
             self.states.change(e.key, lambda s, e=e: KeyState((*s.evidence, e), s.retractions))  # type: ignore[misc]
             self.arbitrated.drop(e.key)
 
-    def added_retractions(self, retractions: Iterable[Retraction]) -> None:
-        for r in retractions:
-            self.states.change(r.key, lambda s, r=r: KeyState(s.evidence, (*s.retractions, r)))  # type: ignore[misc]
-            self.arbitrated.drop(r.key)
+    def bears_on(self, pairs: Iterable[tuple[Key, Evidence]]) -> None:
+        """Retraction-like evidence (`KeyState.retractions`) added to each key's state."""
+        for key, r in pairs:
+            self.states.change(key, lambda s, r=r: KeyState(s.evidence, (*s.retractions, r)))  # type: ignore[misc]
+            self.arbitrated.drop(key)
 
     def replaced_beliefs(self, key: Key, served: Sequence[StoredBelief]) -> None:
         self.beliefs.set(key, tuple(sorted(served, key=lambda b: b.version_id)))

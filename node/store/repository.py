@@ -16,7 +16,6 @@ from factnode.core import (
     Instant,
     Key,
     KeyState,
-    Retraction,
     Rule,
 )
 from factnode.core.consensus import Vote
@@ -86,7 +85,8 @@ class Counts:
 
 
 class EvidenceTransaction(Protocol):
-    """Evidence and retractions: key states, lookups by id and idempotency key, lineage, the decay sweep."""
+    """Evidence (assertions and retractions): key states, lookups by id and idempotency key,
+    lineage, the decay sweep."""
 
     def key_states(self, keys: Collection[Key]) -> dict[Key, KeyState]: ...
 
@@ -100,7 +100,7 @@ class EvidenceTransaction(Protocol):
 
     def add_evidence(self, rows: Sequence[tuple[Evidence, EvidenceStatus, str | None]]) -> None: ...
 
-    def add_retractions(self, retractions: Sequence[Retraction]) -> None: ...
+    def bears_on(self, pairs: Sequence[tuple[Key, Evidence]]) -> None: ...
 
     def evidence(self, evidence_ids: Collection[str]) -> dict[str, Evidence]: ...
 

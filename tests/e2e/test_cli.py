@@ -322,3 +322,18 @@ def test_serve_with_a_bad_config_exits_2(cli: Cli, tmp_path: Path, config: str |
     r = cli.run("serve", "--config", str(path), "--data-dir", data, with_address=False, check=None)
     assert r.code == EXIT_USAGE, r.describe()
     assert "setting '" in r.stderr, r.describe()
+
+
+def test_retract_names_its_anchor_and_an_outranked_one_is_disbelieved(cli: Cli) -> None:
+    """`retract --anchor llm_generated` cannot end a user_stated belief (DISBELIEVED by
+    trust_anchor, the belief stands); the default anchor, user_stated and later, ends it."""
+    ns = unique_ns("user")
+    submit(cli, ns, "Porto", *how(at="2024-01-01"))
+    weak = cli.run("retract", ns, *ANA, "--anchor", "llm_generated", "--source", "gpt")
+    assert weak.stdout.splitlines()[0] == "DISBELIEVED by rule trust_anchor", weak.describe()
+    assert cli.json("get", ns, *ANA)["object"] == "Porto"
+    ended = cli.run("retract", ns, *ANA, "--reason", "moved away", "--confidence", "0.9")
+    assert ended.stdout.splitlines()[0] == "RETRACTED by rule retract", ended.describe()
+    cli.run("get", ns, *ANA, check=EXIT_NOT_FOUND)
+    bad = cli.run("retract", ns, *ANA, "--anchor", "rumour", check=EXIT_INVALID)
+    assert "attribution" in bad.stderr

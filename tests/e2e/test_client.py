@@ -104,7 +104,8 @@ def test_status_and_admin_calls(server: ServerProcess) -> None:
         client.submit((ns, "d", "city"), "Kyiv", "user_stated", source="chat")
         decision, _ = client.retract((ns, "d", "city"), "moved away")
         assert decision.outcome == "RETRACTED"
-        assert client.erase("asked to", key=(ns, "d", "city"), operator="ops").evidence_erased == 1
+        # The retraction is evidence of the key too: the erasure takes it with the fact.
+        assert client.erase("asked to", key=(ns, "d", "city"), operator="ops").evidence_erased == 2
 
 
 def test_unreachable_node_is_unavailable_after_retries() -> None:
@@ -244,7 +245,7 @@ def test_async_client_review_resolve_retract_erase_and_admin(server: ServerProce
             await client.retract(key, "moved away", object="Faro")
             assert (await client.belief(key)).object == "Braga"
             erased = await client.erase("asked to", key=key, operator="ops")
-            assert erased.evidence_erased == 2
+            assert erased.evidence_erased == 3  # two facts and the retraction
             with pytest.raises(factnode.NotFound):
                 await client.belief(key)
             assert (await client.decay()).decayed >= 0

@@ -177,3 +177,53 @@ def test_a_node_without_peer_votes_reports_no_tallies(facts: pb_grpc.FactService
         facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=RPC_TIMEOUT)
     belief = facts.GetBelief(pb.GetBeliefRequest(key=key), timeout=RPC_TIMEOUT)
     assert belief.object in ("a", "b") and list(belief.tallies) == []
+
+
+def test_a_retraction_is_decided_by_the_rules_against_the_belief(
+    facts: pb_grpc.FactServiceStub,
+) -> None:
+    """Retract names its anchor: an llm_generated retraction of a user_stated belief is
+    stored but DISBELIEVED by trust_anchor (the detail names the stronger evidence) and the
+    belief stands; a user_stated one (the default) ends it; a key without a belief is
+    NOT_FOUND."""
+    ns = unique_ns("user")
+    k = pb.Key(namespace=ns, subject="ana", predicate="lives_in")
+    held = facts.SubmitFact(fact(ns, "ana", "Porto"), timeout=RPC_TIMEOUT)
+    weak = facts.Retract(
+        pb.RetractRequest(key=k, reason="a guess", attribution="llm_generated", source="gpt"),
+        timeout=RPC_TIMEOUT,
+    )
+    assert (weak.decision.outcome, weak.decision.rule) == (pb.OUTCOME_DISBELIEVED, "trust_anchor")
+    assert held.evidence_id in weak.decision.detail and weak.decision.evidence_id
+    assert weak.belief.object == "Porto"
+    strong = facts.Retract(pb.RetractRequest(key=k, reason="moved"), timeout=RPC_TIMEOUT)
+    assert (strong.decision.outcome, strong.decision.rule) == (pb.OUTCOME_RETRACTED, "retract")
+    assert "moved" in strong.decision.detail
+    assert not strong.HasField("belief")
+    with pytest.raises(grpc.RpcError) as caught:
+        facts.Retract(pb.RetractRequest(key=k), timeout=RPC_TIMEOUT)
+    assert caught.value.code() is grpc.StatusCode.NOT_FOUND
+    logged = facts.ListDecisions(pb.ListDecisionsRequest(key=k), timeout=RPC_TIMEOUT)
+    assert [d.outcome for d in logged.decisions] == [
+        pb.OUTCOME_ACCEPTED,
+        pb.OUTCOME_DISBELIEVED,
+        pb.OUTCOME_RETRACTED,
+    ]
+
+
+def test_an_invalid_retraction_names_each_bad_field_and_writes_nothing(
+    facts: pb_grpc.FactServiceStub,
+) -> None:
+    """An unknown anchor, a worth out of range and a NaN confidence are INVALID_ARGUMENT with
+    one violation each; the belief and the decision log stay as they were."""
+    ns = unique_ns("user")
+    k = pb.Key(namespace=ns, subject="ana", predicate="lives_in")
+    facts.SubmitFact(fact(ns, "ana", "Porto"), timeout=RPC_TIMEOUT)
+    bad = pb.RetractRequest(key=k, attribution="rumour", worth=1.5, confidence=float("nan"))
+    with pytest.raises(grpc.RpcError) as caught:
+        facts.Retract(bad, timeout=RPC_TIMEOUT)
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert set(bad_request(caught.value)) == {"attribution", "worth", "confidence"}
+    assert facts.GetBelief(pb.GetBeliefRequest(key=k), timeout=RPC_TIMEOUT).object == "Porto"
+    logged = facts.ListDecisions(pb.ListDecisionsRequest(key=k), timeout=RPC_TIMEOUT)
+    assert len(logged.decisions) == 1

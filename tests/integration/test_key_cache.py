@@ -30,11 +30,11 @@ from factnode.core import (
     KeyState,
     Outcome,
     Policy,
-    Retraction,
     Rule,
     Submission,
     ids,
     make_evidence,
+    make_retraction,
     representatives,
 )
 from factnode.core.consensus import Vote
@@ -170,15 +170,19 @@ class Boom(RuntimeError):
 # -- comparing -------------------------------------------------------------------------------
 
 
-def _retraction_order(r: Retraction) -> tuple[Any, ...]:
-    return (r.version_id or "", r.at, r.recorded_at, r.reason)
-
-
-def norm_state(state: KeyState) -> tuple[list[Evidence], list[Retraction]]:
+def norm_state(state: KeyState) -> tuple[list[Evidence], list[Evidence]]:
     return (
         sorted(state.evidence, key=lambda e: e.evidence_id),
-        sorted(state.retractions, key=_retraction_order),
+        sorted(state.retractions, key=lambda e: e.evidence_id),
     )
+
+
+def retraction_of(key: Key, obj: str | None, at: int, now: int) -> Evidence:
+    """A retraction of `obj` (None: the whole key) at `at`, recorded `now`."""
+    return make_retraction(
+        key, obj, attribution="user_stated", source="ana", at=at, worth=0.5, confidence=0.9,
+        policy=POLICY, recorded_at=now, origin_node=NODE,
+    )  # fmt: skip
 
 
 def norm_states(states: Mapping[Key, KeyState]) -> dict[Key, Any]:
@@ -433,7 +437,7 @@ def abort_after_staging(repo: SqlRepository, e: Evidence, now: int) -> None:
         tx.beliefs([key])
         tx.votes([key])
         tx.add_evidence([(e, EvidenceStatus.ACTIVE, None)])
-        tx.add_retractions([Retraction(key, e.version_id, now, now, "staged")])
+        tx.add_evidence([(retraction_of(key, e.object, now, now), EvidenceStatus.ACTIVE, None)])
         tx.remember({key: Arbitrated(None)})
         tx.replace_beliefs(
             [
@@ -601,6 +605,14 @@ def test_each_store_write_keeps_the_cache_true(tmp_path: Path) -> None:
         lisbon = evidence(LIVES_IN, "Lisbon", "agent_observed")
         faro = evidence(LIVES_IN, "Faro", "llm_generated")
         en = evidence(SPEAKS, "en")
+        moved = ledger.evidence_of(
+            Submission(NS, "bob", "lives_in", "Faro", "user_stated", "ana", contradicts=LIVES_IN)
+        )
+        unmoved = ledger.evidence_of(
+            Submission(
+                NS, "bob", "lives_in", "Faro", "agent_observed", "x", corrects=moved.evidence_id
+            )
+        )
         peer_vote = Vote("peer-9", LIVES_IN, porto.version_id, porto.evidence_id, 60, 500, now, now)
 
         def belief_row(e: Evidence) -> StoredBelief:
@@ -613,8 +625,22 @@ def test_each_store_write_keeps_the_cache_true(tmp_path: Path) -> None:
             lambda tx: tx.add_evidence([(lisbon, EvidenceStatus.ACTIVE, None)]),
             lambda tx: tx.add_evidence([(faro, EvidenceStatus.REJECTED, None)]),
             lambda tx: tx.add_evidence([(en, EvidenceStatus.ACTIVE, "idem-en")]),
-            lambda tx: tx.add_retractions([Retraction(LIVES_IN, lisbon.version_id, now, now)]),
-            lambda tx: tx.add_retractions([Retraction(SPEAKS, None, now - DAY, now, "all")]),
+            lambda tx: tx.add_evidence(
+                [(retraction_of(LIVES_IN, "Lisbon", now, now), EvidenceStatus.ACTIVE, None)]
+            ),
+            lambda tx: tx.add_evidence(
+                [(retraction_of(SPEAKS, None, now - DAY, now), EvidenceStatus.ACTIVE, None)]
+            ),
+            # An assertion naming another key in `contradicts` joins that key's state too.
+            lambda tx: (
+                tx.add_evidence([(moved, EvidenceStatus.ACTIVE, None)]),
+                tx.bears_on([(LIVES_IN, moved)]),
+            ),
+            # And so does, there, what corrects it on its own key.
+            lambda tx: (
+                tx.add_evidence([(unmoved, EvidenceStatus.ACTIVE, None)]),
+                tx.bears_on([(LIVES_IN, unmoved)]),
+            ),
             lambda tx: tx.put_votes([peer_vote]),
             lambda tx: tx.put_votes([replace(peer_vote, version_id=None, evidence_id="")]),
             lambda tx: tx.delete_votes("peer-9", [LIVES_IN, SPEAKS]),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -12,8 +13,8 @@ from sqlalchemy import Engine, MetaData, inspect, text
 from sqlmodel import SQLModel
 
 import factnode.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
-from factnode.core import Key, Policy, Submission
-from factnode.ledger import Ledger, ensure_node_id
+from factnode.core import Key, Policy, Submission, ids
+from factnode.ledger import Ledger, NotFound, ensure_node_id
 from factnode.store import SqlRepository
 from factnode.store.migrations import alembic_config, upgrade
 from factnode.testing import FakeClock
@@ -27,7 +28,6 @@ TABLES = {
     "erasure",
     "evidence",
     "node_meta",
-    "retraction",
 }
 
 
@@ -221,5 +221,61 @@ def test_0005_rewrites_evidence_ids_and_every_reference(tmp_path: Path) -> None:
         assert logged <= ids_now and fix.evidence_id in logged
         assert ledger.counts() == counts
         assert ledger.belief(LIVES_IN) == belief
+    finally:
+        again.close()
+
+
+def test_0007_turns_retraction_rows_into_retraction_evidence(tmp_path: Path) -> None:
+    """A 0006 store's retraction rows become retraction evidence (codebase_verified, source
+    `migrated:retraction`) that still ends what it ended, and assertions naming
+    `contradicts` are found from the key they contradict; the step reverses."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    clock = FakeClock()
+    works_at, employer = Key("user:ana", "ana", "works_at"), Key("user:ana", "ana", "employer")
+    repo = SqlRepository(url)
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", clock)
+        ledger.submit(Submission("user:ana", "ana", "lives_in", "Lisbon", "user_stated", "a"))
+        ledger.submit(Submission(*works_at, "Acme", "user_stated", "a", valid_from=1))
+        clock.advance(10)
+        ledger.retract(LIVES_IN, reason="moved away")
+        ledger.submit(Submission(*employer, "Initech", "user_stated", "a", contradicts=works_at))
+        with pytest.raises(NotFound):
+            ledger.belief(LIVES_IN)
+        with pytest.raises(NotFound):
+            ledger.belief(works_at)
+        with repo.engine.connect() as conn:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0006")
+            conn.commit()
+            rows = conn.execute(text("SELECT key_id, version_id FROM retraction")).all()
+            assert [(k, v) for k, v in rows] == [(ids.key_id(LIVES_IN), None)]
+            assert not conn.execute(
+                text("SELECT count(*) FROM evidence WHERE object = ''")
+            ).scalar()
+    finally:
+        repo.close()
+
+    again = SqlRepository(url)  # opening migrates to head
+    try:
+        ledger = Ledger(again, Policy(), "node-test", clock)
+        with pytest.raises(NotFound):
+            ledger.belief(LIVES_IN)
+        with pytest.raises(NotFound):
+            ledger.belief(works_at)
+        with again.read() as tx:
+            [migrated] = tx.key_states([LIVES_IN])[LIVES_IN].retractions
+            [moved] = tx.key_states([works_at])[works_at].retractions
+        assert migrated.retracts and migrated.version_id == "" and migrated.object == ""
+        assert (migrated.attribution, migrated.source) == (
+            "codebase_verified",
+            "migrated:retraction",
+        )
+        assert migrated.evidence_id == ids.evidence_id(
+            LIVES_IN, "", "codebase_verified", "migrated:retraction", migrated.valid_from,
+            1000, 1000, None, None, retracts=True,
+        )  # fmt: skip
+        assert moved.key == employer and moved.contradicts == works_at
     finally:
         again.close()

@@ -494,12 +494,39 @@ def test_retract_ends_the_belief_from_its_time(ledger: Ledger, clock: FakeClock)
         ledger.retract(WORKS_AT)
 
 
-def test_retract_one_value_of_a_multi_valued_key(ledger: Ledger) -> None:
+def test_retract_one_value_of_a_multi_valued_key(ledger: Ledger, clock: FakeClock) -> None:
     """Retracting one value of a multi-valued key leaves its other values believed."""
     ledger.submit(sub("en", key=SPEAKS, day=0))
     ledger.submit(sub("pt", key=SPEAKS, day=0))
+    at(clock, 1)  # a retraction at the facts' own instant would tie on recency (below)
     ledger.retract(SPEAKS, "en")
     assert [o for _, o in ledger.belief(SPEAKS).values] == ["pt"]
+
+
+def test_an_outranked_retraction_is_stored_and_disbelieved(
+    ledger: Ledger, clock: FakeClock
+) -> None:
+    """A retraction that the belief outranks ends nothing, is DISBELIEVED by the rule that
+    outranked it (the detail names the stronger evidence), and acts once that is erased."""
+    strong = ledger.submit(sub("Acme", key=WORKS_AT, day=1, anchor="user_stated"))
+    weak = ledger.submit(sub("Acme", key=WORKS_AT, day=1, anchor="agent_observed", source="crm"))
+    at(clock, 5)
+    decision = ledger.retract(WORKS_AT, attribution="api_response", source="hr", confidence=0.9)
+    assert (decision.outcome, decision.rule) == (Outcome.DISBELIEVED, Rule.TRUST_ANCHOR)
+    assert strong.evidence_id in decision.detail
+    assert ledger.belief(WORKS_AT).object == "Acme"
+    # The same instant, the same anchor, a lower confidence: a tie on recency, lost on
+    # confidence; a tie on every rule would not end it either.
+    tied = ledger.retract(WORKS_AT, at=FakeClock().now() + DAY, confidence=0.5)
+    assert (tied.outcome, tied.rule) == (Outcome.DISBELIEVED, Rule.CONFIDENCE)
+    # Once the user_stated evidence is erased, the stored api_response retraction ends the
+    # agent_observed evidence that is left.
+    ledger.erase(evidence_id=strong.evidence_id, operator="op", reason="test")
+    with pytest.raises(NotFound):
+        ledger.belief(WORKS_AT)
+    assert weak.evidence_id  # kept, not believed
+    [version] = ledger.history(WORKS_AT)
+    assert version.status == "RETRACTED"
 
 
 def test_resolve_settles_an_ambiguous_key(ledger: Ledger) -> None:

@@ -14,11 +14,11 @@ from factnode.core import (
     KeyState,
     Outcome,
     Policy,
-    Retraction,
     Ruling,
     Submission,
     decide,
     make_evidence,
+    make_retraction,
     representatives,
 )
 
@@ -60,13 +60,41 @@ def fact(
     return make_evidence(sub, policy, recorded_at=recorded * DAY, origin_node="n1")
 
 
+def retraction(
+    obj: str | None = None,
+    *,
+    day: int = 1,
+    at: int | None = None,
+    anchor: str = "user_stated",
+    source: str = "ana",
+    worth: float = 0.5,
+    confidence: float = 0.9,
+    key: Key = LIVES_IN,
+    policy: Policy = POLICY,
+) -> Evidence:
+    """A retraction of `obj` (None: every value of `key`) from event day `day`, recorded on
+    day `at` (default: `day`)."""
+    return make_retraction(
+        key,
+        obj,
+        attribution=anchor,
+        source=source,
+        at=day * DAY,
+        worth=worth,
+        confidence=confidence,
+        policy=policy,
+        recorded_at=(day if at is None else at) * DAY,
+        origin_node="n1",
+    )
+
+
 @dataclass
 class Replay:
     """What a store would hold after a sequence of submissions, and what each one got."""
 
     policy: Policy = POLICY
     evidence: dict[Key, list[Evidence]] = field(default_factory=lambda: defaultdict(list))
-    retractions: dict[Key, list[Retraction]] = field(default_factory=lambda: defaultdict(list))
+    retractions: dict[Key, list[Evidence]] = field(default_factory=lambda: defaultdict(list))
     stored: set[str] = field(default_factory=set)
     rulings: list[Ruling] = field(default_factory=list)
     lineage: list[tuple[str, str]] = field(default_factory=list)
@@ -77,13 +105,8 @@ class Replay:
         """The key's candidate evidence and retractions, as `decide` is given them."""
         return KeyState(tuple(self.evidence[key]), tuple(self.retractions[key]))
 
-    def submit(self, item: Evidence | Retraction) -> Ruling | None:
-        """One submission (or a retraction, which is only recorded), persisted like the shell."""
-        if isinstance(item, Retraction):
-            self.retractions[item.key].append(item)
-            self.known.pop(item.key, None)
-            return None
-        contradicted = self.state(item.contradicts) if item.contradicts else None
+    def submit(self, item: Evidence) -> Ruling:
+        """One submission or retraction, persisted like the shell."""
         state = self.state(item.key)
 
         def ruling_with(known: Arbitrated | None) -> Ruling:
@@ -92,7 +115,6 @@ class Replay:
                 state,
                 self.policy,
                 duplicate=item.evidence_id in self.stored,
-                contradicted=contradicted,
                 known=known,
             )
 
@@ -104,7 +126,7 @@ class Replay:
         if ruling.candidate is not None:
             self.stored.add(item.evidence_id)
         if ruling.candidate:
-            self.evidence[item.key].append(item)
+            (self.retractions if item.retracts else self.evidence)[item.key].append(item)
             assert ruling.arbitrated is not None
             self.known[item.key] = ruling.arbitrated
             after = self.state(item.key)
@@ -112,9 +134,22 @@ class Replay:
             if ruling.arbitrated.reps is not None:
                 assert not after.retractions and not any(e.corrects for e in after.evidence)
                 assert dict(ruling.arbitrated.reps) == representatives(after.evidence, self.policy)
-        for r in ruling.retractions:
-            self.retractions[r.key].append(r)
-            self.known.pop(r.key, None)
+            # Counted on the other key too: a `contradicts` (with what already corrects it),
+            # or a correction of one.
+            held = self.evidence[item.key]
+            bearing: list[tuple[Key, Evidence]] = []
+            if item.contradicts is not None:
+                bearing.append((item.contradicts, item))
+                bearing += [(item.contradicts, c) for c in held if c.corrects == item.evidence_id]
+            bearing += [
+                (c.contradicts, item)
+                for c in held
+                if c.evidence_id == item.corrects and c.contradicts is not None
+            ]
+            for other, r in bearing:
+                if r not in self.retractions[other]:
+                    self.retractions[other].append(r)
+                self.known.pop(other, None)
         d = ruling.decision
         if d.outcome is Outcome.SUPERSEDED and d.supersedes and d.version_id:
             self.lineage.append((d.version_id, d.supersedes))
@@ -122,7 +157,7 @@ class Replay:
         return ruling
 
 
-def replay(items: Iterable[Evidence | Retraction], policy: Policy = POLICY) -> Replay:
+def replay(items: Iterable[Evidence], policy: Policy = POLICY) -> Replay:
     """Submits every item in order."""
     run = Replay(policy)
     for item in items:

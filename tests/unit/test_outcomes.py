@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from _facts import DAY, LIVES_IN, NS, POLICY, fact, outcomes, replay
+from _facts import DAY, NS, POLICY, fact, outcomes, replay, retraction
 
 from factnode.core import (
     Evidence,
     Key,
     Outcome,
-    Retraction,
     Rule,
     arbitrate,
     belief_at,
@@ -243,30 +242,26 @@ def test_backfilled_older_fact_is_historical_and_answers_as_of() -> None:
     assert obj(50, known_at=150) is None
 
 
-def test_weaker_contradicting_fact_is_rejected_and_old_fact_remains() -> None:
-    """A weaker fact naming `contradicts` is REJECTED, naming the rule; the old fact stays."""
+def test_weaker_contradicting_fact_is_decided_on_its_own_key_and_old_fact_remains() -> None:
+    """A weaker fact naming `contradicts` is decided on its own key; the other key's stronger
+    belief is not ended (the retraction it counts as is outranked)."""
     old = fact("Acme", key=WORKS_AT, day=1)
     weak = fact("Initech", key=EMPLOYER, day=5, anchor="llm_generated", contradicts=WORKS_AT)
     run = replay([old, weak])
-    assert outcomes(run)[1] == (R, "trust_anchor")
-    assert run.rulings[1].candidate is False
-    assert run.rulings[1].retractions == ()
+    assert outcomes(run)[1] == (A, "first_version")
+    assert weak in run.state(WORKS_AT).retractions
     old_belief = run.state(WORKS_AT).belief(POLICY)
     assert old_belief is not None and old_belief.version_id == old.version_id
-    assert run.state(EMPLOYER).belief(POLICY) is None
+    new_belief = run.state(EMPLOYER).belief(POLICY)
+    assert new_belief is not None and new_belief.version_id == weak.version_id
 
 
-def test_stronger_contradicting_fact_supersedes_across_keys_on_recency() -> None:
-    """A fact that moved keys and wins on recency supersedes the old belief at the cutover."""
+def test_stronger_contradicting_fact_ends_the_other_key_from_its_event_time() -> None:
+    """A fact that moved keys and outranks the old belief ends it from its event time on."""
     old = fact("Acme", key=WORKS_AT, day=1)
     moved = fact("Initech", key=EMPLOYER, day=5, contradicts=WORKS_AT)
     run = replay([old, moved])
-    ruling = run.rulings[1]
-    assert (ruling.decision.outcome, ruling.decision.rule) == (S, Rule.RECENCY)
-    assert ruling.decision.supersedes == old.version_id
-    assert [(r.key, r.version_id, r.at) for r in ruling.retractions] == [
-        (WORKS_AT, old.version_id, 5 * DAY)
-    ]
+    assert outcomes(run)[1] == (A, "first_version")
     new_belief = run.state(EMPLOYER).belief(POLICY)
     assert new_belief is not None and new_belief.version_id == moved.version_id
     works = run.state(WORKS_AT)
@@ -278,16 +273,19 @@ def test_stronger_contradicting_fact_supersedes_across_keys_on_recency() -> None
     assert old in works.evidence
 
 
-def test_stronger_contradicting_fact_supersedes_across_keys_on_trust_anchor() -> None:
-    """A fact that moved keys and wins on trust_anchor supersedes the old key's belief outright."""
+def test_contradicting_fact_does_not_end_a_later_statement_on_the_other_key() -> None:
+    """A `contradicts` dated before the other key's belief leaves it: the belief was stated
+    after it, whatever the anchors (it was an event at arrival before issue 9)."""
     old = fact("Acme", key=WORKS_AT, day=5, anchor="agent_inferred")
     moved = fact("Initech", key=EMPLOYER, day=1, at=6, contradicts=WORKS_AT)
     run = replay([old, moved])
-    assert outcomes(run)[1] == (S, "trust_anchor")
-    works = run.state(WORKS_AT)
-    assert works.belief(POLICY) is None
-    assert belief_at(works.evidence, works.retractions, POLICY, as_of=5 * DAY) is None
-    assert old in works.evidence
+    assert outcomes(run)[1] == (A, "first_version")
+    works = run.state(WORKS_AT).belief(POLICY)
+    assert works is not None and works.version_id == old.version_id
+    # The same statement dated after the old belief ends it on trust_anchor.
+    later = fact("Initech", key=EMPLOYER, day=6, at=7, contradicts=WORKS_AT)
+    run.submit(later)
+    assert run.state(WORKS_AT).belief(POLICY) is None
 
 
 def test_disbelieved_claim_corroborated_first_party_becomes_belief() -> None:
@@ -366,10 +364,12 @@ def test_evidence_arriving_after_its_correction_is_kept_but_never_believed() -> 
 
 
 def test_retraction_ends_the_belief() -> None:
-    """A Retraction ends the belief from its time on: no belief after, the old belief before."""
+    """A retraction that outranks the belief ends it from its time on (RETRACTED): no belief
+    after, the old belief before."""
     porto = fact("Porto", day=1)
-    gone = Retraction(LIVES_IN, porto.version_id, at=10 * DAY, recorded_at=11 * DAY, reason="left")
+    gone = retraction("Porto", day=10, at=11)
     run = replay([porto, gone])
+    assert outcomes(run)[-1] == (Outcome.RETRACTED, "retract")
     state = run.state()
     assert state.belief(POLICY) is None
     assert belief_at(state.evidence, state.retractions, POLICY, as_of=10 * DAY) is None
@@ -396,69 +396,20 @@ def test_multi_valued_predicate_keeps_every_value() -> None:
     assert set(belief.believed) == {english.version_id, portuguese.version_id, spanish.version_id}
     assert belief.beaten_by == ()
     # Retracting one value leaves the others.
-    run.submit(Retraction(SPEAKS, portuguese.version_id, at=10 * DAY, recorded_at=10 * DAY))
-    after = arbitrate(visible(run.state(SPEAKS).evidence, run.state(SPEAKS).retractions), POLICY)
+    run.submit(retraction("Portuguese", key=SPEAKS, day=10))
+    state = run.state(SPEAKS)
+    after = arbitrate(visible(state.evidence, state.retractions, policy=POLICY), POLICY)
     assert after is not None
     assert set(after.believed) == {english.version_id, spanish.version_id}
 
 
-def test_contradicting_fact_that_loses_on_its_own_key_leaves_the_other_key_alone() -> None:
-    """A contradicts fact that is not believed on its own key does not end the other key's belief."""
-    from factnode.core import Key, KeyState, Policy, Submission, decide, make_evidence
-
-    policy = Policy()
-    old_key = Key("user:ana", "ana", "works_at")
-    new_key = Key("user:ana", "ana", "employer")
-    day = 86_400_000_000
-    old = make_evidence(
-        Submission(
-            old_key.namespace,
-            old_key.subject,
-            old_key.predicate,
-            "Acme",
-            "agent_observed",
-            "crm",
-            0.5,
-            0.9,
-            1 * day,
-        ),
-        policy,
-        recorded_at=2 * day,
-        origin_node="n1",
-    )
-    strong_local = make_evidence(
-        Submission(
-            new_key.namespace,
-            new_key.subject,
-            new_key.predicate,
-            "Globex",
-            "user_stated",
-            "ana",
-            0.5,
-            0.9,
-            1 * day,
-        ),
-        policy,
-        recorded_at=2 * day,
-        origin_node="n1",
-    )
-    mover = make_evidence(
-        Submission(
-            new_key.namespace,
-            new_key.subject,
-            new_key.predicate,
-            "Initech",
-            "api_response",
-            "hr",
-            0.5,
-            0.9,
-            3 * day,
-            contradicts=old_key,
-        ),
-        policy,
-        recorded_at=4 * day,
-        origin_node="n1",
-    )
-    ruling = decide(mover, KeyState([strong_local]), policy, contradicted=KeyState([old]))
-    assert ruling.decision.rule.value == "trust_anchor"  # lost to Globex on its own key
-    assert ruling.retractions == ()
+def test_contradicting_fact_counts_on_the_other_key_even_when_it_loses_on_its_own() -> None:
+    """A `contradicts` fact counts on the other key whether or not its own key believes it
+    (depending on that would tie the two keys' beliefs in a cycle); it was ignored there
+    before issue 9."""
+    old = fact("Acme", key=WORKS_AT, day=1, anchor="agent_observed", source="crm")
+    strong_local = fact("Globex", key=EMPLOYER, day=1, at=2)
+    mover = fact("Initech", key=EMPLOYER, day=3, at=4, anchor="api_response", contradicts=WORKS_AT)
+    run = replay([old, strong_local, mover])
+    assert outcomes(run)[-1] == (X, "trust_anchor")  # lost to Globex on its own key
+    assert run.state(WORKS_AT).belief(POLICY) is None  # and outranks Acme on the other

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from _facts import DAY, LIVES_IN, NS, POLICY, fact, replay
+from _facts import DAY, NS, POLICY, fact, replay, retraction
 
 from factnode.core import (
     Evidence,
     Interval,
     Key,
-    Retraction,
     Rule,
     VersionHistory,
     belief_at,
@@ -115,9 +114,8 @@ def test_history_evidence_ids_per_version() -> None:
 TIED = sorted([fact("Porto"), fact("Lisbon")], key=lambda e: e.version_id)
 
 
-def _retracted() -> tuple[list[Evidence], list[Retraction]]:
-    porto = fact("Porto", day=1)
-    return [porto], [Retraction(LIVES_IN, porto.version_id, at=7 * DAY, recorded_at=7 * DAY)]
+def _retracted() -> tuple[list[Evidence], list[Evidence]]:
+    return [fact("Porto", day=1)], [retraction("Porto", day=7)]
 
 
 def _corrected() -> list[Evidence]:
@@ -161,7 +159,7 @@ SPEAKS = Key(NS, "ana", "speaks")
 )
 def test_history_statuses(
     evidence: list[Evidence],
-    retractions: list[Retraction],
+    retractions: list[Evidence],
     expected: dict[str, tuple[str, tuple[tuple[int, int | None], ...]]],
 ) -> None:
     """History names each version's status and the event-time intervals it was believed in."""

@@ -390,16 +390,24 @@ class ExplainResponse(_message.Message):
     def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., comparisons: _Optional[_Iterable[_Union[Comparison, _Mapping]]] = ...) -> None: ...
 
 class RetractRequest(_message.Message):
-    __slots__ = ("key", "object", "at", "reason")
+    __slots__ = ("key", "object", "at", "reason", "attribution", "source", "worth", "confidence")
     KEY_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     AT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    WORTH_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     key: Key
     object: str
     at: _timestamp_pb2.Timestamp
     reason: str
-    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
+    attribution: str
+    source: str
+    worth: float
+    confidence: float
+    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ...) -> None: ...
 
 class RetractResponse(_message.Message):
     __slots__ = ("decision", "belief")
@@ -692,7 +700,7 @@ class DeltaRequest(_message.Message):
     def __init__(self, buckets: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., have_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RelayedEvidence(_message.Message):
-    __slots__ = ("evidence_id", "key", "object", "attribution", "source", "worth_milli", "confidence_milli", "valid_from", "valid_from_defaulted", "recorded_at", "origin_node", "corrects", "contradicts", "anchor_cap")
+    __slots__ = ("evidence_id", "key", "object", "attribution", "source", "worth_milli", "confidence_milli", "valid_from", "valid_from_defaulted", "recorded_at", "origin_node", "corrects", "contradicts", "anchor_cap", "retracts")
     EVIDENCE_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
@@ -707,6 +715,7 @@ class RelayedEvidence(_message.Message):
     CORRECTS_FIELD_NUMBER: _ClassVar[int]
     CONTRADICTS_FIELD_NUMBER: _ClassVar[int]
     ANCHOR_CAP_FIELD_NUMBER: _ClassVar[int]
+    RETRACTS_FIELD_NUMBER: _ClassVar[int]
     evidence_id: str
     key: Key
     object: str
@@ -721,7 +730,8 @@ class RelayedEvidence(_message.Message):
     corrects: str
     contradicts: Key
     anchor_cap: str
-    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth_milli: _Optional[int] = ..., confidence_milli: _Optional[int] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ...) -> None: ...
+    retracts: bool
+    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth_milli: _Optional[int] = ..., confidence_milli: _Optional[int] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ..., retracts: _Optional[bool] = ...) -> None: ...
 
 class Vote(_message.Message):
     __slots__ = ("key", "version_id", "evidence_id", "anchor", "worth_milli", "fresh_since", "cast_at")

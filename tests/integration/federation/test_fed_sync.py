@@ -50,12 +50,10 @@ def served(fed: Federation, k: pb.Key) -> dict[str, tuple[str, int, str] | None]
     return out
 
 
-def test_a_fact_reaches_every_node_within_a_bounded_number_of_rounds(fed: Federation) -> None:
-    """A fact submitted on one node is served by all three after at most a few SyncNow rounds."""
-    k = key(unique_ns("spread"), "ana", "lives_in")
-    fed["n1"].submit(k, "Porto", source="agent:scout", valid_from=event_time())
-
-    want = {n.node_id: ("Porto", BELIEVED, CONSENSUS) for n in fed}
+def served_within_rounds(
+    fed: Federation, k: pb.Key, want: dict[str, tuple[str, int, str] | None]
+) -> None:
+    """SyncNow rounds on every node, at most MAX_ROUNDS, until each serves what `want` says."""
     got = served(fed, k)
     for _ in range(MAX_ROUNDS):
         if got == want:
@@ -64,6 +62,13 @@ def test_a_fact_reaches_every_node_within_a_bounded_number_of_rounds(fed: Federa
             assert all(r.ok for r in node.sync().results), node.node_id
         got = served(fed, k)
     assert got == want
+
+
+def test_a_fact_reaches_every_node_within_a_bounded_number_of_rounds(fed: Federation) -> None:
+    """A fact submitted on one node is served by all three after at most a few SyncNow rounds."""
+    k = key(unique_ns("spread"), "ana", "lives_in")
+    fed["n1"].submit(k, "Porto", source="agent:scout", valid_from=event_time())
+    served_within_rounds(fed, k, {n.node_id: ("Porto", BELIEVED, CONSENSUS) for n in fed})
     # Relayed evidence keeps its provenance and counts capped at the peer ceiling.
     for peer in ("n2", "n3"):
         ev = fed[peer].belief(k).evidence  # type: ignore[union-attr]
@@ -204,3 +209,31 @@ def test_an_erasure_reaches_every_node_including_one_that_was_down(fed: Federati
     n3.submit(k, "Rua Nova", source="agent:n3", valid_from=at)
     fed.sync_until_quiet()
     assert set(served(fed, k).values()) == {("Rua Nova", BELIEVED, CONSENSUS)}
+
+
+def test_a_retraction_on_one_node_reaches_every_node(fed: Federation) -> None:
+    """A fact every node holds, retracted on the node that first had it, is believed by no
+    node after a bounded number of sync rounds, and every node's history shows it ended."""
+    k = key(unique_ns("retract"), "ana", "works_at")
+    at = event_time()
+    fed["n1"].submit(k, "Acme", source="agent:hr", valid_from=at)
+    fed.sync_until_quiet()
+    for node in fed:
+        # The control: every node serves it before the retraction, so this test can fail.
+        assert node.belief(k).object == "Acme", node.node_id  # type: ignore[union-attr]
+
+    reply = fed["n1"].facts.Retract(
+        pb.RetractRequest(key=k, reason="left Acme", source="hr-system"), timeout=RPC_TIMEOUT
+    )
+    assert (reply.decision.outcome, reply.decision.rule) == (pb.OUTCOME_RETRACTED, "retract")
+    assert not reply.HasField("belief")
+
+    served_within_rounds(fed, k, {n.node_id: None for n in fed})
+    for node in fed:
+        history = node.history(k)
+        assert history is not None, node.node_id
+        [version] = history.versions
+        assert version.status == pb.VERSION_STATUS_RETRACTED, node.node_id
+        [interval] = version.intervals
+        assert interval.HasField("end"), node.node_id  # ended, at the retraction's time
+    assert fed.sync_until_quiet() == 1  # and nothing is left to move

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -84,3 +85,28 @@ def mcp(args: argparse.Namespace) -> int:
     return mcp_server.main(
         args.address, token=args.token, ca_cert=args.ca_cert, timeout=args.timeout
     )
+
+
+def console(args: argparse.Namespace) -> int:
+    """Serves the web console on `--listen`, talking to the node at `--address`."""
+    from factnode.console import ConsoleSettings, serve
+
+    host, sep, port = args.listen.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        print(f"factnode console: --listen must be HOST:PORT, got {args.listen!r}", file=sys.stderr)
+        return EXIT_USAGE
+    host = host.strip("[]")
+    if args.ca_cert and not Path(args.ca_cert).is_file():
+        print(
+            f"factnode console: --ca-cert {args.ca_cert!r} is not a readable file", file=sys.stderr
+        )
+        return EXIT_USAGE
+    hosts = ("127.0.0.1", "localhost", "::1", host, *args.allow_host)
+    settings = ConsoleSettings(
+        args.address, token=args.token, ca_cert=args.ca_cert or None, timeout=args.timeout,
+        allowed_hosts=tuple(dict.fromkeys(hosts)),
+    )  # fmt: skip
+    print(f"factnode console on http://{args.listen} for the node at {args.address}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        serve(settings, host, int(port))
+    return EXIT_OK

@@ -4,6 +4,7 @@ the node's tokens and roles apply to everything the console shows or does."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections import OrderedDict
@@ -11,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from html import escape
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -47,6 +49,9 @@ SCAN_PAGE = 200  # decisions asked of the node per call while filtering
 MAX_SCANS = 10  # node pages read to fill one filtered page of the log
 ROLE_TTL_SECONDS = 10.0
 FLASHES = 256  # results kept for the page a plain form POST redirects to
+KEEPALIVE_SECONDS = 15.0
+WATCH_BACKOFF_SECONDS = 0.5
+MAX_WATCH_BACKOFF_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +86,42 @@ class Roles:
             allowed = False
         self._known = (now, allowed)
         return allowed
+
+
+class LogWatch:
+    """One WatchBeliefs stream per console: every change it reports wakes the open event
+    streams, which then read the new decisions themselves.
+
+    WatchBeliefs' resume tokens are opaque and count belief changes, not decisions, so
+    the console cannot start it "from now": it starts from the beginning of the log once,
+    when the console starts (fast-forwarding costs one pass over the node's belief
+    changes), then follows live, resuming after the last change seen if the stream breaks."""
+
+    def __init__(self) -> None:
+        self.changes = 0
+        self._moved = asyncio.Condition()
+        self._resume = ""
+
+    async def follow(self, node: AsyncClient) -> None:
+        backoff = WATCH_BACKOFF_SECONDS
+        while True:
+            try:
+                async for change in node.watch(resume_token=self._resume):
+                    self._resume = change.resume_token
+                    backoff = WATCH_BACKOFF_SECONDS
+                    async with self._moved:
+                        self.changes += 1
+                        self._moved.notify_all()
+            except ClientError:
+                pass  # the node is down or refuses: pages say so; try again later
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_WATCH_BACKOFF_SECONDS)
+
+    async def wait_past(self, seen: int, timeout: float) -> int:
+        """The change count once it passes `seen`; TimeoutError after `timeout` seconds."""
+        async with self._moved:
+            await asyncio.wait_for(self._moved.wait_for(lambda: self.changes > seen), timeout)
+            return self.changes
 
 
 class Flashes:
@@ -146,6 +187,7 @@ class Console:
         self.templates.env.globals["threshold"] = f"{DEFAULT_THRESHOLD * 100}%"
         self.roles = Roles()
         self.flashes = Flashes()
+        self.watch = LogWatch()
         self._node: AsyncClient | None = None
 
     @property
@@ -160,9 +202,13 @@ class Console:
         self._node = AsyncClient(
             s.address, token=s.token, ca_cert=s.ca_cert, timeout=s.timeout, retries=0
         )
+        follower = asyncio.create_task(self.watch.follow(self._node))
         try:
             yield
         finally:
+            follower.cancel()
+            with suppress(asyncio.CancelledError):
+                await follower
             await self._node.close()
             self._node = None
 
@@ -434,8 +480,9 @@ class Console:
         return await self.guarded(request, "Decision log", render)
 
     async def live(self, request: Request) -> Response:
-        """Server-sent events: WatchBeliefs tells when the log grows; each time, the new
-        decisions that pass the page's filters are sent as table rows (event `decision`)."""
+        """Server-sent events: whenever WatchBeliefs reports a change, the decisions recorded
+        after the page's last one that pass its filters are sent as table rows (event
+        `decision`); a comment every KEEPALIVE_SECONDS keeps the connection honest."""
         q = request.query_params
         try:
             f = forms.DecisionFilter.of(q)
@@ -444,30 +491,34 @@ class Console:
                 forms.refuse([FieldError("after", "must be a decision-log seq")])
         except InvalidFact as err:
             return PlainTextResponse(f"{err.code}: {err}", 400)
-        cursor = int(after)
         rows = self.templates.get_template("_decision_rows.html")
 
         async def events() -> AsyncIterator[str]:
-            nonlocal cursor
+            cursor, seen = int(after), self.watch.changes
             yield ": connected\n\n"
-            resume = tokens.seq_position(cursor, tokens.CHANGES) if cursor else ""
-            try:
-                async for _change in self.node.watch(
-                    namespace=(f.key.namespace if f.key else f.namespace) or None,
-                    resume_token=resume,
-                ):
+            while True:
+                try:
                     page = await self.node.decisions(
                         key=f.key, namespace=f.namespace, page_size=SCAN_PAGE,
                         page_token=tokens.seq_position(cursor) if cursor else "",
                     )  # fmt: skip
-                    if page.items:
-                        cursor = page.items[-1].seq
-                    new = f.select(page.items)
-                    if new:
-                        html = rows.render(decisions=new, key_query=key_query)
-                        yield sse("decision", html)
-            except ClientError as err:
-                yield sse("failure", f"<tr><td colspan=6>{err.code}: {err}</td></tr>")
+                except ClientError as err:
+                    yield sse(
+                        "failure",
+                        f"<tr><td colspan=6>{escape(err.code)}: {escape(str(err))}</td></tr>",
+                    )
+                    return
+                if page.items:
+                    cursor = page.items[-1].seq
+                new = f.select(page.items)
+                if new:
+                    yield sse("decision", rows.render(decisions=new, key_query=key_query))
+                if page.next_page_token:
+                    continue  # more than a page arrived at once: read on
+                try:
+                    seen = await self.watch.wait_past(seen, KEEPALIVE_SECONDS)
+                except TimeoutError:
+                    yield ": keep-alive\n\n"
 
         return StreamingResponse(
             events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}

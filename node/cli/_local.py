@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -106,7 +107,17 @@ def console(args: argparse.Namespace) -> int:
         args.address, token=args.token, ca_cert=args.ca_cert or None, timeout=args.timeout,
         allowed_hosts=tuple(dict.fromkeys(hosts)),
     )  # fmt: skip
-    print(f"factnode console on http://{args.listen} for the node at {args.address}", flush=True)
-    with contextlib.suppress(KeyboardInterrupt):
-        serve(settings, host, int(port))
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler that
+    # was in place before it: that one makes the exit a clean 0, as for Ctrl-C.
+    signal.signal(signal.SIGTERM, _exit_ok)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            serve(settings, host, int(port), announce=lambda line: print(line, flush=True))
+    except OSError as exc:  # the port is taken, or the host is not this machine's
+        print(f"factnode console: cannot listen on {args.listen}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
+
+
+def _exit_ok(signum: int, frame: object) -> None:
+    raise SystemExit(EXIT_OK)

@@ -6,18 +6,29 @@ gRPC API (`factnode.client.AsyncClient`), so the node's tokens and roles apply. 
 (`_pictures`: the history timeline and the tally bars) are pure functions drawing SVG.
 May import factnode.client and factnode.core; never the ledger, store, server or federation."""
 
+import socket
+from collections.abc import Callable
+
 from ._app import ConsoleSettings, create_app
 from ._pictures import tally_svg, timeline_svg
 
 __all__ = ["ConsoleSettings", "create_app", "serve", "tally_svg", "timeline_svg"]
 
 
-def serve(settings: ConsoleSettings, host: str, port: int) -> None:
-    """Runs the console with uvicorn until interrupted (Ctrl-C or SIGTERM)."""
+def serve(
+    settings: ConsoleSettings, host: str, port: int, announce: Callable[[str], None] = print
+) -> None:
+    """Runs the console with uvicorn until interrupted (Ctrl-C or SIGTERM); `announce` gets
+    the URL it serves once the port is bound (port 0 picks a free one)."""
     import uvicorn
 
-    # Open server-sent event streams are cut after this many seconds at shutdown.
-    uvicorn.run(
-        create_app(settings), host=host, port=port, log_level="warning",
-        timeout_graceful_shutdown=2,
-    )  # fmt: skip
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    # Open server-sent event streams are cut this many seconds into a shutdown.
+    config = uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=2)
+    announce(f"factnode console on http://{shown}:{bound} for the node at {settings.address}")
+    uvicorn.Server(config).run(sockets=[sock])

@@ -102,7 +102,9 @@ def console(args: argparse.Namespace) -> int:
             f"factnode console: --ca-cert {args.ca_cert!r} is not a readable file", file=sys.stderr
         )
         return EXIT_USAGE
-    hosts = ("127.0.0.1", "localhost", "::1", host, *args.allow_host)
+    # Host headers name an IPv6 address in brackets.
+    hosts = ("127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host,
+             *args.allow_host)  # fmt: skip
     settings = ConsoleSettings(
         args.address, token=args.token, ca_cert=args.ca_cert or None, timeout=args.timeout,
         allowed_hosts=tuple(dict.fromkeys(hosts)),

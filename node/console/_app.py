@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 from starlette.applications import Starlette
@@ -292,16 +292,20 @@ class Console:
         timeline and the tally, the key's decisions, and (for operators) the actions."""
         node = self.node
         operator = await self.roles.operator(node)
-        explanation = history = contested = None
-        # A key may lack any of these (no belief after a retraction, not in the queue).
-        with suppress(NotFound):
-            explanation = await node.explain(key)
-        with suppress(NotFound):
-            history = await node.history(key)
-        if operator:
-            with suppress(NotFound):
-                contested = await node.contested(key)
-        decisions = await node.decisions(key=key, page_size=DECISIONS_PAGE)
+        # The calls go out together; a key may lack any of the first three (no belief after
+        # a retraction, not in the queue), and the contested view is for operators only.
+        try:
+            async with asyncio.TaskGroup() as calls:
+                explaining = calls.create_task(absent_if_not_found(node.explain(key)))
+                telling = calls.create_task(absent_if_not_found(node.history(key)))
+                queued = calls.create_task(
+                    absent_if_not_found(node.contested(key) if operator else nothing())
+                )
+                logging = calls.create_task(node.decisions(key=key, page_size=DECISIONS_PAGE))
+        except ExceptionGroup as failed:  # the first refusal says why; the others are cancelled
+            raise failed.exceptions[0] from None
+        explanation, history = explaining.result(), telling.result()
+        contested, decisions = queued.result(), logging.result()
         now = datetime.now(UTC)
         belief = explanation.belief if explanation else None
         tallies = belief.tallies if belief else ()
@@ -538,6 +542,21 @@ OUTCOMES = (
     "ACCEPTED", "CORROBORATED", "SUPERSEDED", "HISTORICAL", "DISBELIEVED", "AMBIGUOUS",
     "DUPLICATE", "REJECTED", "RESOLVED", "RETRACTED",
 )  # fmt: skip
+
+
+T = TypeVar("T")
+
+
+async def absent_if_not_found(call: Awaitable[T]) -> T | None:
+    """The call's answer, or None when the node says NOT_FOUND."""
+    try:
+        return await call
+    except NotFound:
+        return None
+
+
+async def nothing() -> None:
+    return None
 
 
 def decision_words(title: str, d: Decision, note: str) -> dict[str, str]:

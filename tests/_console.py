@@ -71,11 +71,14 @@ class ConsoleServer:
     """`factnode console`'s app served by uvicorn on 127.0.0.1:<free port> in a thread."""
 
     def __init__(self, settings: ConsoleSettings) -> None:
+        app = create_app(settings)
         config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=0, log_level="warning",
-            timeout_graceful_shutdown=1, lifespan="on",
+            app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=5,
+            lifespan="on",
         )  # fmt: skip
         self.server = uvicorn.Server(config)
+        self.console = app.state.console
+        self.console.stopping = lambda: self.server.should_exit
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + START_TIMEOUT

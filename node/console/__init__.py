@@ -28,7 +28,9 @@ def serve(
     sock.bind((host, port))
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    # Open server-sent event streams are cut this many seconds into a shutdown.
-    config = uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=2)
+    app = create_app(settings)
+    # Open event streams end within a second of a shutdown; anything else is cut after 2 s.
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    app.state.console.stopping = lambda: server.should_exit
     announce(f"factnode console on http://{shown}:{bound} for the node at {settings.address}")
-    uvicorn.Server(config).run(sockets=[sock])
+    server.run(sockets=[sock])

@@ -49,7 +49,8 @@ SCAN_PAGE = 200  # decisions asked of the node per call while filtering
 MAX_SCANS = 10  # node pages read to fill one filtered page of the log
 ROLE_TTL_SECONDS = 10.0
 FLASHES = 256  # results kept for the page a plain form POST redirects to
-KEEPALIVE_SECONDS = 15.0
+POLL_SECONDS = 5.0  # an open log page reads the log at least this often
+TICK_SECONDS = 1.0  # how soon an open event stream notices the console shutting down
 WATCH_BACKOFF_SECONDS = 0.5
 MAX_WATCH_BACKOFF_SECONDS = 10.0
 
@@ -188,6 +189,9 @@ class Console:
         self.roles = Roles()
         self.flashes = Flashes()
         self.watch = LogWatch()
+        # Whether the server is shutting down (set by whoever serves the app): event
+        # streams end then, so a shutdown need not wait for the browsers to leave.
+        self.stopping: Callable[[], bool] = lambda: False
         self._node: AsyncClient | None = None
 
     @property
@@ -484,9 +488,11 @@ class Console:
         return await self.guarded(request, "Decision log", render)
 
     async def live(self, request: Request) -> Response:
-        """Server-sent events: whenever WatchBeliefs reports a change, the decisions recorded
-        after the page's last one that pass its filters are sent as table rows (event
-        `decision`); a comment every KEEPALIVE_SECONDS keeps the connection honest."""
+        """Server-sent events: the decisions recorded after the page's last row that pass its
+        filters, sent as table rows (event `decision`). WatchBeliefs wakes the stream at
+        once when a belief changes; decisions that change no belief (DISBELIEVED, DUPLICATE,
+        REJECTED, ...) are not in that stream, so the log is also read every POLL_SECONDS,
+        which doubles as a keep-alive. The stream ends when the console shuts down."""
         q = request.query_params
         try:
             f = forms.DecisionFilter.of(q)
@@ -498,31 +504,34 @@ class Console:
         rows = self.templates.get_template("_decision_rows.html")
 
         async def events() -> AsyncIterator[str]:
-            cursor, seen = int(after), self.watch.changes
+            cursor, seen, idle = int(after), self.watch.changes, 0.0
             yield ": connected\n\n"
-            while True:
+            while not self.stopping():
+                if idle == 0.0:
+                    try:
+                        page = await self.node.decisions(
+                            key=f.key, namespace=f.namespace, page_size=SCAN_PAGE,
+                            page_token=tokens.seq_position(cursor) if cursor else "",
+                        )  # fmt: skip
+                    except ClientError as err:
+                        failed = f"{escape(err.code)}: {escape(str(err))}"
+                        yield sse("failure", f"<tr><td colspan=6>{failed}</td></tr>")
+                        return
+                    if page.items:
+                        cursor = page.items[-1].seq
+                    new = f.select(page.items)
+                    if new:
+                        yield sse("decision", rows.render(decisions=new, key_query=key_query))
+                    if page.next_page_token:
+                        continue  # more than a page arrived at once: read on
                 try:
-                    page = await self.node.decisions(
-                        key=f.key, namespace=f.namespace, page_size=SCAN_PAGE,
-                        page_token=tokens.seq_position(cursor) if cursor else "",
-                    )  # fmt: skip
-                except ClientError as err:
-                    yield sse(
-                        "failure",
-                        f"<tr><td colspan=6>{escape(err.code)}: {escape(str(err))}</td></tr>",
-                    )
-                    return
-                if page.items:
-                    cursor = page.items[-1].seq
-                new = f.select(page.items)
-                if new:
-                    yield sse("decision", rows.render(decisions=new, key_query=key_query))
-                if page.next_page_token:
-                    continue  # more than a page arrived at once: read on
-                try:
-                    seen = await self.watch.wait_past(seen, KEEPALIVE_SECONDS)
+                    seen = await self.watch.wait_past(seen, TICK_SECONDS)
+                    idle = 0.0
                 except TimeoutError:
-                    yield ": keep-alive\n\n"
+                    idle += TICK_SECONDS
+                    if idle >= POLL_SECONDS:
+                        idle = 0.0
+                        yield ": keep-alive\n\n"
 
         return StreamingResponse(
             events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}

@@ -326,7 +326,7 @@ def test_an_unreachable_node_is_a_page_saying_so(tmp_path: Path) -> None:
 
 
 def test_decision_log_streams_new_decisions_live(node: InProcessNode, grpc_client: Client) -> None:
-    """The log page's event stream (WatchBeliefs behind it) sends each new decision as a row."""
+    """The log page's event stream (woken by WatchBeliefs) sends each new decision as a row."""
     space = ns()
     grpc_client.submit((space, "ana", "lives_in"), "Porto", "user_stated", source="ana")
     console = ConsoleServer(ConsoleSettings(node.address, token=OPERATOR, timeout=5))

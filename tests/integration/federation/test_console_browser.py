@@ -192,3 +192,26 @@ def test_a_reader_token_sees_the_key_but_no_resolve_button(
             playwright.expect(pg.locator("#erase")).to_have_count(buttons)  # type: ignore[attr-defined]
         finally:
             server.close()
+
+
+def test_the_decision_log_grows_live_in_the_browser(
+    token_node: InProcessNode, page: object
+) -> None:
+    """With the log page open, a decision the node records appears as a new row by itself
+    (through the htmx SSE extension, no reload)."""
+    pg: object = page
+    server = ConsoleServer(ConsoleSettings(token_node.address, token=READER, timeout=10))
+    try:
+        pg.goto(f"{server.url}/decisions?namespace=user:ana")  # type: ignore[attr-defined]
+        rows = pg.locator("tr.decision")  # type: ignore[attr-defined]
+        before = rows.count()
+        assert before == 2
+        playwright.expect(pg.locator("#live-status")).to_be_visible()  # type: ignore[attr-defined]
+        with token_node.client() as c:
+            c.submit(("user:ana", "ana", "lives_in"), "Braga", "llm_generated", source="gpt")
+        # A DISBELIEVED decision changes no belief, so it arrives by the stream's periodic read.
+        playwright.expect(rows).to_have_count(before + 1, timeout=UI_TIMEOUT_MS)
+        playwright.expect(rows.last).to_contain_text("DISBELIEVED")
+        pg.goto("about:blank")  # type: ignore[attr-defined]
+    finally:
+        server.close()

@@ -1,16 +1,20 @@
-"""The console's pure parts: the SVG timeline and tally bars, and the checks on its forms."""
+"""The console's parts that need no node: the SVG timeline and tally bars, the checks on its
+forms, and how its one WatchBeliefs follower wakes the live log."""
 
 from __future__ import annotations
 
+import asyncio
 import xml.etree.ElementTree as ET
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
 import pytest
 
-from factnode.client import Decision, InvalidFact, Version
+from factnode.client import Decision, InvalidFact, Unavailable, Version
 from factnode.client._types import Interval, Tally
 from factnode.console import tally_svg, timeline_svg
+from factnode.console._app import LogWatch
 from factnode.console._forms import DecisionFilter, check_erase, erase_phrase, when
 from factnode.console._pictures import LABEL_WIDTH, PLOT_WIDTH
 from factnode.core import Key
@@ -173,3 +177,44 @@ def test_erase_needs_the_typed_key_or_subject_and_a_reason() -> None:
         with pytest.raises(InvalidFact) as refused:
             check_erase(KEY, bad)
         assert [e.field for e in refused.value.field_errors] == [field]
+
+
+class _Change:
+    def __init__(self, token: str) -> None:
+        self.resume_token = token
+
+
+class _Node:
+    """A stand-in for AsyncClient.watch: a first stream that breaks after two changes, then
+    one that delivers a third change and stays open."""
+
+    def __init__(self) -> None:
+        self.resumed_from: list[str] = []
+        self.more = asyncio.Event()
+
+    async def watch(self, *, resume_token: str = "") -> AsyncIterator[_Change]:
+        self.resumed_from.append(resume_token)
+        if len(self.resumed_from) == 1:
+            yield _Change("t1")
+            yield _Change("t2")
+            raise Unavailable("the node went away", "UNAVAILABLE")
+        await self.more.wait()
+        yield _Change("t3")
+        await asyncio.Event().wait()  # open until cancelled
+
+
+async def test_log_watch_wakes_waiters_and_resumes_after_the_last_change() -> None:
+    """Each change wakes the event streams; a broken stream is resumed from the last token."""
+    node = _Node()
+    watch = LogWatch()
+    follower = asyncio.create_task(watch.follow(node))  # type: ignore[arg-type]
+    try:
+        assert await watch.wait_past(0, 5) >= 1
+        assert await watch.wait_past(1, 5) == 2
+        node.more.set()
+        assert await watch.wait_past(2, 5) == 3
+        assert node.resumed_from == ["", "t2"]
+        with pytest.raises(TimeoutError):
+            await watch.wait_past(3, 0.05)
+    finally:
+        follower.cancel()

@@ -1,8 +1,8 @@
 """The `factnode` command line: run a node, and talk to one through the typed client.
 
 `_parser` holds the grammar (one function per verb), `_commands` the verbs that call a
-node, `_local` those that run here (`serve`, `certs`, `demo`, and `mcp`, a stdio server with
-its own client), `_output` the text and JSON
+node, `_local` those that run here (`serve`, `certs`, `demo`, `mcp`, a stdio server with
+its own client, and `console`, a web server with its own client), `_output` the text and JSON
 printing, `_exits` the exit codes. Every verb goes through the one table `VERBS`: adding
 a verb is a parser function and an entry there. May import any factnode package.
 
@@ -80,6 +80,7 @@ VERBS: dict[str, Verb] = {
     "sync": Verb(grammar.sync, on_node(commands.sync)),
     "mcp": Verb(grammar.mcp, local.mcp),
     "health": Verb(grammar.health, health_probe.run),
+    "console": Verb(grammar.console, local.console),
 }
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -84,3 +86,40 @@ def mcp(args: argparse.Namespace) -> int:
     return mcp_server.main(
         args.address, token=args.token, ca_cert=args.ca_cert, timeout=args.timeout
     )
+
+
+def console(args: argparse.Namespace) -> int:
+    """Serves the web console on `--listen`, talking to the node at `--address`."""
+    from factnode.console import ConsoleSettings, serve
+
+    host, sep, port = args.listen.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        print(f"factnode console: --listen must be HOST:PORT, got {args.listen!r}", file=sys.stderr)
+        return EXIT_USAGE
+    host = host.strip("[]")
+    if args.ca_cert and not Path(args.ca_cert).is_file():
+        print(
+            f"factnode console: --ca-cert {args.ca_cert!r} is not a readable file", file=sys.stderr
+        )
+        return EXIT_USAGE
+    # Host headers name an IPv6 address in brackets.
+    hosts = ("127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host,
+             *args.allow_host)  # fmt: skip
+    settings = ConsoleSettings(
+        args.address, token=args.token, ca_cert=args.ca_cert or None, timeout=args.timeout,
+        allowed_hosts=tuple(dict.fromkeys(hosts)),
+    )  # fmt: skip
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler that
+    # was in place before it: that one makes the exit a clean 0, as for Ctrl-C.
+    signal.signal(signal.SIGTERM, _exit_ok)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            serve(settings, host, int(port), announce=lambda line: print(line, flush=True))
+    except OSError as exc:  # the port is taken, or the host is not this machine's
+        print(f"factnode console: cannot listen on {args.listen}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def _exit_ok(signum: int, frame: object) -> None:
+    raise SystemExit(EXIT_OK)

@@ -233,3 +233,22 @@ def mcp(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def health(sub: Any, common: argparse.ArgumentParser) -> None:
     health_probe.add_command(sub)
+
+
+def console(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "console", parents=[common], help="serve the operators' web console for a node"
+    )
+    p.add_argument(
+        "--listen",
+        default=os.environ.get("FACTNODE_CONSOLE_LISTEN", "127.0.0.1:7480"),
+        help="host:port the console serves HTTP on (env FACTNODE_CONSOLE_LISTEN; default "
+        "%(default)s, loopback only)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="another Host name the console answers to (e.g. behind a proxy); repeatable",
+    )

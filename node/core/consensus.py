@@ -98,6 +98,11 @@ def _vote_order(v: Vote) -> tuple[int, str, str, int, int, int]:
     return (v.cast_at, v.version_id or "", v.evidence_id, v.anchor, v.worth_milli, v.fresh_since)
 
 
+def over_threshold(weight: int, total: int, threshold: Fraction) -> bool:
+    """A version's weight is a supermajority: 100·W_v > 66·W_total, in integers (never floats)."""
+    return weight * threshold.denominator > threshold.numerator * total
+
+
 def tally(
     votes: Iterable[Vote],
     *,
@@ -130,8 +135,7 @@ def tally(
     total = sum(weights.values())
     consensus = None
     for vid, w in weights.items():
-        # 100·W_v > 66·W_total, in integers.
-        if w * threshold.denominator > threshold.numerator * total:
+        if over_threshold(w, total, threshold):
             consensus = vid
     versions = tuple(
         VersionTally(vid, weights[vid], tuple(sorted(voters[vid])))

@@ -1,0 +1,36 @@
+"""`factnode console`: the operators' web console for one node.
+
+A Starlette application (`_app`) rendering Jinja2 templates with htmx (vendored under
+`static/`, no build step), served by uvicorn. It talks to the node only through the public
+gRPC API (`factnode.client.AsyncClient`), so the node's tokens and roles apply. Its pictures
+(`_pictures`: the history timeline and the tally bars) are pure functions drawing SVG.
+May import factnode.client and factnode.core; never the ledger, store, server or federation."""
+
+import socket
+from collections.abc import Callable
+
+from ._app import ConsoleSettings, create_app
+from ._pictures import tally_svg, timeline_svg
+
+__all__ = ["ConsoleSettings", "create_app", "serve", "tally_svg", "timeline_svg"]
+
+
+def serve(
+    settings: ConsoleSettings, host: str, port: int, announce: Callable[[str], None] = print
+) -> None:
+    """Runs the console with uvicorn until interrupted (Ctrl-C or SIGTERM); `announce` gets
+    the URL it serves once the port is bound (port 0 picks a free one)."""
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    app = create_app(settings)
+    # Open event streams end within a second of a shutdown; anything else is cut after 2 s.
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    app.state.console.stopping = lambda: server.should_exit
+    announce(f"factnode console on http://{shown}:{bound} for the node at {settings.address}")
+    server.run(sockets=[sock])

@@ -1,0 +1,600 @@
+"""The console's web application: Starlette routes that call the node through the public
+gRPC API (factnode.client.AsyncClient) and render Jinja2 templates. No database access:
+the node's tokens and roles apply to everything the console shows or does."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from html import escape
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlencode, urlsplit
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from factnode import tokens
+from factnode.client import (
+    AsyncClient,
+    ClientError,
+    Decision,
+    FieldError,
+    InvalidFact,
+    NotFound,
+    PermissionDenied,
+    Unavailable,
+)
+from factnode.core import Key
+
+from . import _forms as forms
+from ._pictures import DEFAULT_THRESHOLD, tally_svg, timeline_svg
+
+HERE = Path(__file__).parent
+QUEUE_PAGE = 25
+DECISIONS_PAGE = 50
+SCAN_PAGE = 200  # decisions asked of the node per call while filtering
+MAX_SCANS = 10  # node pages read to fill one filtered page of the log
+ROLE_TTL_SECONDS = 10.0
+FLASHES = 256  # results kept for the page a plain form POST redirects to
+POLL_SECONDS = 5.0  # an open log page reads the log at least this often
+TICK_SECONDS = 1.0  # how soon an open event stream notices the console shutting down
+WATCH_BACKOFF_SECONDS = 0.5
+MAX_WATCH_BACKOFF_SECONDS = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleSettings:
+    """Where the node is, how to reach it, and which Host names the console answers to."""
+
+    address: str
+    token: str | None = None
+    ca_cert: str | None = None
+    timeout: float = 10.0
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "[::1]")
+
+
+class Roles:
+    """Whether the console's token may act as an operator, learnt from the node.
+
+    The node has no "who am I" call; an operator-only call (GetStatus) that fails with
+    PERMISSION_DENIED means a reader (or writer) token, and the console shows no action
+    buttons. The answer is kept for ROLE_TTL_SECONDS."""
+
+    def __init__(self) -> None:
+        self._known: tuple[float, bool] | None = None
+
+    async def operator(self, node: AsyncClient) -> bool:
+        now = time.monotonic()
+        if self._known is not None and now - self._known[0] < ROLE_TTL_SECONDS:
+            return self._known[1]
+        try:
+            await node.status()
+            allowed = True
+        except PermissionDenied:
+            allowed = False
+        self._known = (now, allowed)
+        return allowed
+
+
+class LogWatch:
+    """One WatchBeliefs stream per console: every change it reports wakes the open event
+    streams, which then read the new decisions themselves.
+
+    WatchBeliefs' resume tokens are opaque and count belief changes, not decisions, so
+    the console cannot start it "from now": it starts from the beginning of the log once,
+    when the console starts (fast-forwarding costs one pass over the node's belief
+    changes), then follows live, resuming after the last change seen if the stream breaks."""
+
+    def __init__(self) -> None:
+        self.changes = 0
+        self._moved = asyncio.Condition()
+        self._resume = ""
+
+    async def follow(self, node: AsyncClient) -> None:
+        backoff = WATCH_BACKOFF_SECONDS
+        while True:
+            try:
+                async for change in node.watch(resume_token=self._resume):
+                    self._resume = change.resume_token
+                    backoff = WATCH_BACKOFF_SECONDS
+                    async with self._moved:
+                        self.changes += 1
+                        self._moved.notify_all()
+            except ClientError:
+                pass  # the node is down or refuses: pages say so; try again later
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_WATCH_BACKOFF_SECONDS)
+
+    async def wait_past(self, seen: int, timeout: float) -> int:
+        """The change count once it passes `seen`; TimeoutError after `timeout` seconds."""
+        async with self._moved:
+            await asyncio.wait_for(self._moved.wait_for(lambda: self.changes > seen), timeout)
+            return self.changes
+
+
+class Flashes:
+    """The result of an action, kept briefly so the page a plain POST redirects to shows it."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[str, dict[str, str]] = OrderedDict()
+
+    def put(self, item: dict[str, str]) -> str:
+        token = secrets.token_urlsafe(12)
+        self._items[token] = item
+        while len(self._items) > FLASHES:
+            self._items.popitem(last=False)
+        return token
+
+    def get(self, token: str) -> dict[str, str] | None:
+        return self._items.get(token)
+
+
+def error_words(err: ClientError) -> dict[str, Any]:
+    """A node's refusal in words: the status name, its message and each bad field."""
+    fields = [(e.field, e.reason) for e in getattr(err, "field_errors", ())]
+    return {"code": err.code, "message": str(err), "fields": fields}
+
+
+HTTP_STATUS = {
+    "INVALID_ARGUMENT": 400,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+}
+
+
+def http_status(err: ClientError) -> int:
+    return HTTP_STATUS.get(err.code, 502)
+
+
+def key_query(key: Key, **extra: str) -> str:
+    return urlencode(
+        {"namespace": key.namespace, "subject": key.subject, "predicate": key.predicate, **extra}
+    )
+
+
+def same_origin(request: Request) -> bool:
+    """A POST from a page of this console: its Origin (or, lacking one, its Referer) names
+    the host and port the request was sent to. Requests carrying neither come from no
+    browser page (curl, scripts) and cannot be cross-site forgeries."""
+    claimed = request.headers.get("origin") or request.headers.get("referer")
+    if not claimed or claimed == "null":
+        return claimed is None
+    parts = urlsplit(claimed)
+    return parts.netloc == request.headers.get("host", "") and parts.scheme in ("http", "https")
+
+
+class Console:
+    """The routes, with the node client, the templates and the role cache they share."""
+
+    def __init__(self, settings: ConsoleSettings) -> None:
+        self.settings = settings
+        self.templates = Jinja2Templates(directory=HERE / "templates")
+        self.templates.env.globals["threshold"] = f"{DEFAULT_THRESHOLD * 100}%"
+        self.roles = Roles()
+        self.flashes = Flashes()
+        self.watch = LogWatch()
+        # Whether the server is shutting down (set by whoever serves the app): event
+        # streams end then, so a shutdown need not wait for the browsers to leave.
+        self.stopping: Callable[[], bool] = lambda: False
+        self._node: AsyncClient | None = None
+
+    @property
+    def node(self) -> AsyncClient:
+        assert self._node is not None, "the console's lifespan has not started"
+        return self._node
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        s = self.settings
+        # The channel belongs to the server's event loop, so it opens here, not at import.
+        self._node = AsyncClient(
+            s.address, token=s.token, ca_cert=s.ca_cert, timeout=s.timeout, retries=0
+        )
+        follower = asyncio.create_task(self.watch.follow(self._node))
+        try:
+            yield
+        finally:
+            follower.cancel()
+            with suppress(asyncio.CancelledError):
+                await follower
+            await self._node.close()
+            self._node = None
+
+    # -- rendering -------------------------------------------------------------
+
+    def page(
+        self, request: Request, name: str, context: dict[str, Any], status: int = 200
+    ) -> Response:
+        context = {"address": self.settings.address, "path": request.url.path, **context}
+        return self.templates.TemplateResponse(request, name, context, status_code=status)
+
+    def failure(self, request: Request, err: ClientError, title: str) -> Response:
+        """A page saying what the node refused, or that it cannot be reached."""
+        return self.page(
+            request,
+            "error.html",
+            {
+                "title": title,
+                "error": error_words(err),
+                "unreachable": isinstance(err, Unavailable),
+            },
+            http_status(err),
+        )
+
+    async def guarded(
+        self, request: Request, title: str, render: Callable[[], Awaitable[Response]]
+    ) -> Response:
+        try:
+            return await render()
+        except ClientError as err:
+            return self.failure(request, err, title)
+
+    # -- pages -----------------------------------------------------------------
+
+    async def home(self, request: Request) -> Response:
+        return RedirectResponse("/queue", 303)
+
+    async def queue(self, request: Request) -> Response:
+        async def render() -> Response:
+            q = request.query_params
+            namespace, state = forms.text(q, "namespace"), forms.text(q, "state").upper()
+            if state and state not in forms.QUEUE_STATES:
+                forms.refuse([FieldError("state", "must be CONTESTED or AMBIGUOUS")])
+            size = forms.page_size(q, QUEUE_PAGE)
+            page = await self.node.review(
+                namespace, page_size=size, page_token=forms.text(q, "page_token")
+            )
+            keys = [k for k in page.items if not state or k.state == state]
+            next_url = (
+                "/queue?" + urlencode({"namespace": namespace, "state": state,
+                                       "page_size": size, "page_token": page.next_page_token})
+                if page.next_page_token else ""
+            )  # fmt: skip
+            return self.page(
+                request,
+                "queue.html",
+                {
+                    "title": "Review queue",
+                    "keys": keys,
+                    "namespace": namespace,
+                    "state": state,
+                    "states": forms.QUEUE_STATES,
+                    "next_url": next_url,
+                    "key_query": key_query,
+                    "operator": await self.roles.operator(self.node),
+                },
+            )
+
+        return await self.guarded(request, "Review queue", render)
+
+    async def key_page(
+        self,
+        request: Request,
+        key: Key,
+        *,
+        flash: dict[str, str] | None = None,
+        error: dict[str, Any] | None = None,
+        status: int = 200,
+    ) -> Response:
+        """Everything about one key: served belief, rule chain, versions with evidence, the
+        timeline and the tally, the key's decisions, and (for operators) the actions."""
+        node = self.node
+        operator = await self.roles.operator(node)
+        # The calls go out together; a key may lack any of the first three (no belief after
+        # a retraction, not in the queue), and the contested view is for operators only.
+        try:
+            async with asyncio.TaskGroup() as calls:
+                explaining = calls.create_task(absent_if_not_found(node.explain(key)))
+                telling = calls.create_task(absent_if_not_found(node.history(key)))
+                queued = calls.create_task(
+                    absent_if_not_found(node.contested(key) if operator else nothing())
+                )
+                logging = calls.create_task(node.decisions(key=key, page_size=DECISIONS_PAGE))
+        except ExceptionGroup as failed:  # the first refusal says why; the others are cancelled
+            raise failed.exceptions[0] from None
+        explanation, history = explaining.result(), telling.result()
+        contested, decisions = queued.result(), logging.result()
+        now = datetime.now(UTC)
+        belief = explanation.belief if explanation else None
+        tallies = belief.tallies if belief else ()
+        if contested is not None and contested.versions:
+            tallies = contested.versions
+        found = bool(explanation or history)
+        return self.page(
+            request,
+            "key.html",
+            {
+                "title": f"{key.namespace} / {key.subject} / {key.predicate}",
+                "key": key,
+                "found": found,
+                "belief": belief,
+                "explanation": explanation,
+                "versions": history or (),
+                "contested": contested,
+                "decisions": decisions.items,
+                "more_decisions": bool(decisions.next_page_token),
+                "timeline": timeline_svg(history or (), now) if history else "",
+                "tally": tally_svg(tallies) if tallies else "",
+                "operator": operator,
+                "flash": flash,
+                "error": error,
+                "key_query": key_query(key),
+                "erase_key": forms.erase_phrase(key, "key"),
+                "erase_subject": forms.erase_phrase(key, "subject"),
+            },
+            status if found or error or flash else 404,
+        )
+
+    async def key(self, request: Request) -> Response:
+        async def render() -> Response:
+            q = request.query_params
+            flash = self.flashes.get(forms.text(q, "done")) if q.get("done") else None
+            return await self.key_page(request, forms.key_of(q), flash=flash)
+
+        return await self.guarded(request, "Key", render)
+
+    # -- actions ---------------------------------------------------------------
+
+    async def act(
+        self,
+        request: Request,
+        action: Callable[[Key, Mapping[str, str]], Awaitable[dict[str, str]]],
+    ) -> Response:
+        """Runs an action from a form. With htmx the refreshed key page comes back at once;
+        a plain form POST is redirected (303) to the key page, which shows the result."""
+        if not same_origin(request):
+            return PlainTextResponse(
+                "refused: this form was posted from another site (Origin does not match the console)",
+                403,
+            )
+        form = await request.form()
+        params = {k: v for k, v in form.items() if isinstance(v, str)}
+        htmx = request.headers.get("hx-request") == "true"
+        try:
+            key = forms.key_of(params)
+        except InvalidFact as err:
+            return self.failure(request, err, "Action")
+        try:
+            result = await action(key, params)
+        except ClientError as err:
+            if isinstance(err, Unavailable):
+                return self.failure(request, err, "Action")
+            refused = error_words(err)
+            # htmx swaps only 2xx answers; a plain POST gets the status that says what failed.
+            status = 200 if htmx else http_status(err)
+            return await self.guarded(
+                request, "Action", lambda: self.key_page(request, key, error=refused, status=status)
+            )
+        if htmx:
+            return await self.guarded(
+                request, "Action", lambda: self.key_page(request, key, flash=result)
+            )
+        done = self.flashes.put(result)
+        return RedirectResponse(f"/key?{key_query(key, done=done)}", 303)
+
+    async def resolve(self, request: Request) -> Response:
+        async def run(key: Key, p: Mapping[str, str]) -> dict[str, str]:
+            version = forms.text(p, "version_id")
+            if not version:
+                forms.refuse([FieldError("version_id", "choose a version")])
+            done = await self.node.resolve(key, forms.text(p, "reason"), version_id=version)
+            return decision_words("Resolved", done.decision, done.note)
+
+        return await self.act(request, run)
+
+    async def retract(self, request: Request) -> Response:
+        async def run(key: Key, p: Mapping[str, str]) -> dict[str, str]:
+            value = forms.text(p, "object") or None
+            decision, belief = await self.node.retract(key, forms.text(p, "reason"), object=value)
+            after = (
+                f"now believes {belief.object!r} (rule {belief.rule})"
+                if belief.object
+                else "no value is believed now"
+            )
+            return decision_words("Retracted", decision, after)
+
+        return await self.act(request, run)
+
+    async def erase(self, request: Request) -> Response:
+        async def run(key: Key, p: Mapping[str, str]) -> dict[str, str]:
+            scope = forms.check_erase(key, p)
+            reason = forms.text(p, "reason")
+            if scope == "subject":
+                done = await self.node.erase(reason, subject=(key.namespace, key.subject))
+            else:
+                done = await self.node.erase(reason, key=key)
+            return {
+                "title": "Erased",
+                "outcome": "ERASED",
+                "rule": "",
+                "detail": f"erased {done.evidence_erased} evidence across "
+                f"{done.keys_affected} key(s); tombstone {done.erasure_id}",
+            }
+
+        return await self.act(request, run)
+
+    # -- decision log ----------------------------------------------------------
+
+    async def _scan(
+        self, f: forms.DecisionFilter, page_token: str, want: int
+    ) -> tuple[list[Decision], str, int]:
+        """Node pages read until `want` decisions pass the filter (or MAX_SCANS pages):
+        the matches, the token after the last page read, the last seq read (0: none)."""
+        found: list[Decision] = []
+        last_seq = 0
+        token = page_token
+        for _ in range(MAX_SCANS):
+            page = await self.node.decisions(
+                key=f.key, namespace=f.namespace, page_size=SCAN_PAGE if
+                (f.outcome or f.rule or f.since or f.until) else want, page_token=token,
+            )  # fmt: skip
+            found += f.select(page.items)
+            if page.items:
+                last_seq = page.items[-1].seq
+            token = page.next_page_token
+            if not token or len(found) >= want:
+                break
+        return found, token, last_seq
+
+    async def decisions(self, request: Request) -> Response:
+        async def render() -> Response:
+            q = request.query_params
+            f = forms.DecisionFilter.of(q)
+            size = forms.page_size(q, DECISIONS_PAGE)
+            start = forms.text(q, "page_token")
+            found, token, last_seq = await self._scan(f, start, size)
+            if not last_seq and start:
+                last_seq = tokens.decode_seq_position(start)
+            filters = {k: forms.text(q, k) for k in
+                       ("namespace", "subject", "predicate", "outcome", "rule", "since", "until")}  # fmt: skip
+            live = (
+                "/decisions/live?" + urlencode({**filters, "after": last_seq}) if not token else ""
+            )
+            next_url = (
+                "/decisions?" + urlencode({**filters, "page_size": size, "page_token": token})
+                if token
+                else ""
+            )
+            return self.page(
+                request,
+                "decisions.html",
+                {
+                    "title": "Decision log",
+                    "decisions": found,
+                    "filters": filters,
+                    "next_url": next_url,
+                    "live_url": live,
+                    "outcomes": OUTCOMES,
+                    "key_query": key_query,
+                },
+            )
+
+        return await self.guarded(request, "Decision log", render)
+
+    async def live(self, request: Request) -> Response:
+        """Server-sent events: the decisions recorded after the page's last row that pass its
+        filters, sent as table rows (event `decision`). WatchBeliefs wakes the stream at
+        once when a belief changes; decisions that change no belief (DISBELIEVED, DUPLICATE,
+        REJECTED, ...) are not in that stream, so the log is also read every POLL_SECONDS,
+        which doubles as a keep-alive. The stream ends when the console shuts down."""
+        q = request.query_params
+        try:
+            f = forms.DecisionFilter.of(q)
+            after = forms.text(q, "after")
+            if not after.isdigit():
+                forms.refuse([FieldError("after", "must be a decision-log seq")])
+        except InvalidFact as err:
+            return PlainTextResponse(f"{err.code}: {err}", 400)
+        rows = self.templates.get_template("_decision_rows.html")
+
+        async def events() -> AsyncIterator[str]:
+            cursor, seen, idle = int(after), self.watch.changes, 0.0
+            yield ": connected\n\n"
+            while not self.stopping():
+                if idle == 0.0:
+                    try:
+                        page = await self.node.decisions(
+                            key=f.key, namespace=f.namespace, page_size=SCAN_PAGE,
+                            page_token=tokens.seq_position(cursor) if cursor else "",
+                        )  # fmt: skip
+                    except ClientError as err:
+                        failed = f"{escape(err.code)}: {escape(str(err))}"
+                        yield sse("failure", f"<tr><td colspan=6>{failed}</td></tr>")
+                        return
+                    if page.items:
+                        cursor = page.items[-1].seq
+                    new = f.select(page.items)
+                    if new:
+                        yield sse("decision", rows.render(decisions=new, key_query=key_query))
+                    if page.next_page_token:
+                        continue  # more than a page arrived at once: read on
+                try:
+                    seen = await self.watch.wait_past(seen, TICK_SECONDS)
+                    idle = 0.0
+                except TimeoutError:
+                    idle += TICK_SECONDS
+                    if idle >= POLL_SECONDS:
+                        idle = 0.0
+                        yield ": keep-alive\n\n"
+
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
+        )
+
+    # -- node and peers --------------------------------------------------------
+
+    async def node_status(self, request: Request) -> Response:
+        async def render() -> Response:
+            status = await self.node.status()
+            return self.page(request, "node.html", {"title": "Node and peers", "status": status})
+
+        return await self.guarded(request, "Node and peers", render)
+
+
+OUTCOMES = (
+    "ACCEPTED", "CORROBORATED", "SUPERSEDED", "HISTORICAL", "DISBELIEVED", "AMBIGUOUS",
+    "DUPLICATE", "REJECTED", "RESOLVED", "RETRACTED",
+)  # fmt: skip
+
+
+T = TypeVar("T")
+
+
+async def absent_if_not_found(call: Awaitable[T]) -> T | None:
+    """The call's answer, or None when the node says NOT_FOUND."""
+    try:
+        return await call
+    except NotFound:
+        return None
+
+
+async def nothing() -> None:
+    return None
+
+
+def decision_words(title: str, d: Decision, note: str) -> dict[str, str]:
+    return {"title": title, "outcome": d.outcome, "rule": d.rule, "detail": note or d.detail}
+
+
+def sse(event: str, data: str) -> str:
+    """One server-sent event; each line of `data` on its own `data:` line."""
+    lines = "".join(f"data: {line}\n" for line in data.splitlines() or [""])
+    return f"event: {event}\n{lines}\n"
+
+
+def create_app(settings: ConsoleSettings) -> Starlette:
+    """The console for one node: routes, static files (htmx, vendored) and Host checking."""
+    console = Console(settings)
+    routes = [
+        Route("/", console.home),
+        Route("/queue", console.queue),
+        Route("/key", console.key),
+        Route("/key/resolve", console.resolve, methods=["POST"]),
+        Route("/key/retract", console.retract, methods=["POST"]),
+        Route("/key/erase", console.erase, methods=["POST"]),
+        Route("/decisions", console.decisions),
+        Route("/decisions/live", console.live),
+        Route("/node", console.node_status),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    # A Host header naming another site (DNS rebinding) is refused before any route runs.
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts))]
+    app = Starlette(routes=routes, middleware=middleware, lifespan=console.lifespan)
+    app.state.console = console
+    return app

@@ -1,0 +1,79 @@
+"""`factnode console` as a process: it announces its URL, serves the pages of a real node,
+refuses a bad --listen, and stops on SIGTERM."""
+
+from __future__ import annotations
+
+import queue
+import signal
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from _e2e import CLI_TIMEOUT, START_TIMEOUT, ServerProcess, factnode_command, isolated_env
+from _processes import stop_process
+
+EXIT_USAGE = 2
+
+
+def first_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    """The process's first stdout line, waiting at most `timeout` seconds."""
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None
+    threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()  # type: ignore[union-attr]
+    try:
+        return lines.get(timeout=timeout).strip()
+    except queue.Empty:
+        raise AssertionError(f"no announcement within {timeout}s") from None
+
+
+def test_console_serves_a_node_and_stops_on_sigterm(server: ServerProcess, tmp_path: Path) -> None:
+    """The console prints where it serves, shows the node's id on /node, and exits 0 on SIGTERM."""
+    proc = subprocess.Popen(
+        factnode_command("console", "--address", server.address, "--listen", "127.0.0.1:0"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        env=isolated_env(tmp_path / "home"),
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = first_line(proc, START_TIMEOUT)
+        assert line.startswith("factnode console on http://127.0.0.1:"), line
+        url = line.split()[3]
+        assert line.endswith(f"for the node at {server.address}")
+        page = httpx.get(f"{url}/node", timeout=CLI_TIMEOUT)
+        assert page.status_code == 200 and server.node_id in page.text
+        assert httpx.get(f"{url}/static/htmx.min.js", timeout=CLI_TIMEOUT).status_code == 200
+    finally:
+        code = stop_process(proc, signal.SIGTERM)
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
+    assert code == 0
+
+
+@pytest.mark.parametrize("listen", ["7480", "localhost:http", ":7480"])
+def test_console_refuses_a_listen_address_it_cannot_read(listen: str, tmp_path: Path) -> None:
+    """A --listen that is not HOST:PORT exits 2 naming the option, before serving anything."""
+    done = subprocess.run(
+        factnode_command("console", "--listen", listen), capture_output=True, text=True,
+        timeout=CLI_TIMEOUT, env=isolated_env(tmp_path / "home"), stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == EXIT_USAGE
+    assert "--listen must be HOST:PORT" in done.stderr
+
+
+def test_console_on_a_taken_port_says_so(tmp_path: Path) -> None:
+    """A port already in use exits 2 with the reason, not a traceback."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            factnode_command("console", "--listen", f"127.0.0.1:{port}"), capture_output=True,
+            text=True, timeout=CLI_TIMEOUT, env=isolated_env(tmp_path / "home"),
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    assert done.returncode == EXIT_USAGE
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,349 @@
+"""The web console against a real node served in-process: every page and action over HTTP
+(Starlette's TestClient), errors in words, roles from the node's tokens, live updates."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+from _console import OPERATOR, READER, ConsoleServer, InProcessNode, tie
+from starlette.testclient import TestClient
+
+from factnode.client import Client
+from factnode.console import ConsoleSettings, create_app
+
+BASE = "http://127.0.0.1"
+LIVE_TIMEOUT = 15.0  # seconds for a new decision to reach an open event stream
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessNode]:
+    """One node with a reader and an operator token, shared by the module (unique namespaces)."""
+    n = InProcessNode(tmp_path_factory.mktemp("console-node"))
+    try:
+        yield n
+    finally:
+        n.close()
+
+
+@pytest.fixture(scope="module")
+def grpc_client(node: InProcessNode) -> Iterator[Client]:
+    """An operator's gRPC client to arrange facts."""
+    with node.client() as c:
+        yield c
+
+
+def _console(address: str, token: str | None) -> TestClient:
+    app = create_app(ConsoleSettings(address, token=token, timeout=5))
+    return TestClient(app, base_url=BASE, follow_redirects=False)
+
+
+@pytest.fixture(scope="module")
+def operator(node: InProcessNode) -> Iterator[TestClient]:
+    """The console with the operator token."""
+    with _console(node.address, OPERATOR) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def reader(node: InProcessNode) -> Iterator[TestClient]:
+    """The console with the reader token."""
+    with _console(node.address, READER) as c:
+        yield c
+
+
+def ns() -> str:
+    return f"user:{uuid.uuid4().hex[:10]}"
+
+
+def key_url(namespace: str, subject: str = "ana", **extra: str) -> str:
+    q = {"namespace": namespace, "subject": subject, "predicate": "lives_in", **extra}
+    return "/key?" + urlencode(q)
+
+
+def form(namespace: str, subject: str = "ana", **fields: str) -> dict[str, str]:
+    return {"namespace": namespace, "subject": subject, "predicate": "lives_in", **fields}
+
+
+def no_trace(text: str) -> None:
+    assert "Traceback" not in text and 'File "' not in text
+
+
+def version_ids(page: str) -> list[str]:
+    return re.findall(r'name="version_id" value="([0-9a-f]{32})"', page)
+
+
+def test_queue_lists_ambiguous_keys_filters_and_pages(
+    operator: TestClient, grpc_client: Client
+) -> None:
+    """The queue shows each queued key with its versions; namespace and reason filter it, and
+    page tokens lead from one page to the next."""
+    space = ns()
+    tie(grpc_client, space, "ana", ("Porto", "Faro"))
+    tie(grpc_client, space, "rui", ("Braga", "Evora"))
+    page = operator.get("/queue", params={"namespace": space})
+    assert page.status_code == 200
+    for text in ("ana", "rui", "AMBIGUOUS", '"Porto"', '"Braga"'):
+        assert text in page.text
+    assert "other" not in page.text
+    contested_only = operator.get("/queue", params={"namespace": space, "state": "CONTESTED"})
+    assert "The review queue is empty for these filters" in contested_only.text
+    first = operator.get("/queue", params={"namespace": space, "page_size": "1"})
+    assert first.text.count('class="queued"') == 1
+    [next_url] = re.findall(r'class="next" href="([^"]+)"', first.text)
+    second = operator.get(next_url.replace("&amp;", "&"))
+    assert second.text.count('class="queued"') == 1
+    shown = [re.search(r'"(Porto|Braga)"', p.text) for p in (first, second)]
+    assert {m.group(1) for m in shown if m} == {"Porto", "Braga"}
+
+
+def test_queue_refuses_bad_filters_in_words(operator: TestClient) -> None:
+    """A bad reason, page size or page token is a 400 page naming the field, no trace."""
+    for params, field in (
+        ({"state": "ANGRY"}, "state"),
+        ({"page_size": "0"}, "page_size"),
+        ({"page_token": "not-a-token"}, "page_token"),
+    ):
+        page = operator.get("/queue", params=params)
+        assert page.status_code == 400, params
+        assert "INVALID_ARGUMENT" in page.text and f"<code>{field}</code>" in page.text
+        no_trace(page.text)
+
+
+def test_key_page_shows_versions_evidence_rules_and_pictures(
+    operator: TestClient, grpc_client: Client
+) -> None:
+    """A key's page shows each version with its evidence and provenance, the rule chain, the
+    history as an SVG timeline, and an operator's actions."""
+    space = ns()
+    tie(grpc_client, space, "ana", ("Porto", "Faro"))
+    grpc_client.submit((space, "ana", "lives_in"), "Lisbon", "llm_generated", source="gpt-x",
+                       confidence=0.9)  # fmt: skip
+    page = operator.get(key_url(space))
+    assert page.status_code == 200
+    html = page.text
+    for text in ("witness-0", "witness-1", "gpt-x", "llm_generated", "user_stated"):
+        assert text in html
+    assert "by <code>trust_anchor</code>" in html and "by <code>tiebreak</code>" in html
+    assert '<svg xmlns="http://www.w3.org/2000/svg" class="timeline"' in html
+    assert "never believed (disbelieved)" in html  # Lisbon lost on the anchor
+    assert 'id="resolve"' in html and 'id="retract"' in html and 'id="erase"' in html
+    assert len(version_ids(html)) == 3
+
+
+def test_reader_sees_pages_but_no_actions(
+    reader: TestClient, operator: TestClient, grpc_client: Client
+) -> None:
+    """A reader token reads keys and the log, gets the queue and status refused in words, and
+    is offered no action; its POSTs are refused by the node, not by hiding alone."""
+    space = ns()
+    tie(grpc_client, space, "ana", ("Porto", "Faro"))
+    page = reader.get(key_url(space))
+    assert page.status_code == 200 and '"Porto"' in page.text
+    for action in ('id="resolve"', 'id="retract"', 'id="erase"', "/key/resolve", "/key/erase"):
+        assert action not in page.text
+    for path in ("/queue", "/node"):
+        refused = reader.get(path)
+        assert refused.status_code == 403
+        assert "PERMISSION_DENIED" in refused.text and "operator" in refused.text
+        no_trace(refused.text)
+    assert reader.get("/decisions", params={"namespace": space}).status_code == 200
+    [version] = version_ids(operator.get(key_url(space)).text)[:1]
+    post = reader.post("/key/resolve", data=form(space, version_id=version, reason="mine"))
+    assert post.status_code == 403 and "PERMISSION_DENIED" in post.text
+    assert space in operator.get("/queue", params={"namespace": space}).text
+
+
+def test_resolve_with_a_reason_shows_the_decision_and_leaves_the_queue(
+    operator: TestClient, grpc_client: Client
+) -> None:
+    """A plain form POST resolves, redirects to the key page showing RESOLVED by
+    operator_resolution, and the key is no longer queued."""
+    space = ns()
+    tie(grpc_client, space, "ana", ("Porto", "Faro"))
+    page = operator.get(key_url(space)).text
+    faro = re.search(r'value="([0-9a-f]{32})" required> "Faro"', page)
+    assert faro is not None
+    done = operator.post(
+        "/key/resolve", data=form(space, version_id=faro.group(1), reason="asked ana")
+    )
+    assert done.status_code == 303
+    shown = operator.get(done.headers["location"])
+    assert "RESOLVED" in shown.text and "operator_resolution" in shown.text
+    assert "now believes &#39;Faro&#39;" in shown.text
+    assert "pinned by olga: asked ana" in shown.text  # the token's name, in the key's log
+    assert "The review queue is empty" in operator.get("/queue", params={"namespace": space}).text
+    assert grpc_client.belief((space, "ana", "lives_in")).object == "Faro"
+
+
+def test_resolve_without_a_reason_is_refused_and_changes_nothing(
+    operator: TestClient, grpc_client: Client
+) -> None:
+    """No reason: the node's INVALID_ARGUMENT naming `reason` is shown; the key stays queued."""
+    space = ns()
+    tie(grpc_client, space, "ana", ("Porto", "Faro"))
+    [version, *_] = version_ids(operator.get(key_url(space)).text)
+    refused = operator.post("/key/resolve", data=form(space, version_id=version, reason=""))
+    assert refused.status_code == 400
+    assert "INVALID_ARGUMENT" in refused.text and "<code>reason</code>" in refused.text
+    no_trace(refused.text)
+    assert 'class="queued"' in operator.get("/queue", params={"namespace": space}).text
+    no_choice = operator.post("/key/resolve", data=form(space, reason="why"))
+    assert no_choice.status_code == 400 and "<code>version_id</code>" in no_choice.text
+
+
+def test_htmx_actions_answer_with_the_refreshed_page(
+    operator: TestClient, grpc_client: Client
+) -> None:
+    """With htmx the action's answer is the refreshed key page (200) carrying the decision, or
+    the node's refusal in words."""
+    space = ns()
+    tie(grpc_client, space, "ana", ("Porto", "Faro"))
+    [version, *_] = version_ids(operator.get(key_url(space)).text)
+    htmx = {"HX-Request": "true"}
+    refused = operator.post("/key/resolve", data=form(space, version_id=version), headers=htmx)
+    assert refused.status_code == 200 and 'id="error"' in refused.text
+    done = operator.post(
+        "/key/resolve", data=form(space, version_id=version, reason="checked"), headers=htmx
+    )
+    assert done.status_code == 200
+    assert 'id="result"' in done.text and "RESOLVED" in done.text
+
+
+def test_retract_shows_the_resulting_decision(operator: TestClient, grpc_client: Client) -> None:
+    """Retracting ends the belief and the page says RETRACTED and what is believed now."""
+    space = ns()
+    grpc_client.submit((space, "ana", "lives_in"), "Porto", "user_stated", source="ana")
+    done = operator.post("/key/retract", data=form(space, reason="she left"))
+    assert done.status_code == 303
+    shown = operator.get(done.headers["location"]).text
+    assert "RETRACTED" in shown and "no value is believed now" in shown
+
+
+def test_erase_needs_the_typed_key_then_the_value_is_gone_from_every_page(
+    operator: TestClient, grpc_client: Client
+) -> None:
+    """A wrong confirmation erases nothing; the right one erases, and no page shows the value."""
+    space = ns()
+    secret = f"Secret-{uuid.uuid4().hex[:6]}"
+    tie(grpc_client, space, "ana", (secret, "Faro"))
+    refused = operator.post(
+        "/key/erase", data=form(space, scope="key", confirm="ana", reason="request #42")
+    )
+    assert refused.status_code == 400 and "<code>confirm</code>" in refused.text
+    assert "nothing was erased" in refused.text
+    assert secret in operator.get(key_url(space)).text
+    confirm = f"{space}/ana/lives_in"
+    done = operator.post(
+        "/key/erase", data=form(space, scope="key", confirm=confirm, reason="request #42")
+    )
+    assert done.status_code == 303
+    shown = operator.get(done.headers["location"])
+    assert shown.status_code == 200
+    assert "ERASED" in shown.text and "tombstone" in shown.text
+    assert "holds nothing for this key" in shown.text
+    assert operator.get(key_url(space)).status_code == 404
+    for path, params in (
+        ("/queue", {"namespace": space}),
+        ("/decisions", {"namespace": space}),
+        ("/decisions", {}),
+        ("/key", {"namespace": space, "subject": "ana", "predicate": "lives_in"}),
+    ):
+        assert secret not in operator.get(path, params=params).text, path
+
+
+def test_cross_origin_posts_and_foreign_hosts_are_refused(
+    operator: TestClient, grpc_client: Client
+) -> None:
+    """A POST whose Origin is another site, or a request for another Host name, is refused
+    and changes nothing."""
+    space = ns()
+    tie(grpc_client, space, "ana", ("Porto", "Faro"))
+    [version, *_] = version_ids(operator.get(key_url(space)).text)
+    data = form(space, version_id=version, reason="forged")
+    forged = operator.post("/key/resolve", data=data, headers={"Origin": "http://evil.example"})
+    assert forged.status_code == 403 and "another site" in forged.text
+    via_referer = operator.post(
+        "/key/resolve", data=data, headers={"Referer": "http://evil.example/page"}
+    )
+    assert via_referer.status_code == 403
+    assert operator.get("/queue", headers={"Host": "evil.example"}).status_code == 400
+    assert 'class="queued"' in operator.get("/queue", params={"namespace": space}).text
+    same = operator.post("/key/resolve", data=data, headers={"Origin": BASE})
+    assert same.status_code == 303
+
+
+def test_decision_log_filters_by_key_outcome_rule_and_time(
+    operator: TestClient, grpc_client: Client
+) -> None:
+    """The log narrows by key, outcome, rule and time; a bad time is refused naming it."""
+    space = ns()
+    k = (space, "ana", "lives_in")
+    grpc_client.submit(k, "Porto", "user_stated", source="ana")
+    grpc_client.submit(k, "Lisbon", "llm_generated", source="gpt")
+    grpc_client.submit((space, "rui", "lives_in"), "Braga", "user_stated", source="rui")
+    everything = operator.get("/decisions", params={"namespace": space}).text
+    assert everything.count('class="decision"') == 3
+    by_key = operator.get(
+        "/decisions", params={"namespace": space, "subject": "ana", "predicate": "lives_in"}
+    ).text
+    assert by_key.count('class="decision"') == 2 and "Braga" not in by_key
+    by_outcome = operator.get("/decisions", params={"namespace": space, "outcome": "DISBELIEVED"})
+    assert by_outcome.text.count('class="decision"') == 1
+    by_rule = operator.get("/decisions", params={"namespace": space, "rule": "first_version"})
+    assert by_rule.text.count('class="decision"') == 2
+    later = operator.get("/decisions", params={"namespace": space, "since": "2999-01-01"})
+    assert later.text.count('class="decision"') == 0 and "No decision matches" in later.text
+    bad = operator.get("/decisions", params={"since": "last week"})
+    assert bad.status_code == 400 and "<code>since</code>" in bad.text
+    no_trace(bad.text)
+
+
+def test_node_page_shows_identity_counts_and_peers(operator: TestClient) -> None:
+    """The node page shows its id, its counts and that it has no peers."""
+    page = operator.get("/node")
+    assert page.status_code == 200
+    assert 'id="node-id">console-node<' in page.text
+    for count in ("evidence", "keys", "decisions", "contested", "ambiguous", "rejected"):
+        assert f"<th>{count}</th>" in page.text
+    assert "No peers configured" in page.text
+
+
+def test_an_unreachable_node_is_a_page_saying_so(tmp_path: Path) -> None:
+    """With nothing listening at the address, every page says the node cannot be reached."""
+    with _console("127.0.0.1:1", OPERATOR) as console:
+        for path in ("/queue", key_url("user:x"), "/decisions", "/node"):
+            page = console.get(path)
+            assert page.status_code == 503, path
+            assert "cannot be reached" in page.text and "UNAVAILABLE" in page.text
+            no_trace(page.text)
+
+
+def test_decision_log_streams_new_decisions_live(node: InProcessNode, grpc_client: Client) -> None:
+    """The log page's event stream (woken by WatchBeliefs) sends each new decision as a row."""
+    space = ns()
+    grpc_client.submit((space, "ana", "lives_in"), "Porto", "user_stated", source="ana")
+    console = ConsoleServer(ConsoleSettings(node.address, token=OPERATOR, timeout=5))
+    try:
+        page = httpx.get(f"{console.url}/decisions", params={"namespace": space}, timeout=10)
+        [live] = re.findall(r'sse-connect="([^"]+)"', page.text)
+        url = console.url + live.replace("&amp;", "&")
+        seen = ""
+        with httpx.stream("GET", url, timeout=LIVE_TIMEOUT) as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == ": connected"
+            grpc_client.submit((space, "ana", "lives_in"), "Faro", "user_stated", source="bo",
+                               confidence=0.9)  # fmt: skip
+            deadline = time.monotonic() + LIVE_TIMEOUT
+            while "</tr>" not in seen and time.monotonic() < deadline:
+                seen += next(lines) + "\n"
+        assert "event: decision" in seen and "SUPERSEDED" in seen
+        assert "ACCEPTED" not in seen  # only what is new since the page was drawn
+    finally:
+        console.close()

@@ -101,8 +101,12 @@ class FactServicer(pb_grpc.FactServiceServicer):
         if as_of is not None or known_at is not None:
             belief = await run(self.ctx.ledger.belief, cv.key(request.key), as_of, known_at)
             return cv.belief_pb(belief)
+        key = cv.key(request.key)
+        hot = self.ctx.ledger.served_in_memory(key)
+        if hot is not None:
+            return cv.belief_pb(hot)  # no thread hop, no read transaction
         # One read: the served belief, and the tallies only where peers have voted.
-        belief, explanation = await run(self.ctx.ledger.served, cv.key(request.key))
+        belief, explanation = await run(self.ctx.ledger.served, key)
         msg = cv.belief_pb(belief)
         msg.tallies.extend(peer_tallies(belief, explanation))
         return msg

@@ -1,8 +1,9 @@
-"""The write path's key cache never changes an answer.
+"""The write path's key cache and the served-read memory never change an answer.
 
-Two ledgers driven alike, one on a store with the key cache and one without, must agree on
-everything a reader can see; inside a write transaction the cache must agree with the
-database; a rollback, another writer on the same file and a tiny capacity change nothing.
+Two ledgers driven alike, one on a store with the key cache and the served memory and one
+without either, must agree on everything a reader can see (GetBelief's served answer read
+from memory first, as the server does); inside a write transaction the cache must agree with
+the database; a rollback, another writer on the same file and a tiny capacity change nothing.
 """
 
 from __future__ import annotations
@@ -201,10 +202,17 @@ def outcome(fn: Callable[[], Any]) -> Any:
         return ("refused", type(exc).__name__, str(exc))
 
 
+def served_answer(ledger: Ledger, key: Key) -> Any:
+    """GetBelief's answer as the server finds it: from memory where the key is hot."""
+    hot = ledger.served_in_memory(key)
+    return (hot, None) if hot is not None else ledger.served(key)
+
+
 def observe(ledger: Ledger) -> dict[Any, Any]:
     """Everything a reader of the ledger can see."""
     seen: dict[Any, Any] = {}
     for key in KEYS:
+        seen["served", key] = outcome(partial(served_answer, ledger, key))
         seen["belief", key] = outcome(partial(ledger.belief, key))
         seen["history", key] = outcome(partial(ledger.history, key))
         seen["explain", key] = outcome(partial(ledger.explain, key))
@@ -530,6 +538,56 @@ def test_a_cold_cache_after_each_write_answers_the_same() -> None:
     with twin() as pair:
         pair.run(SCRIPT, raw_checks=[False] * len(SCRIPT))
         assert_cache_agrees(pair.cached_repo)
+
+
+def test_a_served_read_after_each_kind_of_write_sees_the_write() -> None:
+    """Served memory: before each step of the script (every kind of write: submissions,
+    retractions, peer evidence and votes, resolution, decay, erasures, peer tombstones,
+    reconsideration, a failed write) every key with a belief and no peer vote is answered from
+    memory; after the step, the memory-first answer equals the uncached ledger's fresh read."""
+    with twin() as pair:
+        memory = pair.cached_repo.served
+        hits = 0
+        for op in SCRIPT:
+            for key in KEYS:
+                found = outcome(partial(pair.cached.served, key))  # fills where it may
+                if found[0] == "ok" and found[1][1] is None:
+                    assert memory.get(key) == found[1][0], key
+                    hits += 1
+                else:
+                    assert memory.get(key) is None, key
+            pair.apply(op)
+            for key in KEYS:
+                got = outcome(partial(served_answer, pair.cached, key))
+                assert got == outcome(partial(pair.plain.served, key)), (op, key)
+        assert hits > len(SCRIPT)  # the memory was in use, not merely empty
+        assert len(pair.plain_repo.served) == 0  # cache_keys=0 keeps nothing
+
+
+def test_a_served_read_racing_a_commit_never_keeps_the_old_answer(tmp_path: Path) -> None:
+    """A read that took its epoch before a write committed (and so may hold the old rows)
+    offers its answer after the commit: it is refused, and the next read sees the write."""
+    clock = FakeClock()
+    repo = SqlRepository(f"sqlite:///{tmp_path}/a.db")
+    try:
+        ledger = Ledger(repo, POLICY, NODE, clock)
+        ledger.submit(Submission(NS, "ana", "lives_in", "Porto", "user_stated", "ana"))
+        epoch = repo.served.epoch()
+        stale = ledger.served(LIVES_IN)[0]  # filled: nothing was written since its epoch
+        assert ledger.served_in_memory(LIVES_IN) == stale
+        clock.advance(DAY)
+        ledger.submit(Submission(NS, "ana", "lives_in", "Faro", "user_stated", "ana"))
+        assert ledger.served_in_memory(LIVES_IN) is None  # forgotten by the commit
+        assert not repo.served.fill(epoch, LIVES_IN, stale)  # the racing read is refused
+        assert served_answer(ledger, LIVES_IN)[0].object == "Faro"
+        # A write on another key forgets only that key, but still refuses older fills.
+        hot = ledger.served(LIVES_IN)[0]
+        epoch = repo.served.epoch()
+        ledger.submit(Submission(NS, "bob", "lives_in", "Braga", "user_stated", "bob"))
+        assert ledger.served_in_memory(LIVES_IN) == hot
+        assert not repo.served.fill(epoch, LIVES_IN, stale)
+    finally:
+        repo.close()
 
 
 key_index = st.integers(0, len(KEYS) - 1)

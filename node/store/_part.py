@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
@@ -30,6 +31,12 @@ class TransactionPart:
             self._cache.clear()
         if self._touched is not None:
             self._touched.every = True
+
+    def publish_served(self, answers: Mapping[Key, Any]) -> None:
+        """Served answers (of keys without peer votes) as they stand once this write commits,
+        kept in the served memory after the commit; a read transaction keeps nothing."""
+        if self._touched is not None:
+            self._touched.published.update(answers)
 
     def _touch(self, keys: Iterable[Key]) -> None:
         """These keys' served answers change with this write (served rows or votes)."""

@@ -205,13 +205,15 @@ def by_voter(votes: Iterable[Vote]) -> Votes:
 class Touched:
     """What one write transaction changed that a served read answers from: the keys whose
     served rows or votes it wrote, or `every` where it cannot say (erasure, decay, bulk vote
-    removal, a write by another process noticed)."""
+    removal, a write by another process noticed); and the served answers it worked out as
+    they stand at its commit (`published`), to be kept once it has committed."""
 
-    __slots__ = ("every", "keys")
+    __slots__ = ("every", "keys", "published")
 
     def __init__(self) -> None:
         self.keys: set[Key] = set()
         self.every = False
+        self.published: dict[Key, Any] = {}
 
     def __bool__(self) -> bool:
         return self.every or bool(self.keys)
@@ -269,6 +271,22 @@ class ServedMemory(Generic[V]):
                 entries = self._entries
                 for key in touched.keys:
                     entries.pop(key, None)
+
+    def publish(self, touched: Touched) -> None:
+        """Keeps the answers a write published. Only the writer calls this, after its commit
+        and `forget`, still holding the write lock: no other commit can come between."""
+        if not touched.published or touched.every or self.capacity == 0:
+            return
+        with self._lock:
+            entries = self._entries
+            for key, value in touched.published.items():
+                entries.pop(key, None)
+                entries[key] = value
+            excess = len(entries) - self.capacity
+            if excess > 0:
+                oldest = iter(entries)
+                for key in [next(oldest) for _ in range(excess)]:
+                    del entries[key]
 
     def __len__(self) -> int:
         return len(self._entries)

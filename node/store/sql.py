@@ -86,6 +86,7 @@ class SqlRepository:
                 self.served.forget(touched)
             # Committed: the caches follow.
             self.served.forget(touched)
+            self.served.publish(touched)
             cache.generation = generation
             if tx._cache is not None:
                 tx._cache.commit()

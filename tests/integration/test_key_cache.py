@@ -566,7 +566,8 @@ def test_a_served_read_after_each_kind_of_write_sees_the_write() -> None:
 
 def test_a_served_read_racing_a_commit_never_keeps_the_old_answer(tmp_path: Path) -> None:
     """A read that took its epoch before a write committed (and so may hold the old rows)
-    offers its answer after the commit: it is refused, and the next read sees the write."""
+    offers its answer after the commit: it is refused, and memory holds what the write
+    published (the belief after its commit)."""
     clock = FakeClock()
     repo = SqlRepository(f"sqlite:///{tmp_path}/a.db")
     try:
@@ -577,9 +578,10 @@ def test_a_served_read_racing_a_commit_never_keeps_the_old_answer(tmp_path: Path
         assert ledger.served_in_memory(LIVES_IN) == stale
         clock.advance(DAY)
         ledger.submit(Submission(NS, "ana", "lives_in", "Faro", "user_stated", "ana"))
-        assert ledger.served_in_memory(LIVES_IN) is None  # forgotten by the commit
+        published = ledger.served_in_memory(LIVES_IN)
+        assert published is not None and published.object == "Faro"
         assert not repo.served.fill(epoch, LIVES_IN, stale)  # the racing read is refused
-        assert served_answer(ledger, LIVES_IN)[0].object == "Faro"
+        assert ledger.served_in_memory(LIVES_IN) == published == ledger.served(LIVES_IN)[0]
         # A write on another key forgets only that key, but still refuses older fills.
         hot = ledger.served(LIVES_IN)[0]
         epoch = repo.served.epoch()
@@ -588,6 +590,20 @@ def test_a_served_read_racing_a_commit_never_keeps_the_old_answer(tmp_path: Path
         assert not repo.served.fill(epoch, LIVES_IN, stale)
     finally:
         repo.close()
+
+
+def test_a_submission_leaves_its_key_answered_from_memory_unless_a_peer_votes() -> None:
+    """Ingest publishes each key's served belief at its commit: the next GetBelief is a memory
+    hit equal to a store read; a key a peer votes on is never kept (its tally is read)."""
+    with twin() as pair:
+        pair.apply(Submit((Fact(0, 0), Fact(1, 0), Fact(2, 0), Fact(2, 1))))
+        for key in (LIVES_IN, WORKS_AT, SPEAKS):
+            assert pair.cached.served_in_memory(key) == pair.plain.served(key)[0]
+        pair.apply(Receive("peer-1", (), (PeerVote(0, 0),)))
+        pair.apply(Submit((Fact(0, 1, "llm_generated"), Fact(1, 1, "llm_generated"))))
+        assert pair.cached.served_in_memory(LIVES_IN) is None
+        assert pair.cached.served_in_memory(WORKS_AT) == pair.plain.served(WORKS_AT)[0]
+        assert pair.cached.served(LIVES_IN)[1] is not None  # the tally, from the store
 
 
 key_index = st.integers(0, len(KEYS) - 1)

@@ -67,6 +67,11 @@ class SqlRepository:
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
 
+    @property
+    def is_sqlite_file(self) -> bool:
+        """A SQLite file (WAL): its reads are local and never wait for a writer."""
+        return self.is_sqlite and not is_memory(self.engine)
+
     @contextmanager
     def write(self) -> Iterator[SqlTransaction]:
         cache = self._cache

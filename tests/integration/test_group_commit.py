@@ -17,7 +17,7 @@ from grpc_status import rpc_status
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.config import Settings
-from factnode.core import Evidence, Outcome, Policy, Submission
+from factnode.core import Evidence, Key, Outcome, Policy, Submission
 from factnode.ledger import Ledger, NotFound, Submitted
 from factnode.server._group_commit import GroupCommit, WriterClosed
 from factnode.server.app import Node
@@ -311,3 +311,53 @@ async def test_a_stream_reads_on_while_a_batch_commits_and_reports_only_what_com
     assert (report.decided_count, report.invalid_count) == (batch, 0)
     assert len(gate.batches) == 2  # the third batch was never handed to the store
     assert counts.evidence == batch
+
+
+async def test_as_of_get_belief_read_on_the_loop_answers_like_the_store(tmp_path: Path) -> None:
+    """On a SQLite-file node as-of GetBelief reads on the event loop: the value then, NOT_FOUND
+    before any evidence, INVALID_ARGUMENT for a time out of range; as the ledger answers."""
+    node = Node(Settings(listen="127.0.0.1:0", data_dir=tmp_path))
+    port = await node.start()
+    key = pb.Key(namespace="user:ana", subject="ana", predicate="lives_in")
+    day = 86_400
+
+    def fact(value: str, seconds: int) -> pb.SubmitFactRequest:
+        return pb.SubmitFactRequest(
+            fact=pb.FactInput(
+                key=key,
+                object=value,
+                attribution="user_stated",
+                source="ana",
+                valid_from={"seconds": seconds},
+            )
+        )
+
+    try:
+        assert node.repo.is_sqlite_file
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            facts = pb_grpc.FactServiceStub(channel)
+            await facts.SubmitFact(fact("Porto", 1_700_000_000), timeout=WAIT)
+            await facts.SubmitFact(fact("Faro", 1_700_000_000 + 30 * day), timeout=WAIT)
+            then = await facts.GetBelief(
+                pb.GetBeliefRequest(key=key, as_of={"seconds": 1_700_000_000 + day}), timeout=WAIT
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as missing:
+                await facts.GetBelief(
+                    pb.GetBeliefRequest(key=key, as_of={"seconds": 1_600_000_000}), timeout=WAIT
+                )
+            with pytest.raises(grpc.aio.AioRpcError) as bad:
+                await facts.GetBelief(
+                    pb.GetBeliefRequest(key=key, as_of={"seconds": 10**12}), timeout=WAIT
+                )
+        as_of = (1_700_000_000 + day) * 1_000_000
+        want = await asyncio.to_thread(node.ledger.belief, _key(key), as_of)
+    finally:
+        await node.stop(0)
+    assert then.object == "Porto" == want.object
+    assert then.evidence.evidence_id == want.evidence.evidence_id
+    assert missing.value.code() is grpc.StatusCode.NOT_FOUND
+    assert bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
+def _key(k: pb.Key) -> Key:
+    return Key(k.namespace, k.subject, k.predicate)

@@ -19,8 +19,15 @@ machine skews one pair rather than the verdict:
 
 Each figure: requests (or messages) per second, p50 and p99 latency in milliseconds (for
 `stream`, the latency of one whole stream) and `ratio` = node rate / echo rate, the median
-over the repeats (`ratios` lists each pair's). `--scale` is not implemented (see
-bench/README.md); it says so rather than printing a figure.
+over the repeats (`ratios` lists each pair's).
+
+`--scale` (SQLite) instead builds two stores through the store's batch path
+(`Ledger.ingest`, not gRPC): 10,000 evidence rows over 1,000 keys and 1,000,000 rows over
+100,000 keys, ten competing pieces of evidence per key; starts a node on each and measures
+GetBelief on both, each next to an echo: over a hot set of 2,000 keys and uniformly over
+all keys, then again uniformly with the served memory off (`cache_keys = 0`, every read
+from the store); reports GetBelief at 1,000,000 rows over 10,000 rows for each, and the
+nodes' resident memory.
 
 Readable lines first; the last line is one JSON object with every figure.
 """
@@ -51,6 +58,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.config import Settings
+from factnode.core import MICROS_PER_DAY, Key, Policy, Submission, make_evidence
+from factnode.ledger import Ledger, ensure_node_id
+from factnode.store import SqlRepository
 
 CONCURRENCY = 16
 START_TIMEOUT = 60.0  # seconds for the node to report SERVING
@@ -129,13 +140,15 @@ async def start_echo() -> tuple[grpc.aio.Server, int]:
 class NodeProcess:
     """`factnode serve` in a subprocess with its own data dir and config file."""
 
-    def __init__(self, workdir: Path, postgres: str | None) -> None:
+    def __init__(self, workdir: Path, postgres: str | None, cache_keys: int | None = None) -> None:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         config = workdir / "factnode.toml"
         lines = [f'listen = "{self.address}"', f'data_dir = "{workdir / "data"}"']
         if postgres:
             lines.append(f"database_url = {json.dumps(postgres)}")
+        if cache_keys is not None:
+            lines.append(f"cache_keys = {cache_keys}")
         config.write_text("\n".join(lines) + "\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith("FACTNODE_")}
         env["PYTHONUNBUFFERED"] = "1"
@@ -412,13 +425,185 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+# -- at scale -------------------------------------------------------------------------
+
+SCALE_STORES = ((1_000, "10k"), (100_000, "1m"))  # keys; 10 evidence rows per key
+SCALE_EVIDENCE_PER_KEY = 10
+SCALE_BATCH_KEYS = 500  # keys per write transaction while building (5,000 rows)
+SCALE_HOT_KEYS = 2_000
+# Anchors that never decay by default: the node's decay job finds nothing to do.
+SCALE_ANCHORS = ("user_stated", "user_confirmed", "codebase_verified")
+
+
+def scale_key(i: int) -> Key:
+    return Key(f"scale:{i % 100}", f"subject-{i:07d}", "lives_in")
+
+
+def build_store(data_dir: Path, n_keys: int) -> float:
+    """Fills a fresh store in `data_dir` as the node would open it: `n_keys` keys with ten
+    competing pieces of evidence each (anchors, event times, worth and confidence drawn from
+    a seeded generator), through `Ledger.ingest` in batches. Returns the seconds it took."""
+    data_dir.mkdir(parents=True)
+    repo = SqlRepository(Settings(data_dir=data_dir).db_url)
+    rng = random.Random(SEED + n_keys)
+    policy = Policy()
+    now = int(time.time() * 1_000_000)
+    t0 = time.perf_counter()
+    try:
+        ledger = Ledger(repo, policy, ensure_node_id(repo, None, "node-scale"), _NowClock(now))
+        for first in range(0, n_keys, SCALE_BATCH_KEYS):
+            items = []
+            for i in range(first, min(n_keys, first + SCALE_BATCH_KEYS)):
+                key = scale_key(i)
+                for v in range(SCALE_EVIDENCE_PER_KEY):
+                    fact = Submission(
+                        key.namespace,
+                        key.subject,
+                        key.predicate,
+                        f"city-{v}",
+                        rng.choice(SCALE_ANCHORS),
+                        source=f"agent-{rng.randrange(4)}",
+                        worth=rng.randrange(4, 11) / 10,
+                        confidence=rng.randrange(5, 11) / 10,
+                        valid_from=now - rng.randrange(1, 400) * MICROS_PER_DAY,
+                    )
+                    items.append(
+                        (make_evidence(fact, policy, recorded_at=now, origin_node=""), None)
+                    )
+            ledger.ingest(items)
+    finally:
+        repo.close()
+    return time.perf_counter() - t0
+
+
+class _NowClock:
+    """The build's one instant (the store only records it)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def now(self) -> int:
+        return self.at
+
+
+async def measure_scale(args: argparse.Namespace) -> dict[str, Any]:
+    """Both stores built; GetBelief on a node over each, next to an echo, alternately: with
+    the served memory on (hot keys, then keys drawn from all), then with it off."""
+    out: dict[str, Any] = {}
+    workdirs: dict[str, Path] = {}
+    try:
+        for n_keys, name in SCALE_STORES:
+            workdirs[name] = Path(tempfile.mkdtemp(prefix=f"factnode-scale-{name}-"))
+            seconds = await asyncio.to_thread(build_store, workdirs[name] / "data", n_keys)
+            rows = n_keys * SCALE_EVIDENCE_PER_KEY
+            out[f"build_{name}"] = {"rows": rows, "keys": n_keys, "seconds": round(seconds, 1)}
+            say(f"built {rows:,} rows over {n_keys:,} keys in {seconds:.0f} s")
+        for memory, phases in ((True, ("hot", "uniform")), (False, ("uniform_no_memory",))):
+            rss = await _scale_reads(args, workdirs, memory, phases, out)
+            if memory:
+                out["node_rss_mb"] = rss
+                say(
+                    f"node resident memory: 10k rows {rss['10k']:.0f} MB, 1M rows {rss['1m']:.0f} MB"
+                )
+        return out
+    finally:
+        for workdir in workdirs.values():
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def _scale_reads(
+    args: argparse.Namespace,
+    workdirs: dict[str, Path],
+    memory: bool,
+    phases: tuple[str, ...],
+    out: dict[str, Any],
+) -> dict[str, float | None]:
+    """Starts a node on each store (served memory on or off), measures each phase into
+    `out`, and returns each node's resident memory (MB) at the end."""
+    nodes = {name: NodeProcess(workdirs[name], None, None if memory else 0) for name in workdirs}
+    channels = {name: grpc.aio.insecure_channel(n.address) for name, n in nodes.items()}
+    echo_server, echo_port = await start_echo()
+    echo_channel = grpc.aio.insecure_channel(f"127.0.0.1:{echo_port}")
+    try:
+        for name, node in nodes.items():
+            await node.wait_serving(channels[name])
+        rng = random.Random(SEED)
+        stubs = {name: pb_grpc.FactServiceStub(ch) for name, ch in channels.items()}
+        sizes: dict[str, tuple[int, int]] = {}
+
+        def reader(name: str, n_keys: int, hot: bool) -> Callable[[int], Awaitable[object]]:
+            pool = min(n_keys, SCALE_HOT_KEYS) if hot else n_keys
+
+            async def call(n: int) -> object:
+                k = scale_key(rng.randrange(pool))
+                request = pb.GetBeliefRequest(
+                    key=pb.Key(namespace=k.namespace, subject=k.subject, predicate=k.predicate)
+                )
+                reply = await stubs[name].GetBelief(request, timeout=CALL_TIMEOUT)
+                sizes.setdefault(name, (request.ByteSize(), reply.ByteSize()))
+                return reply
+
+            return call
+
+        echo_unary = echo_channel.unary_unary(ECHO_UNARY, None, None)
+        seconds, warm = args.seconds, min(1.0, args.seconds / 3)
+        for phase in phases:
+            hot = phase == "hot"
+            pairs: dict[str, list[tuple[dict[str, float], dict[str, float]]]] = {}
+            for n_keys, name in SCALE_STORES:
+                await concurrent(reader(name, n_keys, hot), warm)
+            for _ in range(args.repeats):
+                for n_keys, name in SCALE_STORES:
+                    node_fig = await concurrent(reader(name, n_keys, hot), seconds)
+                    payload = echo_request(*sizes[name])
+
+                    async def echo_call(n: int, payload: bytes = payload) -> object:
+                        return await echo_unary(payload, timeout=CALL_TIMEOUT)
+
+                    echo_fig = await concurrent(echo_call, seconds)
+                    pairs.setdefault(name, []).append((node_fig, echo_fig))
+            ratios = {
+                name: [round(n["rps"] / e["rps"], 3) for n, e in got] for name, got in pairs.items()
+            }
+            mid = {name: statistics.median(r) for name, r in ratios.items()}
+            out[f"get_{phase}"] = {
+                name: {
+                    "ratio": round(mid[name], 3),
+                    "ratios": ratios[name],
+                    "node_rps": [n["rps"] for n, _ in pairs[name]],
+                    "node_p99_ms": [n["p99_ms"] for n, _ in pairs[name]],
+                    "echo_rps": [e["rps"] for _, e in pairs[name]],
+                }
+                for name in pairs
+            }
+            out[f"get_{phase}_1m_over_10k"] = round(mid["1m"] / mid["10k"], 3)
+            say(
+                f"GetBelief ({phase}) node/echo at 10k rows {mid['10k']:.3f}, at 1M rows "
+                f"{mid['1m']:.3f}: 1M over 10k {out[f'get_{phase}_1m_over_10k']:.3f} "
+                f"(node rps 10k {out[f'get_{phase}']['10k']['node_rps']}, "
+                f"1M {out[f'get_{phase}']['1m']['node_rps']})"
+            )
+        return {name: node.rss_mb() for name, node in nodes.items()}
+    finally:
+        for ch in channels.values():
+            await ch.close(None)
+        await echo_channel.close(None)
+        await echo_server.stop(0)
+        for node in nodes.values():
+            node.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few seconds per figure")
     parser.add_argument("--postgres", metavar="URL", help="run the node on this database")
     parser.add_argument("--seconds", type=float, help="seconds per measured phase")
     parser.add_argument("--repeats", type=int, help="node/echo pairs per figure")
-    parser.add_argument("--scale", action="store_true", help="1,000,000 rows (not implemented)")
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="GetBelief at 10,000 vs 1,000,000 evidence rows, and RSS (SQLite; minutes)",
+    )
     args = parser.parse_args()
     if args.seconds is None:
         args.seconds = 2.0 if args.quick else 8.0
@@ -430,7 +615,24 @@ def main() -> None:
         f"{'postgres' if args.postgres else 'sqlite'}"
     )
     if args.scale:
-        say("--scale: NOT IMPLEMENTED (no 1,000,000-row figures in this run)")
+        if args.postgres:
+            parser.error("--scale builds SQLite stores; it does not take --postgres")
+        scale = asyncio.run(measure_scale(args))
+        summary = {
+            "get_hot_1m_over_10k": scale["get_hot_1m_over_10k"],
+            "get_uniform_1m_over_10k": scale["get_uniform_1m_over_10k"],
+            "get_uniform_no_memory_1m_over_10k": scale["get_uniform_no_memory_1m_over_10k"],
+            "node_rss_mb_1m": scale["node_rss_mb"]["1m"],
+            "store": "sqlite",
+            "seconds": args.seconds,
+            "repeats": args.repeats,
+            "concurrency": CONCURRENCY,
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "figures": scale,
+        }
+        print(json.dumps(summary), flush=True)
+        return
     out = asyncio.run(measure(args))
     result: dict[str, Any] = {
         f"{name}_ratio": out[name]["ratio"] for name in ("submit", "stream", "get", "asof", "list")
@@ -444,7 +646,6 @@ def main() -> None:
             "seconds": args.seconds,
             "repeats": args.repeats,
             "concurrency": CONCURRENCY,
-            "scale": "not implemented" if args.scale else "not requested",
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "figures": out,

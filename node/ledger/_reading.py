@@ -74,16 +74,26 @@ class Reading(Serving):
             raise NotFound(f"no belief for {key}")
         return found
 
+    def served_in_memory(self, key: Key) -> Belief | None:
+        """The served belief of a hot key from memory, or None: then ask `served`. Only keys
+        no peer votes on are kept (a tally depends on the time); safe on the event loop."""
+        found: Belief | None = self.repo.served.get(key)
+        return found
+
     def served(self, key: Key) -> tuple[Belief, Explanation | None]:
         """The served belief now and, where a peer votes on the key, its explanation with the
-        tally: one read transaction for what GetBelief answers."""
+        tally: one read transaction for what GetBelief answers. A belief without peer votes
+        is kept in memory for `served_in_memory` until a write touches its key."""
         check_key_input(key)
+        memory = self.repo.served
+        epoch = memory.epoch()
         with self.repo.read() as tx:
             found = self._beliefs(tx, [key]).get(key)
             if found is None:
                 raise NotFound(f"no belief for {key}")
             votes = tx.votes([key])[key]
             if not self._peer_voted(votes):
+                memory.fill(epoch, key, found)
                 return found, None
             state = tx.key_states([key])[key]
         return found, self._explained(key, state, found, votes)

@@ -294,6 +294,15 @@ class Serving:
         )
         return [row], result
 
+    def _publish(self, tx: Transaction, beliefs: Mapping[Key, Belief]) -> None:
+        """Offers GetBelief's answers for keys without peer votes, as this write leaves them,
+        to the served memory (kept once the write commits)."""
+        if self.repo.served.capacity and beliefs:
+            votes = tx.votes(list(beliefs))
+            tx.publish_served(
+                {k: b for k, b in beliefs.items() if not self._peer_voted(votes.get(k, ()))}
+            )
+
     def _beliefs(
         self, tx: Transaction, keys: Iterable[Key], held: Mapping[str, Evidence] | None = None
     ) -> dict[Key, Belief]:

@@ -111,6 +111,7 @@ class Writing(Serving):
                 e.evidence_id: e for st in tx.key_states(untouched).values() for e in st.evidence
             }
             beliefs.update(self._beliefs(tx, untouched, held))
+            self._publish(tx, beliefs)
         self._after(fx)
         return [
             Submitted(ruling.decision, e.evidence_id, e.version_id, beliefs.get(e.key))

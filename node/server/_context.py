@@ -55,6 +55,9 @@ class NodeContext:
     database: str
     writer: GroupCommit
     syncer: Syncer | None = None
+    # As-of GetBelief reads on the event loop (a SQLite file: a local read that never waits
+    # for a writer in WAL mode, shorter than a thread hop); otherwise in a thread.
+    inline_reads: bool = False
 
 
 def peer_tallies(belief: Belief, explanation: Explanation | None) -> list[pb.VersionTally]:

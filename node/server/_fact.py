@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 from google.rpc import code_pb2
 
@@ -12,6 +14,7 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.core import Evidence, FieldViolation, InvalidInput
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
+from factnode.ledger import Submitted
 from factnode.server._auth import caller_identity, require_write, require_write_submission
 from factnode.server._context import NodeContext, maybe_belief, peer_tallies, run
 from factnode.server._errors import (
@@ -57,18 +60,34 @@ class FactServicer(pb_grpc.FactServiceServicer):
     ) -> pb.SubmitFactsResponse:
         results: list[pb.ItemResult] = []
         pending: list[tuple[int, Evidence, str | None]] = []
+        # The batch being committed while the next one is read off the stream (at most one).
+        committing: tuple[list[tuple[int, Evidence, str | None]], asyncio.Task[Any]] | None = None
 
-        async def flush() -> None:
-            if not pending:
-                return
-            done = await run(self.ctx.ledger.ingest, [(e, k) for _, e, k in pending])
+        def decided(batch: list[tuple[int, Evidence, str | None]], done: list[Submitted]) -> None:
             self.ctx.metrics.decided([d.decision for d in done])
             results.extend(
                 pb.ItemResult(index=i, decision=cv.decision_pb(d.decision))
-                for (i, _, _), d in zip(pending, done, strict=True)
+                for (i, _, _), d in zip(batch, done, strict=True)
             )
-            pending.clear()
             self.ctx.changes.notify()
+
+        async def settle() -> None:
+            """Waits for the batch being committed; a failure leaves it in `committing`."""
+            nonlocal committing
+            if committing is not None:
+                batch, task = committing
+                done = await asyncio.shield(task)
+                committing = None
+                decided(batch, done)
+
+        async def flush() -> None:
+            nonlocal committing
+            await settle()  # commits stay in stream order, one at a time
+            if pending:
+                batch = pending.copy()
+                pending.clear()
+                items = [(e, k) for _, e, k in batch]
+                committing = (batch, asyncio.ensure_future(run(self.ctx.ledger.ingest, items)))
 
         index = 0
         try:
@@ -85,7 +104,16 @@ class FactServicer(pb_grpc.FactServiceServicer):
                 if len(pending) >= STREAM_BATCH:
                     await flush()
             await flush()
+            await settle()
         except Exception as exc:
+            if committing is not None:
+                # A commit already under way finishes either way: report it if it succeeded.
+                batch, task = committing
+                await asyncio.wait([task])
+                if task.exception() is None:
+                    decided(batch, task.result())
+                else:
+                    pending[:0] = batch
             # The batch not yet committed is dropped. Every item before it was decided or
             # refused, and the status says how many of each; nothing from it on was written.
             written = pending[0][0] if pending else index
@@ -99,10 +127,20 @@ class FactServicer(pb_grpc.FactServiceServicer):
     async def GetBelief(self, request: pb.GetBeliefRequest, context: Context) -> pb.Belief:
         as_of, known_at = cv.time_travel(request)
         if as_of is not None or known_at is not None:
-            belief = await run(self.ctx.ledger.belief, cv.key(request.key), as_of, known_at)
+            if self.ctx.inline_reads:
+                # One key's evidence from a local file: cheaper than the thread hop, whose
+                # GIL hand-offs cost more than the read (bench/README.md). A key with very
+                # many versions holds the loop for its arbitration.
+                belief = self.ctx.ledger.belief(cv.key(request.key), as_of, known_at)
+            else:
+                belief = await run(self.ctx.ledger.belief, cv.key(request.key), as_of, known_at)
             return cv.belief_pb(belief)
+        key = cv.key(request.key)
+        hot = self.ctx.ledger.served_in_memory(key)
+        if hot is not None:
+            return cv.belief_pb(hot)  # no thread hop, no read transaction
         # One read: the served belief, and the tallies only where peers have voted.
-        belief, explanation = await run(self.ctx.ledger.served, cv.key(request.key))
+        belief, explanation = await run(self.ctx.ledger.served, key)
         msg = cv.belief_pb(belief)
         msg.tallies.extend(peer_tallies(belief, explanation))
         return msg

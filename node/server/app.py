@@ -152,6 +152,7 @@ class Node:
             redact_url(s.db_url),
             self.writer,
             self.syncer,
+            inline_reads=self.repo.is_sqlite_file,
         )
         add_service(server, FactServicer(ctx), "FactService")
         add_service(server, ReviewServicer(ctx), "ReviewService")

@@ -6,7 +6,8 @@ What lives here:
   meta) and the stored value types (`StoredBelief`, `Tombstone`, ...).
 - `sql`: `SqlRepository` and `SqlTransaction`, composed of one part per aggregate
   (`_evidence`, `_decisions`, `_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_meta`)
-  over the shared connection and key cache (`_part`, `cache`).
+  over the shared connection and key cache (`_part`, `cache`); `cache` also holds the
+  served-read memory (`ServedMemory`) that each write transaction keeps in step.
 - `_engine` (engine set-up, SQLite pragmas, PostgreSQL specifics), `_sqltext` (hand-built
   SQL for the hot paths), `_rows` (columns, statements and row mapping), `_tables` (the
   SQLModel tables) and `migrations` (Alembic).

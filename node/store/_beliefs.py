@@ -70,6 +70,7 @@ class SqlBeliefs(TransactionPart):
         """Replaces the served rows of each key; announced changes go to the change log."""
         if not changes:
             return
+        self._touch(key for key, _, _ in changes)
         cols = {key: _key_values(key) for key, _, _ in changes}
         for _ in run_in(self._c, _DELETE_BELIEFS, "belief.key_id", {c[0] for c in cols.values()}):
             pass  # each chunk's DELETE runs as the loop reaches it

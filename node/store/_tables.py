@@ -86,6 +86,9 @@ class BeliefRow(SQLModel, table=True):
     __table_args__ = (
         Index("ix_belief_subject", "namespace", "subject", "predicate"),
         Index("ix_belief_state", "state"),
+        # ListBeliefs pages a namespace in (key_id, version_id) order: without this index
+        # each page sorted every belief of the namespace to return the first 100.
+        Index("ix_belief_page", "namespace", "key_id", "version_id"),
     )
 
     key_id: str = Field(primary_key=True, max_length=ID)

@@ -44,6 +44,7 @@ class SqlVotes(TransactionPart):
 
     def put_votes(self, votes: Sequence[Vote]) -> None:
         if votes:
+            self._touch(v.key for v in votes)
             # One vote per voter and key: the latest replaces the one held.
             insert_rows(
                 self._c, V, _VOTE_COLUMNS, [_vote_values(v) for v in votes], ("voter", "key_id")
@@ -52,6 +53,7 @@ class SqlVotes(TransactionPart):
                 self._cache.put_votes(votes)
 
     def delete_votes(self, voter: str, keys: Collection[Key]) -> None:
+        self._touch(keys)
         for part in chunks(sorted(ids.key_id(k) for k in keys)):
             self._c.execute(delete(V).where(V.c.voter == voter, V.c.key_id.in_(part)))
         if self._cache is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from factnode.core import (
     Arbitrated,
@@ -19,6 +19,9 @@ from factnode.core import (
     Rule,
 )
 from factnode.core.consensus import Vote
+
+if TYPE_CHECKING:
+    from factnode.store.cache import ServedMemory  # cache imports this module
 
 T = TypeVar("T")
 
@@ -132,6 +135,8 @@ class BeliefTransaction(Protocol):
 
     def beliefs(self, keys: Collection[Key]) -> dict[Key, list[StoredBelief]]: ...
 
+    def publish_served(self, answers: Mapping[Key, Any]) -> None: ...
+
     def replace_beliefs(
         self, changes: Sequence[tuple[Key, Sequence[StoredBelief], bool]], changed_at: Instant
     ) -> None: ...
@@ -236,7 +241,11 @@ class Transaction(
 
 
 class Repository(Protocol):
-    """Opens transactions; `write()` serialises writers (SQLite: BEGIN IMMEDIATE)."""
+    """Opens transactions; `write()` serialises writers (SQLite: BEGIN IMMEDIATE). `served`
+    is the memory of served-belief answers that its writes keep in step (`ServedMemory`)."""
+
+    @property
+    def served(self) -> ServedMemory[Any]: ...
 
     def write(self) -> AbstractContextManager[Transaction]: ...
 

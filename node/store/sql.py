@@ -22,7 +22,7 @@ from factnode.store._pins import SqlPins
 from factnode.store._rows import _evidence_row as _evidence_row  # the bench builds rows with it
 from factnode.store._tombstones import SqlTombstones
 from factnode.store._votes import SqlVotes
-from factnode.store.cache import DEFAULT_CACHE_KEYS, KeyCache
+from factnode.store.cache import DEFAULT_CACHE_KEYS, KeyCache, ServedMemory, Touched
 from factnode.store.migrations import upgrade
 
 __all__ = ["SqlRepository", "SqlTransaction", "make_engine"]
@@ -44,6 +44,11 @@ class SqlRepository:
     `cache_keys` hot keys (0 turns it off). Each write moves a generation number kept in the
     database, so a write by anything else (another process on the same file) is noticed at
     the next write here and the cache starts over.
+
+    `served` holds the served-belief answers of up to `cache_keys` hot keys for reads
+    (`ServedMemory`); every write transaction here forgets the keys it touched around its
+    commit. It assumes this process is the database's only writer while it serves: a write
+    by another process is noticed only at this process's next write.
     """
 
     def __init__(self, url: str, cache_keys: int = DEFAULT_CACHE_KEYS) -> None:
@@ -55,26 +60,38 @@ class SqlRepository:
         )
         self._writer = threading.Lock()
         self._cache = KeyCache(cache_keys)
+        self.served: ServedMemory[Any] = ServedMemory(cache_keys)
         upgrade(self.engine)
 
     @property
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
 
+    @property
+    def is_sqlite_file(self) -> bool:
+        """A SQLite file (WAL): its reads are local and never wait for a writer."""
+        return self.is_sqlite and not is_memory(self.engine)
+
     @contextmanager
     def write(self) -> Iterator[SqlTransaction]:
         cache = self._cache
+        touched = Touched()
         with self._writer, self._serial:
             with self.engine.connect().execution_options(write=True) as conn, conn.begin():
                 lock_writer(conn)
-                tx = SqlTransaction(conn, cache.begin() if cache.capacity else None)
+                tx = SqlTransaction(conn, cache.begin() if cache.capacity else None, touched)
                 seen = tx.meta(_GENERATION)
                 if seen != cache.generation:
                     cache.clear()  # written by someone else since our last write
+                    touched.every = True
                 yield tx
                 generation = uuid.uuid4().hex
                 tx.set_meta(_GENERATION, generation)
-            # Committed: the cache follows.
+                # Before the commit too: a read filling from the old rows meanwhile is refused.
+                self.served.forget(touched)
+            # Committed: the caches follow.
+            self.served.forget(touched)
+            self.served.publish(touched)
             cache.generation = generation
             if tx._cache is not None:
                 tx._cache.commit()

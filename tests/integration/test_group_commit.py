@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import grpc
 import pytest
+from grpc_status import rpc_status
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.config import Settings
-from factnode.core import Evidence, Outcome, Policy, Submission
+from factnode.core import Evidence, Key, Outcome, Policy, Submission
 from factnode.ledger import Ledger, NotFound, Submitted
 from factnode.server._group_commit import GroupCommit, WriterClosed
 from factnode.server.app import Node
@@ -266,3 +269,95 @@ async def test_concurrent_submit_fact_calls_on_a_node(tmp_path: Path) -> None:
     assert len({o.evidence_id for o in dups}) == 1  # type: ignore[union-attr]
     assert isinstance(bad, grpc.aio.AioRpcError)
     assert bad.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_stream_reads_on_while_a_batch_commits_and_reports_only_what_committed(
+    tmp_path: Path,
+) -> None:
+    """SubmitFacts commits one batch while it reads the next, yet when batch 2 of 3 fails the
+    status counts batch 1 only, and only batch 1 is stored (batch 3 never reaches the store)."""
+    node = Node(Settings(listen="127.0.0.1:0", data_dir=tmp_path))
+    port = await node.start()
+    # The gate calls the real ingest; the servicer calls the gate.
+    gate = Gate(cast(Ledger, SimpleNamespace(ingest=node.ledger.ingest)))
+    gate.fail_batch = 1
+    node.ledger.ingest = gate  # type: ignore[method-assign]
+    batch = 256  # the servicer's STREAM_BATCH
+
+    async def items() -> AsyncIterator[pb.SubmitFactRequest]:
+        for i in range(3 * batch):
+            yield pb.SubmitFactRequest(
+                fact=pb.FactInput(
+                    key=pb.Key(namespace="user:ana", subject=f"s{i}", predicate="lives_in"),
+                    object="Porto",
+                    attribution="user_stated",
+                    source="ana",
+                )
+            )
+
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await pb_grpc.FactServiceStub(channel).SubmitFacts(items(), timeout=WAIT)
+        counts = await asyncio.to_thread(node.ledger.counts)
+    finally:
+        await node.stop(0)
+    assert err.value.code() is grpc.StatusCode.INTERNAL
+    status = rpc_status.from_call(err.value)
+    assert status is not None
+    reports = [d for d in status.details if d.Is(pb.SubmitFactsResponse.DESCRIPTOR)]
+    report = pb.SubmitFactsResponse()
+    reports[0].Unpack(report)
+    assert (report.decided_count, report.invalid_count) == (batch, 0)
+    assert len(gate.batches) == 2  # the third batch was never handed to the store
+    assert counts.evidence == batch
+
+
+async def test_as_of_get_belief_read_on_the_loop_answers_like_the_store(tmp_path: Path) -> None:
+    """On a SQLite-file node as-of GetBelief reads on the event loop: the value then, NOT_FOUND
+    before any evidence, INVALID_ARGUMENT for a time out of range; as the ledger answers."""
+    node = Node(Settings(listen="127.0.0.1:0", data_dir=tmp_path))
+    port = await node.start()
+    key = pb.Key(namespace="user:ana", subject="ana", predicate="lives_in")
+    day = 86_400
+
+    def fact(value: str, seconds: int) -> pb.SubmitFactRequest:
+        return pb.SubmitFactRequest(
+            fact=pb.FactInput(
+                key=key,
+                object=value,
+                attribution="user_stated",
+                source="ana",
+                valid_from={"seconds": seconds},
+            )
+        )
+
+    try:
+        assert node.repo.is_sqlite_file
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            facts = pb_grpc.FactServiceStub(channel)
+            await facts.SubmitFact(fact("Porto", 1_700_000_000), timeout=WAIT)
+            await facts.SubmitFact(fact("Faro", 1_700_000_000 + 30 * day), timeout=WAIT)
+            then = await facts.GetBelief(
+                pb.GetBeliefRequest(key=key, as_of={"seconds": 1_700_000_000 + day}), timeout=WAIT
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as missing:
+                await facts.GetBelief(
+                    pb.GetBeliefRequest(key=key, as_of={"seconds": 1_600_000_000}), timeout=WAIT
+                )
+            with pytest.raises(grpc.aio.AioRpcError) as bad:
+                await facts.GetBelief(
+                    pb.GetBeliefRequest(key=key, as_of={"seconds": 10**12}), timeout=WAIT
+                )
+        as_of = (1_700_000_000 + day) * 1_000_000
+        want = await asyncio.to_thread(node.ledger.belief, _key(key), as_of)
+    finally:
+        await node.stop(0)
+    assert then.object == "Porto" == want.object
+    assert then.evidence.evidence_id == want.evidence.evidence_id
+    assert missing.value.code() is grpc.StatusCode.NOT_FOUND
+    assert bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+
+
+def _key(k: pb.Key) -> Key:
+    return Key(k.namespace, k.subject, k.predicate)

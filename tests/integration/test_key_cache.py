@@ -1,8 +1,9 @@
-"""The write path's key cache never changes an answer.
+"""The write path's key cache and the served-read memory never change an answer.
 
-Two ledgers driven alike, one on a store with the key cache and one without, must agree on
-everything a reader can see; inside a write transaction the cache must agree with the
-database; a rollback, another writer on the same file and a tiny capacity change nothing.
+Two ledgers driven alike, one on a store with the key cache and the served memory and one
+without either, must agree on everything a reader can see (GetBelief's served answer read
+from memory first, as the server does); inside a write transaction the cache must agree with
+the database; a rollback, another writer on the same file and a tiny capacity change nothing.
 """
 
 from __future__ import annotations
@@ -201,10 +202,17 @@ def outcome(fn: Callable[[], Any]) -> Any:
         return ("refused", type(exc).__name__, str(exc))
 
 
+def served_answer(ledger: Ledger, key: Key) -> Any:
+    """GetBelief's answer as the server finds it: from memory where the key is hot."""
+    hot = ledger.served_in_memory(key)
+    return (hot, None) if hot is not None else ledger.served(key)
+
+
 def observe(ledger: Ledger) -> dict[Any, Any]:
     """Everything a reader of the ledger can see."""
     seen: dict[Any, Any] = {}
     for key in KEYS:
+        seen["served", key] = outcome(partial(served_answer, ledger, key))
         seen["belief", key] = outcome(partial(ledger.belief, key))
         seen["history", key] = outcome(partial(ledger.history, key))
         seen["explain", key] = outcome(partial(ledger.explain, key))
@@ -530,6 +538,72 @@ def test_a_cold_cache_after_each_write_answers_the_same() -> None:
     with twin() as pair:
         pair.run(SCRIPT, raw_checks=[False] * len(SCRIPT))
         assert_cache_agrees(pair.cached_repo)
+
+
+def test_a_served_read_after_each_kind_of_write_sees_the_write() -> None:
+    """Served memory: before each step of the script (every kind of write: submissions,
+    retractions, peer evidence and votes, resolution, decay, erasures, peer tombstones,
+    reconsideration, a failed write) every key with a belief and no peer vote is answered from
+    memory; after the step, the memory-first answer equals the uncached ledger's fresh read."""
+    with twin() as pair:
+        memory = pair.cached_repo.served
+        hits = 0
+        for op in SCRIPT:
+            for key in KEYS:
+                found = outcome(partial(pair.cached.served, key))  # fills where it may
+                if found[0] == "ok" and found[1][1] is None:
+                    assert memory.get(key) == found[1][0], key
+                    hits += 1
+                else:
+                    assert memory.get(key) is None, key
+            pair.apply(op)
+            for key in KEYS:
+                got = outcome(partial(served_answer, pair.cached, key))
+                assert got == outcome(partial(pair.plain.served, key)), (op, key)
+        assert hits > len(SCRIPT)  # the memory was in use, not merely empty
+        assert len(pair.plain_repo.served) == 0  # cache_keys=0 keeps nothing
+
+
+def test_a_served_read_racing_a_commit_never_keeps_the_old_answer(tmp_path: Path) -> None:
+    """A read that took its epoch before a write committed (and so may hold the old rows)
+    offers its answer after the commit: it is refused, and memory holds what the write
+    published (the belief after its commit)."""
+    clock = FakeClock()
+    repo = SqlRepository(f"sqlite:///{tmp_path}/a.db")
+    try:
+        ledger = Ledger(repo, POLICY, NODE, clock)
+        ledger.submit(Submission(NS, "ana", "lives_in", "Porto", "user_stated", "ana"))
+        epoch = repo.served.epoch()
+        stale = ledger.served(LIVES_IN)[0]  # filled: nothing was written since its epoch
+        assert ledger.served_in_memory(LIVES_IN) == stale
+        clock.advance(DAY)
+        ledger.submit(Submission(NS, "ana", "lives_in", "Faro", "user_stated", "ana"))
+        published = ledger.served_in_memory(LIVES_IN)
+        assert published is not None and published.object == "Faro"
+        assert not repo.served.fill(epoch, LIVES_IN, stale)  # the racing read is refused
+        assert ledger.served_in_memory(LIVES_IN) == published == ledger.served(LIVES_IN)[0]
+        # A write on another key forgets only that key, but still refuses older fills.
+        hot = ledger.served(LIVES_IN)[0]
+        epoch = repo.served.epoch()
+        ledger.submit(Submission(NS, "bob", "lives_in", "Braga", "user_stated", "bob"))
+        assert ledger.served_in_memory(LIVES_IN) == hot
+        assert not repo.served.fill(epoch, LIVES_IN, stale)
+    finally:
+        repo.close()
+
+
+def test_a_submission_leaves_its_key_answered_from_memory_unless_a_peer_votes() -> None:
+    """Ingest publishes each key's served belief at its commit: the next GetBelief is a memory
+    hit equal to a store read; a key a peer votes on is never kept (its tally is read)."""
+    with twin() as pair:
+        pair.apply(Submit((Fact(0, 0), Fact(1, 0), Fact(2, 0), Fact(2, 1))))
+        for key in (LIVES_IN, WORKS_AT, SPEAKS):
+            assert pair.cached.served_in_memory(key) == pair.plain.served(key)[0]
+        pair.apply(Receive("peer-1", (), (PeerVote(0, 0),)))
+        pair.apply(Submit((Fact(0, 1, "llm_generated"), Fact(1, 1, "llm_generated"))))
+        assert pair.cached.served_in_memory(LIVES_IN) is None
+        assert pair.cached.served_in_memory(WORKS_AT) == pair.plain.served(WORKS_AT)[0]
+        assert pair.cached.served(LIVES_IN)[1] is not None  # the tally, from the store
 
 
 key_index = st.integers(0, len(KEYS) - 1)

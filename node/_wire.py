@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any, cast
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -140,6 +141,10 @@ def decision_pb(d: Decision, seq: int = 0) -> pb.Decision:
 def state_pb(state: BeliefState) -> pb.BeliefState:
     # EnumTypeWrapper.Value is typed as returning int; the value is one of the enum's.
     return cast(pb.BeliefState, pb.BeliefState.Value(f"BELIEF_STATE_{state.value}"))
+
+
+def threshold_pb(threshold: Fraction) -> pb.ConsensusThreshold:
+    return pb.ConsensusThreshold(numerator=threshold.numerator, denominator=threshold.denominator)
 
 
 def belief_pb(b: Belief) -> pb.Belief:

@@ -20,7 +20,8 @@ MAX_TOKEN_CHARS = 256
 # Decision-log positions are SQL BIGINTs.
 MAX_SEQ = 2**63 - 1
 
-KEYS = "keys"  # a (key id, version id) position in key order: ListBeliefs, ListContested
+KEYS = "keys"  # a (key id, version id) position in key order: ListBeliefs
+QUEUE = "queue"  # a (since, key id, version id) position, oldest first: ListContested
 DECISIONS = "decisions"  # a decision-log seq: ListDecisions
 CHANGES = "changes"  # a decision-log seq: WatchBeliefs
 
@@ -64,6 +65,21 @@ def decode_key_position(token: str, field: str = "page_token") -> tuple[str, str
     return key_id, version_id
 
 
+def queue_position(since: int, key_id: str, version_id: str) -> str:
+    """A token for the review-queue page after the entry (since, key id, version id)."""
+    return _encode(QUEUE, str(since), key_id, version_id)
+
+
+def decode_queue_position(token: str, field: str = "page_token") -> tuple[int, str, str]:
+    """The (since, key id, version id) a review-queue token names; InvalidInput otherwise."""
+    since, key_id, version_id = _decode(token, QUEUE, field, 3)
+    if not _SEQ.fullmatch(since) or int(since) > MAX_SEQ or not _HEX_ID.fullmatch(key_id):
+        raise InvalidInput([FieldViolation(field, "is not a token this node issued")])
+    if not (version_id == "" or _HEX_ID.fullmatch(version_id)):
+        raise InvalidInput([FieldViolation(field, "is not a token this node issued")])
+    return int(since), key_id, version_id
+
+
 def seq_position(seq: int, kind: str = DECISIONS) -> str:
     """A token for the position after decision-log entry `seq`."""
     return _encode(kind, str(seq))
@@ -83,5 +99,7 @@ def check(token: str, kind: str, field: str) -> None:
         return
     if kind == KEYS:
         decode_key_position(token, field)
+    elif kind == QUEUE:
+        decode_queue_position(token, field)
     else:
         decode_seq_position(token, kind, field)

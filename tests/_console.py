@@ -16,6 +16,7 @@ import uvicorn
 from factnode.client import Client
 from factnode.config import Settings, TokenGrant
 from factnode.console import ConsoleSettings, create_app
+from factnode.core import Policy
 from factnode.server.app import Node
 
 READER, OPERATOR = "console-reader-token", "console-operator-token"
@@ -31,7 +32,7 @@ def chromium_path() -> str | None:
 class InProcessNode:
     """A Node on its own event-loop thread, with a reader and an operator token."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, policy: Policy | None = None) -> None:
         self.settings = Settings(
             listen="127.0.0.1:0",
             data_dir=tmp / "data",
@@ -41,6 +42,7 @@ class InProcessNode:
                 OPERATOR: TokenGrant(frozenset({"operator"}), ("*",), "olga"),
             },
             grace_seconds=0.0,
+            policy=policy or Policy(),
         )
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from fractions import Fraction
 from typing import Generic, TypeVar
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -19,6 +20,11 @@ def when(ts: Timestamp) -> datetime:
 
 def key_of(msg: pb.Key) -> Key:
     return Key(msg.namespace, msg.subject, msg.predicate)
+
+
+def threshold_of(msg: pb.ConsensusThreshold) -> Fraction | None:
+    """The node's consensus threshold as an exact fraction; None where the node sent none."""
+    return Fraction(msg.numerator, msg.denominator) if msg.denominator else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +104,8 @@ class Belief:
     evidence: Evidence | None
     values: tuple[str, ...]
     tallies: tuple[Tally, ...]
+    # The threshold the tallies are measured against (sent with them).
+    threshold: Fraction | None = None
 
     @classmethod
     def of(cls, m: pb.Belief) -> Belief:
@@ -106,6 +114,7 @@ class Belief:
             pb.BeliefState.Name(m.state).removeprefix("BELIEF_STATE_"), m.rule,
             Evidence.of(m.evidence) if m.HasField("evidence") else None,
             tuple(v.object for v in m.believed_values), tuple(Tally.of(t) for t in m.tallies),
+            threshold_of(m.consensus_threshold),
         )  # fmt: skip
 
 
@@ -209,12 +218,15 @@ class Contested:
     served_version_id: str
     detail: str
     versions: tuple[Tally, ...]
+    # The node's consensus threshold, against which the versions' shares are measured.
+    threshold: Fraction | None = None
 
     @classmethod
     def of(cls, m: pb.ContestedKey) -> Contested:
         return cls(
             key_of(m.key), pb.BeliefState.Name(m.state).removeprefix("BELIEF_STATE_"),
             m.served_version_id, m.detail, tuple(Tally.of(t) for t in m.versions),
+            threshold_of(m.consensus_threshold),
         )  # fmt: skip
 
 

@@ -40,7 +40,7 @@ from factnode.client import (
 from factnode.core import Key
 
 from . import _forms as forms
-from ._pictures import DEFAULT_THRESHOLD, tally_svg, timeline_svg
+from ._pictures import DEFAULT_THRESHOLD, percent, tally_svg, timeline_svg
 
 HERE = Path(__file__).parent
 QUEUE_PAGE = 25
@@ -185,7 +185,7 @@ class Console:
     def __init__(self, settings: ConsoleSettings) -> None:
         self.settings = settings
         self.templates = Jinja2Templates(directory=HERE / "templates")
-        self.templates.env.globals["threshold"] = f"{DEFAULT_THRESHOLD * 100}%"
+        self.templates.env.globals["threshold"] = percent(DEFAULT_THRESHOLD)
         self.roles = Roles()
         self.flashes = Flashes()
         self.watch = LogWatch()
@@ -261,6 +261,7 @@ class Console:
                 namespace, page_size=size, page_token=forms.text(q, "page_token")
             )
             keys = [k for k in page.items if not state or k.state == state]
+            threshold = next((k.threshold for k in page.items if k.threshold), DEFAULT_THRESHOLD)
             next_url = (
                 "/queue?" + urlencode({"namespace": namespace, "state": state,
                                        "page_size": size, "page_token": page.next_page_token})
@@ -278,6 +279,7 @@ class Console:
                     "next_url": next_url,
                     "key_query": key_query,
                     "operator": await self.roles.operator(self.node),
+                    "threshold": percent(threshold),
                 },
             )
 
@@ -313,8 +315,10 @@ class Console:
         now = datetime.now(UTC)
         belief = explanation.belief if explanation else None
         tallies = belief.tallies if belief else ()
+        threshold = (belief.threshold if belief else None) or DEFAULT_THRESHOLD
         if contested is not None and contested.versions:
             tallies = contested.versions
+            threshold = contested.threshold or threshold
         found = bool(explanation or history)
         return self.page(
             request,
@@ -330,7 +334,8 @@ class Console:
                 "decisions": decisions.items,
                 "more_decisions": bool(decisions.next_page_token),
                 "timeline": timeline_svg(history or (), now) if history else "",
-                "tally": tally_svg(tallies) if tallies else "",
+                "tally": tally_svg(tallies, threshold) if tallies else "",
+                "threshold": percent(threshold),
                 "operator": operator,
                 "flash": flash,
                 "error": error,

@@ -31,6 +31,11 @@ def _num(x: Fraction) -> str:
     return str(tenths // 10) if tenths % 10 == 0 else f"{tenths / 10:.1f}"
 
 
+def percent(threshold: Fraction) -> str:
+    """A threshold as the percentage operators read ("66%", "66.7%")."""
+    return f"{_num(threshold * 100)}%"
+
+
 def _label(text: str, limit: int = 22) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

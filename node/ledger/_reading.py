@@ -3,11 +3,10 @@ the decision log, the change feed and counts. Reads never write."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from factnode import tokens
 from factnode.core import (
-    BeliefState,
     Evidence,
     FieldViolation,
     Instant,
@@ -34,6 +33,7 @@ from factnode.ledger._model import (
 )
 from factnode.ledger._serving import Serving, check_key_input, check_times
 from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief
+from factnode.store.repository import Transaction
 
 MAX_PAGE_SIZE = 1000
 DEFAULT_PAGE_SIZE = 100
@@ -101,49 +101,61 @@ class Reading(Serving):
     def list_beliefs(
         self, namespace: str, subject: str | None = None, page_size: int = 0, page_token: str = ""
     ) -> Page[Belief]:
-        """Current beliefs of a namespace (and subject), a page at a time."""
-        return self._list(namespace, subject, page_size, page_token, None)
+        """Current beliefs of a namespace (and subject), a page at a time, in key order."""
+        after = tokens.decode_key_position(page_token) if page_token else None
+
+        def rows(tx: Transaction, limit: int) -> list[StoredBelief]:
+            return tx.list_beliefs(namespace, subject, after, limit)
+
+        def position(b: StoredBelief) -> str:
+            return tokens.key_position(ids.key_id(b.key), b.version_id)
+
+        return self._page(rows, position, page_size)
 
     def review_queue(
         self, namespace: str = "", page_size: int = 0, page_token: str = ""
     ) -> Page[Belief]:
-        """Every key whose served state is CONTESTED or AMBIGUOUS, and only those."""
-        return self._list(
-            namespace, None, page_size, page_token, (BeliefState.AMBIGUOUS, BeliefState.CONTESTED)
-        )
+        """Every key whose served state is CONTESTED or AMBIGUOUS, and only those, oldest
+        first (by when its served belief last changed)."""
+        after = tokens.decode_queue_position(page_token) if page_token else None
 
-    def _list(
+        def rows(tx: Transaction, limit: int) -> list[StoredBelief]:
+            return tx.queued_beliefs(namespace, after, limit)
+
+        def position(b: StoredBelief) -> str:
+            return tokens.queue_position(b.updated_at, ids.key_id(b.key), b.version_id)
+
+        return self._page(rows, position, page_size)
+
+    def _page(
         self,
-        namespace: str,
-        subject: str | None,
+        rows_after: Callable[[Transaction, int], list[StoredBelief]],
+        position: Callable[[StoredBelief], str],
         page_size: int,
-        page_token: str,
-        states: tuple[BeliefState, ...] | None,
     ) -> Page[Belief]:
+        """One page of served beliefs: `rows_after` reads the rows after the token's position
+        in the page's order, `position` makes the token for the page after a row."""
         size = _page_size(page_size)
-        after = tokens.decode_key_position(page_token) if page_token else None
         with self.repo.read() as tx:
-            rows = tx.list_beliefs(namespace, subject, after, size + 1, states)
+            rows = rows_after(tx, size + 1)
             more = len(rows) > size
             if more:
                 extra, rows = rows[size], rows[:size]
                 if extra.key == rows[-1].key:
                     # The page would end between two values of one multi-valued key: take
-                    # all of them, so no key is split into two partial beliefs across pages.
+                    # the rest of them (they follow in version order), so no key is split
+                    # into two partial beliefs across pages.
                     last = extra.key
                     rest = [
-                        b
-                        for b in tx.beliefs([last])[last]
-                        if after is None or (ids.key_id(last), b.version_id) > after
+                        b for b in tx.beliefs([last])[last] if b.version_id > rows[-1].version_id
                     ]
-                    rows = [b for b in rows if b.key != last] + rest
+                    rows = rows + rest
             reps = tx.evidence([b.evidence_id for b in rows])
         grouped: dict[Key, list[StoredBelief]] = {}
         for b in rows:
             grouped.setdefault(b.key, []).append(b)
         items = [belief_from_rows(bs, reps) for bs in grouped.values()]
-        token = tokens.key_position(ids.key_id(rows[-1].key), rows[-1].version_id) if more else ""
-        return Page(items, token)
+        return Page(items, position(rows[-1]) if more else "")
 
     def history(self, key: Key, known_at: Instant | None = None) -> list[VersionHistory]:
         """Every version of a key with its validity intervals, statuses and lineage."""

@@ -7,8 +7,10 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, TypeVar
 
+from factnode import _wire as cv
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import Key
 from factnode.core.consensus import Tally
@@ -60,12 +62,16 @@ class NodeContext:
     inline_reads: bool = False
 
 
-def peer_tallies(belief: Belief, explanation: Explanation | None) -> list[pb.VersionTally]:
-    """The tallies a served belief carries: every version's, only where a peer has voted."""
+def with_peer_tallies(
+    msg: pb.Belief, belief: Belief, explanation: Explanation | None, threshold: Fraction
+) -> pb.Belief:
+    """`msg` with the tallies a served belief carries: every version's, only where a peer has
+    voted, and then the threshold they are measured against."""
     result = explanation.tally if explanation is not None else None
-    if explanation is None or result is None or not result.peer_voted:
-        return []
-    return version_tallies(belief, explanation, result)
+    if explanation is not None and result is not None and result.peer_voted:
+        msg.tallies.extend(version_tallies(belief, explanation, result))
+        msg.consensus_threshold.CopyFrom(cv.threshold_pb(threshold))
+    return msg
 
 
 def version_tallies(

@@ -16,7 +16,7 @@ from factnode.core import Evidence, FieldViolation, InvalidInput
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger import Submitted
 from factnode.server._auth import caller_identity, require_write, require_write_submission
-from factnode.server._context import NodeContext, maybe_belief, peer_tallies, run
+from factnode.server._context import NodeContext, maybe_belief, run, with_peer_tallies
 from factnode.server._errors import (
     Context,
     PermissionDenied,
@@ -141,9 +141,9 @@ class FactServicer(pb_grpc.FactServiceServicer):
             return cv.belief_pb(hot)  # no thread hop, no read transaction
         # One read: the served belief, and the tallies only where peers have voted.
         belief, explanation = await run(self.ctx.ledger.served, key)
-        msg = cv.belief_pb(belief)
-        msg.tallies.extend(peer_tallies(belief, explanation))
-        return msg
+        return with_peer_tallies(
+            cv.belief_pb(belief), belief, explanation, self.ctx.ledger.policy.consensus_threshold
+        )
 
     @unary
     async def ListBeliefs(
@@ -183,8 +183,12 @@ class FactServicer(pb_grpc.FactServiceServicer):
         explanation = await run(self.ctx.ledger.explain, cv.key(request.key), as_of, known_at)
         belief = None
         if explanation.belief is not None:
-            belief = cv.belief_pb(explanation.belief)
-            belief.tallies.extend(peer_tallies(explanation.belief, explanation))
+            belief = with_peer_tallies(
+                cv.belief_pb(explanation.belief),
+                explanation.belief,
+                explanation,
+                self.ctx.ledger.policy.consensus_threshold,
+            )
         return pb.ExplainResponse(
             belief=belief,
             comparisons=[cv.comparison_pb(c) for c in explanation.comparisons],

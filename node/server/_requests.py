@@ -97,7 +97,7 @@ def _watch_beliefs(out: Out, msg: pb.WatchBeliefsRequest) -> None:
 
 def _list_contested(out: Out, msg: pb.ListContestedRequest) -> None:
     check_text(out, "namespace", msg.namespace, MAX_KEY_PART_BYTES, required=False)
-    _page(out, msg, tokens.KEYS)
+    _page(out, msg, tokens.QUEUE)
 
 
 def _operator(out: Out, msg: Any) -> None:

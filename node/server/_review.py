@@ -20,7 +20,8 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
 
     def _contested(self, beliefs: list[Belief]) -> list[pb.ContestedKey]:
         details = self.ctx.ledger.explain_many([b.key for b in beliefs])
-        return [_contested_pb(b, details[b.key]) for b in beliefs if b.key in details]
+        threshold = cv.threshold_pb(self.ctx.ledger.policy.consensus_threshold)
+        return [_contested_pb(b, details[b.key], threshold) for b in beliefs if b.key in details]
 
     @unary
     async def ListContested(
@@ -68,7 +69,9 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
         )
 
 
-def _contested_pb(belief: Belief, explanation: Explanation) -> pb.ContestedKey:
+def _contested_pb(
+    belief: Belief, explanation: Explanation, threshold: pb.ConsensusThreshold
+) -> pb.ContestedKey:
     return pb.ContestedKey(
         key=cv.key_pb(belief.key),
         state=cv.state_pb(belief.state),
@@ -77,4 +80,5 @@ def _contested_pb(belief: Belief, explanation: Explanation) -> pb.ContestedKey:
             f"{c.object!r}: {c.rule.value} ({c.reason})" for c in explanation.comparisons
         ),
         versions=version_tallies(belief, explanation, explanation.tally),
+        consensus_threshold=threshold,
     )

@@ -36,6 +36,9 @@ from factnode.store.repository import (
     StoredBelief,
 )
 
+# The served states an operator reviews (DESIGN §7, "The review queue").
+QUEUED = (BeliefState.AMBIGUOUS, BeliefState.CONTESTED)
+
 
 def _count_keys(conn: Connection, state: BeliefState) -> int:
     q = select(func.count(func.distinct(B.c.key_id))).where(B.c.state == state.value)
@@ -117,21 +120,44 @@ class SqlBeliefs(TransactionPart):
         subject: str | None,
         after: tuple[str, str] | None,
         limit: int,
-        states: Collection[BeliefState] | None = None,
     ) -> list[StoredBelief]:
         conds: list[Any] = []
         if namespace:
             conds.append(B.c.namespace == namespace)
         if subject is not None:
             conds.append(B.c.subject == subject)
-        if states:
-            conds.append(B.c.state.in_([s.value for s in states]))
         if after is not None:
             # Pages are ordered by (key_id, version_id): stable and index-backed.
             conds.append(
                 or_(B.c.key_id > after[0], and_(B.c.key_id == after[0], B.c.version_id > after[1]))
             )
         q = _SELECT_BELIEFS.where(*conds).order_by(B.c.key_id, B.c.version_id).limit(limit)
+        return [_stored_belief(r) for r in self._c.execute(q)]
+
+    def queued_beliefs(
+        self, namespace: str, after: tuple[int, str, str] | None, limit: int
+    ) -> list[StoredBelief]:
+        """The review queue's rows (CONTESTED or AMBIGUOUS), oldest first: ordered by the time
+        the served row last changed, then key and version, after the position `after`."""
+        conds: list[Any] = [B.c.state.in_([s.value for s in QUEUED])]
+        if namespace:
+            conds.append(B.c.namespace == namespace)
+        if after is not None:
+            since, key_id, version_id = after
+            conds.append(
+                or_(
+                    B.c.updated_at > since,
+                    and_(
+                        B.c.updated_at == since,
+                        or_(
+                            B.c.key_id > key_id,
+                            and_(B.c.key_id == key_id, B.c.version_id > version_id),
+                        ),
+                    ),
+                )
+            )
+        order = (B.c.updated_at, B.c.key_id, B.c.version_id)
+        q = _SELECT_BELIEFS.where(*conds).order_by(*order).limit(limit)
         return [_stored_belief(r) for r in self._c.execute(q)]
 
     def counts(self) -> Counts:

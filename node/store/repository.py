@@ -147,7 +147,10 @@ class BeliefTransaction(Protocol):
         subject: str | None,
         after: tuple[str, str] | None,
         limit: int,
-        states: Collection[BeliefState] | None = None,
+    ) -> list[StoredBelief]: ...
+
+    def queued_beliefs(
+        self, namespace: str, after: tuple[int, str, str] | None, limit: int
     ) -> list[StoredBelief]: ...
 
     def counts(self) -> Counts: ...

@@ -7,6 +7,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -17,6 +18,7 @@ from starlette.testclient import TestClient
 
 from factnode.client import Client
 from factnode.console import ConsoleSettings, create_app
+from factnode.core import Policy
 
 BASE = "http://127.0.0.1"
 LIVE_TIMEOUT = 15.0  # seconds for a new decision to reach an open event stream
@@ -347,3 +349,24 @@ def test_decision_log_streams_new_decisions_live(node: InProcessNode, grpc_clien
         assert "ACCEPTED" not in seen  # only what is new since the page was drawn
     finally:
         console.close()
+
+
+def test_the_nodes_own_threshold_is_shown_and_sent_with_the_queue(
+    tmp_path: Path,
+) -> None:
+    """A node whose policy sets consensus_threshold = 3/4 sends it with each queued key, and
+    the console states 75% where the default would say 66%."""
+    node = InProcessNode(tmp_path, Policy(consensus_threshold=Fraction(3, 4)))
+    try:
+        namespace = ns()
+        with node.client() as c:
+            tie(c, namespace, "ana", ("Porto", "Faro"))
+            queued = c.contested((namespace, "ana", "lives_in"))
+            assert queued.threshold == Fraction(3, 4)
+            assert c.review(namespace).items[0].threshold == Fraction(3, 4)
+        with _console(node.address, OPERATOR) as console:
+            page = console.get("/queue?" + urlencode({"namespace": namespace}))
+            assert page.status_code == 200
+            assert "75%" in page.text and "66%" not in page.text
+    finally:
+        node.close()

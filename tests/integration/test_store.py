@@ -457,6 +457,39 @@ def _ambiguous(ledger: Ledger, key: Key = WORKS_AT, anchor: str = "agent_observe
     ledger.submit(sub("Initech", key=key, day=1, anchor=anchor, source="b"))
 
 
+def test_review_queue_lists_the_longest_waiting_key_first_page_by_page(
+    ledger: Ledger, clock: FakeClock
+) -> None:
+    """The queue is oldest first (by when the key's served belief last changed), not in key
+    order; pages follow that order, and a key-order token is refused for it."""
+    later_keys = [Key(NS, subject, "works_at") for subject in ("zed", "bob", "mia")]
+    for key in later_keys:
+        _ambiguous(ledger, key)
+        clock.advance(MICROS_PER_DAY)
+    queue = [b.key for b in ledger.review_queue(NS).items]
+    assert queue == later_keys  # zed entered first, although it sorts last by key
+    seen, token = [], ""
+    for _ in range(len(later_keys) + 1):
+        page = ledger.review_queue(NS, page_size=1, page_token=token)
+        seen += [b.key for b in page.items]
+        token = page.next_page_token
+        if not token:
+            break
+    assert seen == later_keys
+    # A third claim moves bob's served row: bob now waits the shortest.
+    ledger.submit(sub("Hooli", key=later_keys[1], day=1, anchor="agent_observed", source="c"))
+    assert [b.key for b in ledger.review_queue(NS).items] == [
+        later_keys[0],
+        later_keys[2],
+        later_keys[1],
+    ]
+    key_token = ledger.list_beliefs(NS, page_size=1).next_page_token
+    assert key_token
+    with pytest.raises(InvalidInput) as err:
+        ledger.review_queue(NS, page_token=key_token)
+    assert [v.field for v in err.value.violations] == ["page_token"]
+
+
 def test_review_queue_holds_exactly_the_ambiguous_keys(ledger: Ledger) -> None:
     """The review queue lists every AMBIGUOUS key and nothing else."""
     ledger.submit(sub("Lisbon"))

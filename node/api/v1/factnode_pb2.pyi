@@ -192,7 +192,7 @@ class VersionTally(_message.Message):
     def __init__(self, version_id: _Optional[str] = ..., object: _Optional[str] = ..., weight: _Optional[int] = ..., share_milli: _Optional[int] = ..., voters: _Optional[_Iterable[str]] = ..., local_belief: _Optional[bool] = ..., local_rule: _Optional[str] = ...) -> None: ...
 
 class Belief(_message.Message):
-    __slots__ = ("key", "version_id", "object", "state", "rule", "evidence", "believed_values", "tallies")
+    __slots__ = ("key", "version_id", "object", "state", "rule", "evidence", "believed_values", "tallies", "consensus_threshold")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
@@ -201,6 +201,7 @@ class Belief(_message.Message):
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     BELIEVED_VALUES_FIELD_NUMBER: _ClassVar[int]
     TALLIES_FIELD_NUMBER: _ClassVar[int]
+    CONSENSUS_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     key: Key
     version_id: str
     object: str
@@ -209,7 +210,16 @@ class Belief(_message.Message):
     evidence: Evidence
     believed_values: _containers.RepeatedCompositeFieldContainer[BelievedValue]
     tallies: _containers.RepeatedCompositeFieldContainer[VersionTally]
-    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., version_id: _Optional[str] = ..., object: _Optional[str] = ..., state: _Optional[_Union[BeliefState, str]] = ..., rule: _Optional[str] = ..., evidence: _Optional[_Union[Evidence, _Mapping]] = ..., believed_values: _Optional[_Iterable[_Union[BelievedValue, _Mapping]]] = ..., tallies: _Optional[_Iterable[_Union[VersionTally, _Mapping]]] = ...) -> None: ...
+    consensus_threshold: ConsensusThreshold
+    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., version_id: _Optional[str] = ..., object: _Optional[str] = ..., state: _Optional[_Union[BeliefState, str]] = ..., rule: _Optional[str] = ..., evidence: _Optional[_Union[Evidence, _Mapping]] = ..., believed_values: _Optional[_Iterable[_Union[BelievedValue, _Mapping]]] = ..., tallies: _Optional[_Iterable[_Union[VersionTally, _Mapping]]] = ..., consensus_threshold: _Optional[_Union[ConsensusThreshold, _Mapping]] = ...) -> None: ...
+
+class ConsensusThreshold(_message.Message):
+    __slots__ = ("numerator", "denominator")
+    NUMERATOR_FIELD_NUMBER: _ClassVar[int]
+    DENOMINATOR_FIELD_NUMBER: _ClassVar[int]
+    numerator: int
+    denominator: int
+    def __init__(self, numerator: _Optional[int] = ..., denominator: _Optional[int] = ...) -> None: ...
 
 class FactInput(_message.Message):
     __slots__ = ("key", "object", "attribution", "source", "worth", "confidence", "valid_from", "corrects", "contradicts")
@@ -458,18 +468,20 @@ class BeliefChange(_message.Message):
     def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., belief: _Optional[_Union[Belief, _Mapping]] = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., resume_token: _Optional[str] = ...) -> None: ...
 
 class ContestedKey(_message.Message):
-    __slots__ = ("key", "state", "served_version_id", "detail", "versions")
+    __slots__ = ("key", "state", "served_version_id", "detail", "versions", "consensus_threshold")
     KEY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     SERVED_VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    CONSENSUS_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     key: Key
     state: BeliefState
     served_version_id: str
     detail: str
     versions: _containers.RepeatedCompositeFieldContainer[VersionTally]
-    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., state: _Optional[_Union[BeliefState, str]] = ..., served_version_id: _Optional[str] = ..., detail: _Optional[str] = ..., versions: _Optional[_Iterable[_Union[VersionTally, _Mapping]]] = ...) -> None: ...
+    consensus_threshold: ConsensusThreshold
+    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., state: _Optional[_Union[BeliefState, str]] = ..., served_version_id: _Optional[str] = ..., detail: _Optional[str] = ..., versions: _Optional[_Iterable[_Union[VersionTally, _Mapping]]] = ..., consensus_threshold: _Optional[_Union[ConsensusThreshold, _Mapping]] = ...) -> None: ...
 
 class ListContestedRequest(_message.Message):
     __slots__ = ("namespace", "page_size", "page_token")

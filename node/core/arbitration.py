@@ -255,12 +255,19 @@ class Comparison:
     reason: str
 
 
+def _anchor_as_counted(e: Evidence, policy: Policy) -> str:
+    """ "agent_observed (60)", or for relayed evidence counted below its attribution,
+    "agent_observed capped at federation_received (20)"."""
+    value = policy.anchor_value(e.attribution, e.anchor_cap)
+    if e.anchor_cap is not None and value < policy.anchor_value(e.attribution, None):
+        return f"{e.attribution} capped at {e.anchor_cap} ({value})"
+    return f"{e.attribution} ({value})"
+
+
 def describe(rule: Rule, winner: Evidence, loser: Evidence, policy: Policy) -> str:
     """A one-line human reason for `winner` beating `loser` by `rule`."""
     if rule is Rule.TRUST_ANCHOR:
-        w = policy.anchor_value(winner.attribution, winner.anchor_cap)
-        lo = policy.anchor_value(loser.attribution, loser.anchor_cap)
-        return f"anchor {winner.attribution} ({w}) outranks {loser.attribution} ({lo})"
+        return f"anchor {_anchor_as_counted(winner, policy)} outranks {_anchor_as_counted(loser, policy)}"
     if rule is Rule.RECENCY:
         return f"event time {iso(winner.valid_from)} is later than {iso(loser.valid_from)}"
     if rule is Rule.WORTH:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from _facts import DAY, NS, POLICY, fact, outcomes, replay, retraction
 
@@ -16,6 +18,7 @@ from factnode.core import (
     history,
     visible,
 )
+from factnode.core.arbitration import describe
 
 SPEAKS = Key(NS, "ana", "speaks")
 WORKS_AT = Key(NS, "ana", "works_at")
@@ -413,3 +416,20 @@ def test_contradicting_fact_counts_on_the_other_key_even_when_it_loses_on_its_ow
     run = replay([old, strong_local, mover])
     assert outcomes(run)[-1] == (X, "trust_anchor")  # lost to Globex on its own key
     assert run.state(WORKS_AT).belief(POLICY) is None  # and outranks Acme on the other
+
+
+def test_trust_anchor_reason_names_a_peers_cap_where_it_lowers_the_anchor() -> None:
+    """The reason reads "agent_observed capped at federation_received (20)" for relayed
+    evidence counted below its attribution, and the plain anchor otherwise."""
+    local = fact("Ravi", anchor="agent_observed")
+    relayed = replace(fact("Mei", anchor="agent_observed"), anchor_cap="federation_received")
+    reason = describe(Rule.TRUST_ANCHOR, local, relayed, POLICY)
+    assert reason == (
+        "anchor agent_observed (60) outranks agent_observed capped at federation_received (20)"
+    )
+    # A cap above the attribution lowers nothing, so it goes unnamed.
+    high_cap = replace(local, anchor_cap="user_stated")
+    low = fact("Mei", anchor="llm_generated")
+    assert describe(Rule.TRUST_ANCHOR, high_cap, low, POLICY) == (
+        "anchor agent_observed (60) outranks llm_generated (30)"
+    )

@@ -111,6 +111,7 @@ def _statement_fields(e: Evidence) -> dict[str, Any]:
         "corrects": e.corrects or "",
         "anchor_cap": e.anchor_cap or "",
         "contradicts": key_pb(e.contradicts) if e.contradicts is not None else None,
+        "retracts": e.retracts,
     }
 
 
@@ -167,6 +168,7 @@ def history_pb(h: VersionHistory, evidence: dict[str, Evidence]) -> pb.VersionHi
         evidence=[evidence_pb(evidence[i]) for i in h.evidence_ids if i in evidence],
         supersedes=list(h.supersedes),
         superseded_by=list(h.superseded_by),
+        ended_by=[evidence_pb(evidence[i]) for i in h.ended_by if i in evidence],
     )
     for iv in h.intervals:
         interval = msg.intervals.add(start=timestamp(iv.start))
@@ -232,7 +234,6 @@ def relayed_pb(e: Evidence) -> pb.RelayedEvidence:
         worth_milli=e.worth_milli,
         confidence_milli=e.confidence_milli,
         recorded_at=timestamp(e.first_recorded_at),
-        retracts=e.retracts,
     )
 
 

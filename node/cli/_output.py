@@ -103,7 +103,18 @@ def history(r: pb.GetHistoryResponse) -> str:
                 v.version_id[:12],
             )
         )
-    return table(rows, ("value", "status", "believed (event time)", "evidence", "version"))
+    out = table(rows, ("value", "status", "believed (event time)", "evidence", "version"))
+    ended = [f"{v.object!r} ended by {_ending(e)}" for v in r.versions for e in v.ended_by]
+    return "\n".join([out, *ended])
+
+
+def _ending(e: pb.Evidence) -> str:
+    """What ends a version: a retraction, or a fact on another key that contradicts it."""
+    who = f"{e.attribution} ({e.source}), from {show_time(e.valid_from)}"
+    if e.retracts:
+        return f"a retraction by {who}"
+    k = e.key
+    return f"{k.namespace} {k.subject} {k.predicate} = {e.object!r}, which contradicts it, by {who}"
 
 
 def explanation(r: pb.ExplainResponse) -> str:

@@ -43,13 +43,15 @@ class Evidence:
     recorded_at: datetime
     origin_node: str
     corrects: str
+    # A retraction: `object`'s version (empty: the whole key) stopped being true at valid_from.
+    retracts: bool = False
 
     @classmethod
     def of(cls, m: pb.Evidence) -> Evidence:
         return cls(
             m.evidence_id, key_of(m.key), m.object, m.version_id, m.attribution, m.source,
             m.worth, m.confidence, when(m.valid_from), when(m.recorded_at), m.origin_node,
-            m.corrects,
+            m.corrects, m.retracts,
         )  # fmt: skip
 
 
@@ -159,6 +161,8 @@ class Version:
     evidence: tuple[Evidence, ...]
     supersedes: tuple[str, ...]
     superseded_by: tuple[str, ...]
+    # What ends some of its evidence now: retractions, and facts that moved keys.
+    ended_by: tuple[Evidence, ...] = ()
 
     @classmethod
     def of(cls, m: pb.VersionHistory) -> Version:
@@ -167,6 +171,7 @@ class Version:
             tuple(Interval(when(i.start), when(i.end) if i.HasField("end") else None)
                   for i in m.intervals),
             tuple(Evidence.of(e) for e in m.evidence), tuple(m.supersedes), tuple(m.superseded_by),
+            tuple(Evidence.of(e) for e in m.ended_by),
         )  # fmt: skip
 
 

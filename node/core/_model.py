@@ -199,3 +199,6 @@ class VersionHistory:
     status: str
     supersedes: tuple[str, ...] = field(default=())
     superseded_by: tuple[str, ...] = field(default=())
+    # Retractions (and facts on other keys naming this key in `contradicts`) that end some
+    # of this version's evidence, as they count now: the answer to "why not any more?".
+    ended_by: tuple[str, ...] = field(default=())

@@ -335,6 +335,7 @@ def history(
         intervals[vid].append(Interval(start, None))
 
     current = visible(known, rets, policy=policy)
+    counted = counted_retractions(known, rets)
     verdict = arbitrate(current, policy)
     current_ids = {e.evidence_id for e in current}
     corrected = {e.corrects for e in known if e.corrects}
@@ -359,6 +360,9 @@ def history(
                 status=_status(vid, evs, verdict, current_ids, corrected),
                 supersedes=tuple(sorted(supersedes[vid])),
                 superseded_by=tuple(sorted(superseded_by[vid])),
+                ended_by=tuple(
+                    sorted({r.evidence_id for r in counted for e in evs if ends(r, e, policy)})
+                ),
             )
         )
     return out

@@ -171,7 +171,8 @@ class FactServicer(pb_grpc.FactServiceServicer):
         key = cv.key(request.key)
         versions = await run(self.ctx.ledger.history, key, known_at)
         evidence = await run(
-            self.ctx.ledger.evidence_by_ids, [i for v in versions for i in v.evidence_ids]
+            self.ctx.ledger.evidence_by_ids,
+            [i for v in versions for i in (*v.evidence_ids, *v.ended_by)],
         )
         return pb.GetHistoryResponse(
             key=cv.key_pb(key), versions=[cv.history_pb(v, evidence) for v in versions]

@@ -335,5 +335,12 @@ def test_retract_names_its_anchor_and_an_outranked_one_is_disbelieved(cli: Cli) 
     ended = cli.run("retract", ns, *ANA, "--reason", "moved away", "--confidence", "0.9")
     assert ended.stdout.splitlines()[0] == "RETRACTED by rule retract", ended.describe()
     cli.run("get", ns, *ANA, check=EXIT_NOT_FOUND)
+    # History says what ended it: the user_stated retraction, not the outranked one.
+    said = [line for line in cli.run("history", ns, *ANA).stdout.splitlines() if "ended by" in line]
+    assert len(said) == 1 and said[0].startswith("'Porto' ended by a retraction by user_stated")
+    (version,) = cli.json("history", ns, *ANA)["versions"]
+    assert [(e["retracts"], e["attribution"]) for e in version["ended_by"]] == [
+        (True, "user_stated")
+    ]
     bad = cli.run("retract", ns, *ANA, "--anchor", "rumour", check=EXIT_INVALID)
     assert "attribution" in bad.stderr

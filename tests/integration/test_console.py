@@ -219,13 +219,15 @@ def test_htmx_actions_answer_with_the_refreshed_page(
 
 
 def test_retract_shows_the_resulting_decision(operator: TestClient, grpc_client: Client) -> None:
-    """Retracting ends the belief and the page says RETRACTED and what is believed now."""
+    """Retracting ends the belief; the page says RETRACTED, what is believed now, and which
+    retraction (anchor and source: the operator's token name) ended the version."""
     space = ns()
     grpc_client.submit((space, "ana", "lives_in"), "Porto", "user_stated", source="ana")
     done = operator.post("/key/retract", data=form(space, reason="she left"))
     assert done.status_code == 303
     shown = operator.get(done.headers["location"]).text
     assert "RETRACTED" in shown and "no value is believed now" in shown
+    assert re.search(r"Ended by a retraction\s+by user_stated \(olga\)", shown)
 
 
 def test_erase_needs_the_typed_key_then_the_value_is_gone_from_every_page(

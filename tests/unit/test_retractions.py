@@ -144,3 +144,20 @@ def test_contradicts_counts_on_the_other_key_as_a_whole_key_retraction_in_any_or
     run = replay([fix, moved, old])  # the correction first: it never counted
     v = run.state(WORKS_AT).belief(POLICY)
     assert v is not None and v.version_id == old.version_id
+
+
+def test_history_names_what_ended_each_version_and_only_what_outranks_it() -> None:
+    """A version's history lists the retractions and the contradicting facts from other keys
+    that end its evidence now; an outranked retraction, or one not known yet, is not named."""
+    weak = retraction("Porto", day=3, anchor="llm_generated")
+    strong = retraction("Porto", day=5, anchor="user_stated")
+    moved = fact("Acme", day=6, anchor="user_stated", key=WORKS_AT, contradicts=EMPLOYER)
+    employer = fact("Initech", day=2, anchor="agent_observed", key=EMPLOYER)
+
+    (porto,) = history([PORTO], [weak, strong], POLICY)
+    assert porto.ended_by == (strong.evidence_id,)
+    (initech,) = history([employer], [moved], POLICY)
+    assert initech.ended_by == (moved.evidence_id,)
+    # Known at a time before the strong retraction was recorded, nothing had ended Porto.
+    (before,) = history([PORTO], [weak, strong], POLICY, known_at=4 * DAY)
+    assert before.ended_by == ()

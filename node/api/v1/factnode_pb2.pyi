@@ -108,7 +108,7 @@ class FieldViolation(_message.Message):
     def __init__(self, field: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
 
 class Evidence(_message.Message):
-    __slots__ = ("evidence_id", "key", "object", "version_id", "attribution", "source", "worth", "confidence", "valid_from", "valid_from_defaulted", "recorded_at", "origin_node", "corrects", "contradicts", "anchor_cap")
+    __slots__ = ("evidence_id", "key", "object", "version_id", "attribution", "source", "worth", "confidence", "valid_from", "valid_from_defaulted", "recorded_at", "origin_node", "corrects", "contradicts", "anchor_cap", "retracts")
     EVIDENCE_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
@@ -124,6 +124,7 @@ class Evidence(_message.Message):
     CORRECTS_FIELD_NUMBER: _ClassVar[int]
     CONTRADICTS_FIELD_NUMBER: _ClassVar[int]
     ANCHOR_CAP_FIELD_NUMBER: _ClassVar[int]
+    RETRACTS_FIELD_NUMBER: _ClassVar[int]
     evidence_id: str
     key: Key
     object: str
@@ -139,7 +140,8 @@ class Evidence(_message.Message):
     corrects: str
     contradicts: Key
     anchor_cap: str
-    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., version_id: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ...) -> None: ...
+    retracts: bool
+    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., version_id: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ..., retracts: _Optional[bool] = ...) -> None: ...
 
 class Decision(_message.Message):
     __slots__ = ("key", "outcome", "rule", "decided_at", "evidence_id", "version_id", "supersedes", "detail", "seq")
@@ -340,7 +342,7 @@ class Interval(_message.Message):
     def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class VersionHistory(_message.Message):
-    __slots__ = ("version_id", "object", "status", "intervals", "evidence", "supersedes", "superseded_by")
+    __slots__ = ("version_id", "object", "status", "intervals", "evidence", "supersedes", "superseded_by", "ended_by")
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -348,6 +350,7 @@ class VersionHistory(_message.Message):
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
+    ENDED_BY_FIELD_NUMBER: _ClassVar[int]
     version_id: str
     object: str
     status: VersionStatus
@@ -355,7 +358,8 @@ class VersionHistory(_message.Message):
     evidence: _containers.RepeatedCompositeFieldContainer[Evidence]
     supersedes: _containers.RepeatedScalarFieldContainer[str]
     superseded_by: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, version_id: _Optional[str] = ..., object: _Optional[str] = ..., status: _Optional[_Union[VersionStatus, str]] = ..., intervals: _Optional[_Iterable[_Union[Interval, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[_Iterable[str]] = ...) -> None: ...
+    ended_by: _containers.RepeatedCompositeFieldContainer[Evidence]
+    def __init__(self, version_id: _Optional[str] = ..., object: _Optional[str] = ..., status: _Optional[_Union[VersionStatus, str]] = ..., intervals: _Optional[_Iterable[_Union[Interval, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[_Iterable[str]] = ..., ended_by: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ...) -> None: ...
 
 class GetHistoryResponse(_message.Message):
     __slots__ = ("key", "versions")

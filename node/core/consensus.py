@@ -7,7 +7,7 @@ decides; the same vote set in any order gives the same outcome.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -301,3 +301,35 @@ def consensus_reason(result: Tally, winner: str, loser: str, threshold: Fraction
         f"({voters.get(loser, 'no node')}); adopting needs more than "
         f"{float(threshold) * 100:.0f}%"
     )
+
+
+def review_reason(
+    result: Tally | None,
+    threshold: Fraction,
+    tied: Iterable[str],
+    objects: Mapping[str, str],
+) -> str:
+    """Why a key waits for an operator, in one line: the votes split below the threshold,
+    the federation adopted a version this node does not serve, or no rule separates the tied
+    versions. `objects` names versions by value where this node holds them."""
+
+    def name(version_id: str) -> str:
+        return repr(objects[version_id]) if version_id in objects else version_id[:12]
+
+    if result is not None and result.peer_voted and result.versions:
+        if result.consensus is not None:
+            return (
+                f"the federation adopted {name(result.consensus)} "
+                f"({result.share_milli(result.consensus) / 10:.1f}% of the counted vote "
+                "weight), but this node keeps its own belief"
+            )
+        best = max(result.versions, key=lambda t: (t.weight, t.version_id))
+        return (
+            f"no version has more than {float(threshold) * 100:g}% of the counted vote "
+            f"weight; the most is {name(best.version_id)} with "
+            f"{result.share_milli(best.version_id) / 10:.1f}%"
+        )
+    names = sorted(name(v) for v in tied)
+    if len(names) > 1:
+        return "no rule discriminates between " + ", ".join(names)
+    return "waiting for review"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from factnode import _wire as cv
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
-from factnode.core import BeliefState
+from factnode.core import BeliefState, Rule
+from factnode.core.consensus import review_reason
 from factnode.ledger import Belief, Explanation, NotFound
 from factnode.server._auth import caller_identity
 from factnode.server._context import NodeContext, run, version_tallies
@@ -20,7 +23,7 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
 
     def _contested(self, beliefs: list[Belief]) -> list[pb.ContestedKey]:
         details = self.ctx.ledger.explain_many([b.key for b in beliefs])
-        threshold = cv.threshold_pb(self.ctx.ledger.policy.consensus_threshold)
+        threshold = self.ctx.ledger.policy.consensus_threshold
         return [_contested_pb(b, details[b.key], threshold) for b in beliefs if b.key in details]
 
     @unary
@@ -69,16 +72,19 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
         )
 
 
-def _contested_pb(
-    belief: Belief, explanation: Explanation, threshold: pb.ConsensusThreshold
-) -> pb.ContestedKey:
+def _contested_pb(belief: Belief, explanation: Explanation, threshold: Fraction) -> pb.ContestedKey:
+    local = explanation.local_comparisons
+    objects = {c.version_id: c.object for c in local}
+    objects[belief.version_id] = belief.object
+    tied = {c.version_id for c in local if c.rule is Rule.TIEBREAK}
+    if local:
+        objects[local[0].winner.version_id] = local[0].winner.object
+        tied |= {local[0].winner.version_id} if tied else set()
     return pb.ContestedKey(
         key=cv.key_pb(belief.key),
         state=cv.state_pb(belief.state),
         served_version_id=belief.version_id,
-        detail="; ".join(
-            f"{c.object!r}: {c.rule.value} ({c.reason})" for c in explanation.comparisons
-        ),
+        detail=review_reason(explanation.tally, threshold, tied, objects),
         versions=version_tallies(belief, explanation, explanation.tally),
-        consensus_threshold=threshold,
+        consensus_threshold=cv.threshold_pb(threshold),
     )

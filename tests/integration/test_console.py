@@ -356,8 +356,8 @@ def test_decision_log_streams_new_decisions_live(node: InProcessNode, grpc_clien
 def test_the_nodes_own_threshold_is_shown_and_sent_with_the_queue(
     tmp_path: Path,
 ) -> None:
-    """A node whose policy sets consensus_threshold = 3/4 sends it with each queued key, and
-    the console states 75% where the default would say 66%."""
+    """A node whose policy sets consensus_threshold = 3/4 sends it with each queued key (whose
+    reason names the tied values), and the console states 75% where the default says 66%."""
     node = InProcessNode(tmp_path, Policy(consensus_threshold=Fraction(3, 4)))
     try:
         namespace = ns()
@@ -365,6 +365,7 @@ def test_the_nodes_own_threshold_is_shown_and_sent_with_the_queue(
             tie(c, namespace, "ana", ("Porto", "Faro"))
             queued = c.contested((namespace, "ana", "lives_in"))
             assert queued.threshold == Fraction(3, 4)
+            assert queued.detail == "no rule discriminates between 'Faro', 'Porto'"
             assert c.review(namespace).items[0].threshold == Fraction(3, 4)
         with _console(node.address, OPERATOR) as console:
             page = console.get("/queue?" + urlencode({"namespace": namespace}))

@@ -19,6 +19,7 @@ from factnode.core.consensus import (
     Vote,
     hour_of,
     latest_votes,
+    review_reason,
     served,
     tally,
     vote_weight,
@@ -525,3 +526,30 @@ def test_an_agreed_fact_two_years_old_keeps_consensus() -> None:
     t = count(votes)
     assert t is not None and t.total > 0
     assert t.consensus == "A"
+
+
+def _split(consensus: str | None, weights: dict[str, int]) -> Tally:
+    versions = tuple(
+        VersionTally(vid, weight, (f"node-{vid}",)) for vid, weight in sorted(weights.items())
+    )
+    return Tally(consensus, sum(weights.values()), versions, True)
+
+
+def test_review_reason_says_why_a_key_waits_for_an_operator() -> None:
+    """Votes split below the threshold name the best share; an adopted version the node does
+    not serve is named; a local tie names the tied values; values stand in for version ids
+    where the node holds them."""
+    threshold = Fraction(66, 100)
+    split = _split(None, {"a" * 32: 625, "b" * 32: 375})
+    assert review_reason(split, threshold, (), {"a" * 32: "Mei"}) == (
+        "no version has more than 66% of the counted vote weight; the most is 'Mei' with 62.5%"
+    )
+    adopted = _split("b" * 32, {"a" * 32: 200, "b" * 32: 800})
+    assert review_reason(adopted, threshold, (), {}) == (
+        f"the federation adopted {'b' * 12} (80.0% of the counted vote weight), but this node "
+        "keeps its own belief"
+    )
+    objects = {"a" * 32: "Porto", "b" * 32: "Faro"}
+    assert review_reason(None, threshold, ("a" * 32, "b" * 32), objects) == (
+        "no rule discriminates between 'Faro', 'Porto'"
+    )

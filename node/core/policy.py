@@ -71,6 +71,9 @@ class Policy:
     default_max_anchor: str = "federation_received"
     # How far in this node's future a peer's tombstone or vote may be dated (clock skew).
     clock_skew_seconds: int = 300
+    # How many of one peer's votes may wait for evidence this node does not hold: a vote
+    # waits until its evidence arrives, and no peer may fill the store with such votes.
+    max_waiting_votes_per_peer: int = 10_000
 
     def anchor_value(self, attribution: str, cap: str | None = None) -> int:
         """Trust value of an anchor; relayed evidence counts at most at its peer's cap."""
@@ -147,6 +150,7 @@ _KNOWN_FIELDS = {
     "protect_anchor",
     "default_max_anchor",
     "clock_skew_seconds",
+    "max_waiting_votes_per_peer",
 }
 
 
@@ -209,6 +213,14 @@ def policy_from_mapping(data: Mapping[str, Any], base: Policy | None = None) -> 
                 f"must be a whole number of seconds in [0, 86400], got {skew!r}",
             )
         changes["clock_skew_seconds"] = skew
+    if "max_waiting_votes_per_peer" in data:
+        most = data["max_waiting_votes_per_peer"]
+        if isinstance(most, bool) or not isinstance(most, int) or not 0 <= most <= 10_000_000:
+            raise PolicyError(
+                "max_waiting_votes_per_peer",
+                f"must be a whole number in [0, 10000000], got {most!r}",
+            )
+        changes["max_waiting_votes_per_peer"] = most
     for name in ("protect_anchor", "default_max_anchor"):
         if name in data:
             changes[name] = _anchor_name(name, data[name], anchors)

@@ -118,16 +118,27 @@ class PeerInput(Writing, Forgetting):
             erased = tx.erased_ids(named)
             held = tx.evidence(named)
             good: list[Vote] = []
+            room: int | None = None  # how many more of this peer's votes may wait
             for v in votes:
                 problem = vote_problem(v, self.policy, now)
                 if not problem and v.version_id is not None:
                     named_evidence = held.get(v.evidence_id)
                     if v.evidence_id in erased:
                         problem = "the vote rests on erased evidence"
-                    elif named_evidence is not None and (
-                        named_evidence.key,
-                        named_evidence.version_id,
-                    ) != (v.key, v.version_id):
+                    elif named_evidence is None:
+                        if room is None:
+                            most = self.policy.max_waiting_votes_per_peer
+                            room = most - tx.waiting_votes(peer_id)
+                        if room <= 0:
+                            problem = (
+                                "too many of this peer's votes wait for evidence this node "
+                                f"does not hold (at most {self.policy.max_waiting_votes_per_peer})"
+                            )
+                        room -= 1
+                    elif (named_evidence.key, named_evidence.version_id) != (
+                        v.key,
+                        v.version_id,
+                    ):
                         problem = "unknown version: the evidence it names is for another version"
                 if problem:
                     rejected.append((ids.key_id(v.key), problem))

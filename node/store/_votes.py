@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from sqlalchemy import delete
+from sqlalchemy import delete, func, select
 
 from factnode.core import (
     Key,
@@ -15,6 +15,7 @@ from factnode.store._part import TransactionPart
 from factnode.store._rows import (
     _SELECT_VOTES,
     _VOTE_COLUMNS,
+    E,
     V,
     _vote,
     _vote_values,
@@ -51,6 +52,16 @@ class SqlVotes(TransactionPart):
             )
             if self._cache is not None:
                 self._cache.put_votes(votes)
+
+    def waiting_votes(self, voter: str) -> int:
+        """How many of `voter`'s votes name evidence this node does not hold."""
+        held = select(E.c.evidence_id).where(E.c.evidence_id == V.c.evidence_id)
+        q = (
+            select(func.count())
+            .select_from(V)
+            .where(V.c.voter == voter, V.c.version_id.is_not(None), ~held.exists())
+        )
+        return int(self._c.scalar(q) or 0)
 
     def delete_votes(self, voter: str, keys: Collection[Key]) -> None:
         self._touch(keys)

@@ -11,6 +11,7 @@ from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import MICROS_PER_DAY, BeliefState, Key, Outcome, Submission, ids
 from factnode.core.decay import freshness_ppm
+from factnode.core.policy import Policy
 from factnode.testing import Federation
 
 KEY = Key("team:infra", "build", "python_version")
@@ -162,6 +163,39 @@ async def test_a_vote_on_evidence_not_held_waits_for_it(fed: Federation) -> None
     )
     fed.endpoints["a"].push_delta("h", pb.Delta(evidence=offered.evidence))
     assert _weight_of(fed, "a", "3.13") > 0
+
+
+async def test_a_peer_cannot_fill_the_store_with_votes_waiting_for_evidence() -> None:
+    """Beyond max_waiting_votes_per_peer, a peer's further votes on evidence not held here are
+    refused item by item, naming the limit; votes on held evidence still count."""
+    fed = Federation(["a", "h"], policy=Policy(max_waiting_votes_per_peer=2))
+    try:
+        keys = [Key(KEY.namespace, f"s{i}", "python") for i in range(3)]
+        waiting = [
+            pb.Vote(
+                key=wire.key_pb(keys[i]),
+                version_id=ids.version_id(keys[i], "3.13"),
+                evidence_id=f"{i:032x}",
+                anchor=60,
+                worth_milli=500,
+                fresh_since=wire.timestamp(fed.clock.now()),
+                cast_at=wire.timestamp(fed.clock.now()),
+            )
+            for i in range(3)
+        ]
+        reply = fed.endpoints["a"].push_delta("h", pb.Delta(votes=waiting))
+        assert [r.id for r in reply.rejected] == [ids.key_id(keys[2])]
+        assert "at most 2" in reply.rejected[0].reason
+        # Still full on the next delta.
+        again = fed.endpoints["a"].push_delta("h", pb.Delta(votes=waiting[2:]))
+        assert [r.id for r in again.rejected] == [ids.key_id(keys[2])]
+        # A vote on evidence a holds is unaffected by the limit.
+        _submit(fed, "a", "3.12", "agent_observed")
+        _submit(fed, "h", "3.13", "agent_observed")
+        await fed.round()
+        assert _weight_of(fed, "a", "3.13") > 0
+    finally:
+        fed.close()
 
 
 async def test_a_vote_on_decayed_evidence_does_not_count(fed: Federation) -> None:

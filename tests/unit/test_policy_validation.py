@@ -177,6 +177,9 @@ def test_new_anchor_without_half_life_never_decays() -> None:
         ({"vote_half_life_days": 0}, "vote_half_life_days"),
         ({"protect_anchor": "nobody"}, "protect_anchor"),
         ({"default_max_anchor": 3}, "default_max_anchor"),
+        ({"max_waiting_votes_per_peer": -1}, "max_waiting_votes_per_peer"),
+        ({"max_waiting_votes_per_peer": 2.5}, "max_waiting_votes_per_peer"),
+        ({"max_waiting_votes_per_peer": True}, "max_waiting_votes_per_peer"),
     ],
 )
 def test_bad_policy_field_is_refused_by_name(data: dict[str, Any], field: str) -> None:

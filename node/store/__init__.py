@@ -9,8 +9,8 @@ What lives here:
   over the shared connection and key cache (`_part`, `cache`); `cache` also holds the
   served-read memory (`ServedMemory`) that each write transaction keeps in step.
 - `_engine` (engine set-up, SQLite pragmas, PostgreSQL specifics), `_sqltext` (hand-built
-  SQL for the hot paths), `_rows` (columns, statements and row mapping), `_tables` (the
-  SQLModel tables) and `migrations` (Alembic).
+  SQL for the hot paths, run on DBAPI cursors), `_rows` (columns, statements and row
+  mapping), `_tables` (the SQLModel tables) and `migrations` (Alembic).
 
 What it may import: the pure core (`factnode.core`), the standard library and its database
 libraries; never the ledger, server, federation, config or API.

@@ -75,7 +75,11 @@ class SqlBeliefs(TransactionPart):
             return
         self._touch(key for key, _, _ in changes)
         cols = {key: _key_values(key) for key, _, _ in changes}
-        for _ in run_in(self._c, _DELETE_BELIEFS, "belief.key_id", {c[0] for c in cols.values()}):
+        # A key the cache holds with no served rows has none in the table (a new key, as most
+        # of a stream's are): nothing to delete, and often no DELETE statement at all.
+        held = self._cache.beliefs if self._cache is not None else None
+        stale = {c[0] for key, c in cols.items() if held is None or held.get(key) != ()}
+        for _ in run_in(self._c, _DELETE_BELIEFS, "belief.key_id", stale):
             pass  # each chunk's DELETE runs as the loop reaches it
         insert_rows(
             self._c,

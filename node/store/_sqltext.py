@@ -2,7 +2,10 @@
 
 SQLAlchemy's compiling and expanding of parameters cost more than SQLite's own work on the
 write path, so these build each statement's text once per shape (cached) and run it with
-positional parameters in the dialect's style."""
+positional parameters in the dialect's style. The inserts, IN lists and `scalar` go
+straight to a DBAPI cursor of the transaction's connection: SQLAlchemy's result set-up
+for each statement (metadata, processors) cost more than a small statement itself, and
+these read plain tuples by position anyway."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Table
-from sqlalchemy.engine import Connection, CursorResult, Dialect
+from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql.expression import ClauseElement
 
 from factnode.store.repository import chunks
@@ -45,6 +48,29 @@ def _insert_sql(
     return sql
 
 
+def _driver(conn: Connection, sql: str, params: Any, many: bool = False) -> Any:
+    """Runs `sql` on a DBAPI cursor of `conn` (inside its transaction); returns the cursor."""
+    cursor = conn.connection.cursor()
+    if many:
+        cursor.executemany(sql, params)
+    else:
+        cursor.execute(sql, params)
+    return cursor
+
+
+def scalar(conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
+    """The first column of the first row of `sql` (None without a row); `sql` is written
+    with `?` markers, turned into the dialect's own."""
+    if conn.dialect.paramstyle != "qmark":
+        sql = sql.replace("?", _mark(conn.dialect))
+    cursor = _driver(conn, sql, tuple(params))
+    try:
+        row = cursor.fetchone()
+    finally:
+        cursor.close()
+    return None if row is None else row[0]
+
+
 def insert_rows(
     conn: Connection,
     table: Table,
@@ -55,7 +81,7 @@ def insert_rows(
     """Inserts (or, given `conflict`, upserts) tuple rows with one driver executemany: no
     per-row parameter building."""
     if rows:
-        conn.exec_driver_sql(_insert_sql(conn.dialect, table, columns, conflict), list(rows))
+        _driver(conn, _insert_sql(conn.dialect, table, columns, conflict), list(rows), True).close()
 
 
 @functools.lru_cache(maxsize=256)
@@ -67,15 +93,19 @@ def _in_sql(dialect: Dialect, head: ClauseElement, column: str, n: int) -> str:
 
 def run_in(
     conn: Connection, head: ClauseElement, column: str, values: Collection[str]
-) -> Iterator[CursorResult[Any]]:
-    """Runs `head` over `values` in chunks at driver level, yielding each chunk's result.
+) -> Iterator[list[Any]]:
+    """Runs `head` over `values` in chunks at driver level, yielding each chunk's rows.
 
     The hot path's reads and deletes by id. Each chunk is padded to a power of two by
     repeating its last value, so a handful of statement texts serve every size."""
     for part in chunks(sorted(values)):
         n = 1 << (len(part) - 1).bit_length()
         params = (*part, *[part[-1]] * (n - len(part)))
-        yield conn.exec_driver_sql(_in_sql(conn.dialect, head, column, n), params)
+        cursor = _driver(conn, _in_sql(conn.dialect, head, column, n), params)
+        try:
+            yield cursor.fetchall() if cursor.description is not None else []
+        finally:
+            cursor.close()
 
 
 def select_in(

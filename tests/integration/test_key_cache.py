@@ -910,6 +910,31 @@ def test_a_zero_capacity_store_keeps_nothing(tmp_path: Path) -> None:
         repo.close()
 
 
+def test_a_key_the_cache_holds_without_rows_gets_exactly_its_new_served_rows(
+    tmp_path: Path,
+) -> None:
+    """A key the cache knows has no served rows skips their DELETE; rows written later for it
+    replace the earlier ones all the same (the table read afresh holds only the new row)."""
+    url = f"sqlite:///{tmp_path}/a.db"
+    repo = SqlRepository(url)
+    try:
+        ledger = Ledger(repo, POLICY, NODE, FakeClock())
+        with repo.write() as tx:
+            assert tx.beliefs([LIVES_IN]) == {LIVES_IN: []}  # now held by the cache as empty
+            assert tx._cache is not None and tx._cache.beliefs.get(LIVES_IN) == ()
+        ledger.submit(Submission(NS, "ana", "lives_in", "Porto", "agent_observed", "ana"))
+        ledger.submit(Submission(NS, "ana", "lives_in", "Lisbon", "user_stated", "ana"))
+    finally:
+        repo.close()
+    fresh = SqlRepository(url, cache_keys=0)
+    try:
+        with fresh.read() as tx:
+            rows = tx.beliefs([LIVES_IN])[LIVES_IN]
+        assert [(b.object, b.state) for b in rows] == [("Lisbon", BeliefState.BELIEVED)]
+    finally:
+        fresh.close()
+
+
 # -- 5. construction --------------------------------------------------------------------------
 
 

@@ -1,0 +1,96 @@
+"""The writer's time per group-commit batch: `Ledger.ingest` of small batches of new keys.
+
+    python bench/write_batch.py [--batch 16 --batches 300 --repeats 3]
+
+What the node's writer does for 16 concurrent SubmitFact callers (one write transaction per
+batch, `synchronous=FULL`), without gRPC: each batch holds `--batch` facts on keys never
+seen before, on a fresh SQLite file store (`SqlRepository`, `FakeClock`). Each repeat is a
+new store; `ms_per_batch` is the median of the repeats' mean times per batch. There is no
+baseline inside one run: compare two trees by running this script against each, alternately
+(`PYTHONPATH` naming the other tree's package), on the same machine.
+
+The last line of output is one JSON object of all figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from factnode.core import MICROS_PER_DAY, Evidence, Policy, Submission
+from factnode.ledger import Ledger
+from factnode.store import SqlRepository
+from factnode.testing import FakeClock
+
+START = 20_000 * MICROS_PER_DAY
+
+
+def one_run(batch: int, batches: int) -> float:
+    """Mean seconds per batch over `batches` batches of new keys on a fresh store."""
+    with tempfile.TemporaryDirectory(prefix="factnode-write-batch-") as tmp:
+        repo = SqlRepository(f"sqlite:///{Path(tmp) / 'bench.db'}")
+        try:
+            ledger = Ledger(repo, Policy(), "node-bench", FakeClock(START))
+
+            def facts(b: int) -> list[tuple[Evidence, str | None]]:
+                return [
+                    (
+                        ledger.evidence_of(
+                            Submission(
+                                "bench",
+                                f"subject-{b}-{i}",
+                                "lives_in",
+                                f"city-{i}",
+                                "user_stated",
+                                source="bench",
+                            )
+                        ),
+                        None,
+                    )
+                    for i in range(batch)
+                ]
+
+            prepared = [facts(b) for b in range(batches + 1)]
+            ledger.ingest(prepared[0])  # warm: statement texts, caches
+            started = time.perf_counter()
+            for items in prepared[1:]:
+                ledger.ingest(items)
+            return (time.perf_counter() - started) / batches
+        finally:
+            repo.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=16, help="new keys per write transaction")
+    parser.add_argument("--batches", type=int, default=300, help="timed batches per repeat")
+    parser.add_argument("--repeats", type=int, default=3, help="fresh stores, one run each")
+    args = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    runs = [one_run(args.batch, args.batches) for _ in range(args.repeats)]
+    ms = [round(r * 1000, 3) for r in runs]
+    median = statistics.median(ms)
+    print(f"write batch: {args.batch} new keys, {args.batches} batches x {args.repeats} stores")
+    print(f"ms per batch {median:.2f} (each store: {ms}); {args.batch / median * 1000:.0f} facts/s")
+    print(
+        json.dumps(
+            {
+                "ms_per_batch": median,
+                "ms_per_batch_each": ms,
+                "facts_per_s": round(args.batch / median * 1000),
+                "batch": args.batch,
+                "batches": args.batches,
+                "repeats": args.repeats,
+                "load_avg_1m": [load_before, os.getloadavg()[0]],
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

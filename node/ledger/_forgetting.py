@@ -19,7 +19,7 @@ from factnode.core import (
 )
 from factnode.core.validation import check_key
 from factnode.ledger._model import Committed, DecayReport, ErasureReport
-from factnode.ledger._serving import Serving
+from factnode.ledger._serving import Serving, bearing_on
 from factnode.store import Tombstone
 from factnode.store.repository import Transaction
 
@@ -94,7 +94,7 @@ class Forgetting(Serving):
     ) -> set[Key]:
         """Destroys the doomed evidence, records the tombstone and recomputes the keys."""
         # An erased `contradicts` (or a correction of one) stops counting on the other key.
-        keys = {e.key for e in doomed} | (extra_keys or set()) | _bearing_on(tx, doomed)
+        keys = {e.key for e in doomed} | (extra_keys or set()) | bearing_on(tx, doomed)
         ids_ = sorted({e.evidence_id for e in doomed} | set(tombstone.evidence_ids))
         forget = keys if tombstone.scope != "evidence" else set()
         # Read before erasing: belief rows resting on erased evidence no longer join to it.
@@ -142,16 +142,9 @@ class Forgetting(Serving):
             keys = {e.key for e in page if e.evidence_id in cold}
             fx = Committed()
             with self.repo.write() as tx:
-                keys |= _bearing_on(tx, [e for e in page if e.evidence_id in cold])
+                keys |= bearing_on(tx, [e for e in page if e.evidence_id in cold])
                 tx.set_status(cold, EvidenceStatus.DECAYED)
                 fx.evidence_removed.update(cold)  # decayed evidence leaves sync too
                 self._refresh(tx, tx.key_states(keys), self.clock.now(), fx)
             self._after(fx)
         return DecayReport(decayed, tombstoned)
-
-
-def _bearing_on(tx: Transaction, evidence: Sequence[Evidence]) -> set[Key]:
-    """The other keys whose state holds some of `evidence`: the keys it names in
-    `contradicts`, and those named by the assertions it corrects."""
-    corrected = tx.evidence({e.corrects for e in evidence if e.corrects}).values()
-    return {e.contradicts for e in (*evidence, *corrected) if e.contradicts is not None}

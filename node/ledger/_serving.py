@@ -317,3 +317,11 @@ class Serving:
             if bs:
                 out[key] = belief_from_rows(bs, reps)
         return out
+
+
+def bearing_on(tx: Transaction, evidence: Sequence[Evidence]) -> set[Key]:
+    """The other keys whose state holds some of `evidence` (DESIGN §5): the keys it names in
+    `contradicts`, and those named by the assertions it corrects."""
+    corrects = {e.corrects for e in evidence if e.corrects}
+    corrected = tx.evidence(corrects).values() if corrects else ()
+    return {e.contradicts for e in (*evidence, *corrected) if e.contradicts is not None}

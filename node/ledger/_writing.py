@@ -29,7 +29,7 @@ from factnode.core import (
 from factnode.core.arbitration import serves_alike
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger._model import Belief, Committed, NotFound, Submitted, belief_from_rows
-from factnode.ledger._serving import Serving, check_key_input
+from factnode.ledger._serving import Serving, bearing_on, check_key_input
 from factnode.store.repository import StoredBelief, Transaction
 
 
@@ -129,9 +129,8 @@ class Writing(Serving):
         """Decides `items` in order; returns the rulings and the served beliefs of the keys
         whose evidence changed (built from what was just computed, not read back). `reasons`
         (by evidence id) go before the detail of their decisions (a Retract's reason)."""
-        keys = {e.key for e, _ in items} | {e.contradicts for e, _ in items if e.contradicts}
-        # A correction of an assertion naming `contradicts` changes the other key too.
-        keys |= {k for k in self._contradicted_by_corrected(tx, items) if k is not None}
+        # A `contradicts`, or a correction of one, changes the other key too.
+        keys = {e.key for e, _ in items} | bearing_on(tx, [e for e, _ in items])
         batch = _Batch()
         for key, state in tx.key_states(keys).items():
             batch.evidence[key] = list(state.evidence)
@@ -232,15 +231,6 @@ class Writing(Serving):
                 by_id = {e.evidence_id: e for e in batch.evidence[key]}
                 beliefs[key] = belief_from_rows(served_rows, by_id)
         return rulings, beliefs
-
-    def _contradicted_by_corrected(
-        self, tx: Transaction, items: Sequence[tuple[Evidence, str | None]]
-    ) -> set[Key | None]:
-        """The keys named in `contradicts` by the evidence that `items` correct."""
-        corrected = {e.corrects for e, _ in items if e.corrects}
-        if not corrected:
-            return set()
-        return {e.contradicts for e in tx.evidence(corrected).values()}
 
     def _bears_on(self, e: Evidence, batch: _Batch) -> list[tuple[Key, Evidence]]:
         """What joins other keys' states with `e` (DESIGN §5): `e` on the key it contradicts,

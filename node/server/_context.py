@@ -74,6 +74,17 @@ def with_peer_tallies(
     return msg
 
 
+def version_objects(belief: Belief, explanation: Explanation) -> dict[str, str]:
+    """The value of each version this node holds for the key: the versions local arbitration
+    compared (the winner and those it beats) and the served one."""
+    local = explanation.local_comparisons
+    objects = {c.version_id: c.object for c in local}
+    objects.setdefault(belief.version_id, belief.object)
+    if local:
+        objects.setdefault(local[0].winner.version_id, local[0].winner.object)
+    return objects
+
+
 def version_tallies(
     belief: Belief, explanation: Explanation, result: Tally | None
 ) -> list[pb.VersionTally]:
@@ -84,11 +95,8 @@ def version_tallies(
         if explanation.local_comparisons
         else belief.version_id
     )
-    objects = {c.version_id: c.object for c in explanation.local_comparisons}
+    objects = version_objects(belief, explanation)
     rules = {c.version_id: c.rule.value for c in explanation.local_comparisons}
-    objects.setdefault(belief.version_id, belief.object)
-    if explanation.local_comparisons:
-        objects.setdefault(local_winner, explanation.local_comparisons[0].winner.object)
     votes = {t.version_id: t for t in result.versions} if result and result.peer_voted else {}
     order = [
         local_winner,

@@ -11,7 +11,7 @@ from factnode.core import BeliefState, Rule
 from factnode.core.consensus import review_reason
 from factnode.ledger import Belief, Explanation, NotFound
 from factnode.server._auth import caller_identity
-from factnode.server._context import NodeContext, run, version_tallies
+from factnode.server._context import NodeContext, run, version_objects, version_tallies
 from factnode.server._errors import Context, unary
 
 
@@ -74,12 +74,10 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
 
 def _contested_pb(belief: Belief, explanation: Explanation, threshold: Fraction) -> pb.ContestedKey:
     local = explanation.local_comparisons
-    objects = {c.version_id: c.object for c in local}
-    objects[belief.version_id] = belief.object
     tied = {c.version_id for c in local if c.rule is Rule.TIEBREAK}
-    if local:
-        objects[local[0].winner.version_id] = local[0].winner.object
-        tied |= {local[0].winner.version_id} if tied else set()
+    if tied:
+        tied.add(local[0].winner.version_id)
+    objects = version_objects(belief, explanation)
     return pb.ContestedKey(
         key=cv.key_pb(belief.key),
         state=cv.state_pb(belief.state),

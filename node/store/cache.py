@@ -15,7 +15,7 @@ Values are immutable (tuples) so that what a caller holds can never change under
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from factnode.core import Arbitrated, Evidence, Key, KeyState
@@ -252,11 +252,7 @@ class ServedMemory(Generic[V]):
         with self._lock:
             if epoch != self._epoch:
                 return False
-            entries = self._entries
-            entries.pop(key, None)
-            entries[key] = value
-            if len(entries) > self.capacity:
-                del entries[next(iter(entries))]
+            self._keep({key: value})
             return True
 
     def forget(self, touched: Touched) -> None:
@@ -278,15 +274,20 @@ class ServedMemory(Generic[V]):
         if not touched.published or touched.every or self.capacity == 0:
             return
         with self._lock:
-            entries = self._entries
-            for key, value in touched.published.items():
-                entries.pop(key, None)
-                entries[key] = value
-            excess = len(entries) - self.capacity
-            if excess > 0:
-                oldest = iter(entries)
-                for key in [next(oldest) for _ in range(excess)]:
-                    del entries[key]
+            self._keep(touched.published)
+
+    def _keep(self, answers: Mapping[Key, V]) -> None:
+        """Keeps `answers` as the newest entries, the oldest leaving beyond `capacity`; the
+        caller holds the lock."""
+        entries = self._entries
+        for key, value in answers.items():
+            entries.pop(key, None)
+            entries[key] = value
+        excess = len(entries) - self.capacity
+        if excess > 0:
+            oldest = iter(entries)
+            for key in [next(oldest) for _ in range(excess)]:
+                del entries[key]
 
     def __len__(self) -> int:
         return len(self._entries)

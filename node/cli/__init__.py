@@ -14,6 +14,8 @@ argument (the node named the bad fields), 7 a submitted fact was REJECTED.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -23,7 +25,7 @@ from factnode.client import Client, ClientError
 from . import _commands as commands
 from . import _local as local
 from . import _parser as grammar
-from ._exits import EXIT_USAGE, UsageError, fail, failed_call
+from ._exits import EXIT_ERROR, EXIT_USAGE, UsageError, fail, failed_call
 from ._output import as_json
 
 Run = Callable[[argparse.Namespace], int]
@@ -92,7 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """`factnode ...`: parses the arguments and runs the verb; returns the exit code."""
     args = build_parser().parse_args(argv)
-    return VERBS[args.command].run(args)
+    try:
+        return VERBS[args.command].run(args)
+    except BrokenPipeError:
+        # Whoever read the output left (`factnode history ... | head`): no traceback. Python
+        # flushes stdout again at exit, so point it at /dev/null for that to succeed quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
 
 
 __all__ = ["VERBS", "UsageError", "Verb", "build_parser", "main"]

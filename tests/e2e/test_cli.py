@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _e2e import Cli, ServerProcess, free_port, unique_ns
+from _e2e import (
+    RPC_TIMEOUT,
+    Cli,
+    ServerProcess,
+    factnode_command,
+    free_port,
+    isolated_env,
+    unique_ns,
+)
 
 EXIT_USAGE, EXIT_UNREACHABLE, EXIT_NOT_FOUND, EXIT_INVALID, EXIT_REJECTED = 2, 3, 5, 6, 7
 ANA = ("ana", "lives_in")
@@ -344,3 +353,21 @@ def test_retract_names_its_anchor_and_an_outranked_one_is_disbelieved(cli: Cli) 
     ]
     bad = cli.run("retract", ns, *ANA, "--anchor", "rumour", check=EXIT_INVALID)
     assert "attribution" in bad.stderr
+
+
+def test_output_into_a_pipe_its_reader_closed_ends_without_a_traceback(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """`factnode status | head -0`: the reader is gone before the output; the command exits 1
+    with nothing on stderr, not a BrokenPipeError traceback."""
+    with subprocess.Popen(
+        factnode_command("status", "--address", server.address),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=isolated_env(tmp_path / "home"),
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # before the command can have started, let alone written
+        err = proc.stderr.read()
+        assert proc.wait(timeout=RPC_TIMEOUT * 3) == 1, err
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err

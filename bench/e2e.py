@@ -68,6 +68,7 @@ START_TIMEOUT = 60.0  # seconds for the node to report SERVING
 CALL_TIMEOUT = 30.0  # seconds for one call
 STOP_TIMEOUT = 20.0
 STREAM_MESSAGES = 1000  # messages per SubmitFacts stream
+PHASES = ("submit", "stream", "get", "asof", "list")
 PRELOAD_KEYS = 2000  # keys the reads choose from
 LIST_PAGE = 100
 SEED = 20261201
@@ -374,6 +375,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             ("asof", lambda: concurrent(w.asof_get, seconds), lambda: w.echo_call("asof")),
             ("list", lambda: concurrent(w.list_page, seconds), lambda: w.echo_call("list")),
         ]
+        if args.only:
+            plan = [step for step in plan if step[0] in args.only]
         out: dict[str, Any] = {}
         for name, node_phase, echo_of in plan:
             # Warm both paths (and learn the payload sizes) before measuring.
@@ -604,7 +607,15 @@ def main() -> None:
         action="store_true",
         help="GetBelief at 10,000 vs 1,000,000 evidence rows, and RSS (SQLite; minutes)",
     )
+    parser.add_argument(
+        "--only",
+        type=lambda text: text.split(","),
+        metavar="FIGURES",
+        help="measure only these, comma-separated (submit,stream,get,asof,list)",
+    )
     args = parser.parse_args()
+    if args.only and not set(args.only) <= set(PHASES):
+        parser.error(f"--only takes some of {','.join(PHASES)}, got {','.join(args.only)}")
     if args.seconds is None:
         args.seconds = 2.0 if args.quick else 8.0
     if args.repeats is None:
@@ -634,14 +645,14 @@ def main() -> None:
         print(json.dumps(summary), flush=True)
         return
     out = asyncio.run(measure(args))
-    result: dict[str, Any] = {
-        f"{name}_ratio": out[name]["ratio"] for name in ("submit", "stream", "get", "asof", "list")
-    }
+    result: dict[str, Any] = {f"{name}_ratio": out[name]["ratio"] for name in PHASES if name in out}
     result.update(
         {
             "get_p99_over_echo_p99": round(
                 out["get"]["node"]["p99_ms"] / out["get"]["echo"]["p99_ms"], 2
-            ),
+            )
+            if "get" in out
+            else None,
             "store": "postgres" if args.postgres else "sqlite",
             "seconds": args.seconds,
             "repeats": args.repeats,

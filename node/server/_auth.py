@@ -1,16 +1,13 @@
-"""Bearer-token authentication and role checks, in one server interceptor."""
+"""Bearer-token authentication and role checks, made by each client RPC's handler."""
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeAlias
-
-import grpc
+from typing import Any
 
 from factnode.config import Settings, TokenGrant
 from factnode.core import Submission
-from factnode.server._errors import Context, PermissionDenied, Unauthenticated, abort
+from factnode.server._errors import Context, PermissionDenied, Unauthenticated
 
 PACKAGE = "factnode.v1"
 OPEN_SERVICES = frozenset(
@@ -26,14 +23,6 @@ FEDERATION_SERVICE = f"{PACKAGE}.FederationService"
 
 # Without configured tokens the node is loopback-only and every local caller is an operator.
 LOCAL_OPERATOR = TokenGrant(frozenset({"operator"}), ("*",), "local")
-
-if TYPE_CHECKING:
-    # grpc-stubs makes these generic; the runtime classes are not subscriptable.
-    Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
-    _Interceptor: TypeAlias = grpc.aio.ServerInterceptor[Any, Any]
-else:
-    Handler = grpc.RpcMethodHandler
-    _Interceptor = grpc.aio.ServerInterceptor
 
 _grant: contextvars.ContextVar[TokenGrant] = contextvars.ContextVar("factnode_grant")
 
@@ -84,86 +73,29 @@ def _bearer(metadata: Any) -> str | None:
     return None
 
 
-def _wrap(handler: Handler, grant: TokenGrant | None, error: Exception | None) -> Handler:
-    """The same handler, run with `grant` in context, or refusing with `error`."""
+class Access:
+    """Checks the bearer token of every client RPC against the role it needs.
 
-    def around(inner: Callable[..., Any], streaming_response: bool) -> Callable[..., Any]:
-        if streaming_response:
-
-            async def gen(request: Any, context: Context) -> Any:
-                if error is not None:
-                    await abort(context, error)
-                assert grant is not None
-                _grant.set(grant)
-                async for item in inner(request, context):
-                    yield item
-
-            return gen
-
-        async def call(request: Any, context: Context) -> Any:
-            if error is not None:
-                await abort(context, error)
-            assert grant is not None
-            _grant.set(grant)
-            return await inner(request, context)
-
-        return call
-
-    kinds = (
-        ("unary_unary", grpc.unary_unary_rpc_method_handler, False),
-        ("unary_stream", grpc.unary_stream_rpc_method_handler, True),
-        ("stream_unary", grpc.stream_unary_rpc_method_handler, False),
-        ("stream_stream", grpc.stream_stream_rpc_method_handler, True),
-    )
-    for attr, make, streams in kinds:
-        inner = getattr(handler, attr)
-        if inner is not None:
-            return make(
-                around(inner, streams),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-    return handler
-
-
-class AuthInterceptor(_Interceptor):
-    """Checks the bearer token of every client RPC against the role it needs."""
+    The check runs in the RPC's own handler (`_decoding`), before its request is decoded:
+    a server interceptor would cost a coroutine and a new handler object on every call."""
 
     def __init__(self, settings: Settings) -> None:
         self._tokens = settings.tokens
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
-        details: grpc.HandlerCallDetails,
-    ) -> Handler:
-        handler = await continuation(details)
-        if handler is None:
-            return handler
-        method = details.method
-        token = _bearer(details.invocation_metadata)
-        if method.lstrip("/").startswith(FEDERATION_SERVICE + "/"):
-            if token is not None:
-                return _wrap(
-                    handler,
-                    None,
-                    PermissionDenied("FederationService is for peer nodes, not client tokens"),
-                )
-            return handler
-        role = required_role(method)
+    def admit(self, role: str | None, context: Context) -> None:
+        """Lets the caller in with its grant (for `current_grant`), or raises
+        Unauthenticated or PermissionDenied. `role` is the method's `required_role`."""
         if role is None:
-            return handler
+            return
         if not self._tokens:
-            return _wrap(handler, LOCAL_OPERATOR, None)
+            _grant.set(LOCAL_OPERATOR)
+            return
+        token = _bearer(context.invocation_metadata())
         if not token:
-            return _wrap(
-                handler,
-                None,
-                Unauthenticated("missing bearer token (metadata 'authorization: Bearer <token>')"),
-            )
+            raise Unauthenticated("missing bearer token (metadata 'authorization: Bearer <token>')")
         grant = self._tokens.get(token)
         if grant is None:
-            return _wrap(handler, None, Unauthenticated("unknown bearer token"))
+            raise Unauthenticated("unknown bearer token")
         if not grant.may(role):
-            return _wrap(handler, None, PermissionDenied(f"this RPC needs the {role!r} role"))
-        return _wrap(handler, grant, None)
+            raise PermissionDenied(f"this RPC needs the {role!r} role")
+        _grant.set(grant)

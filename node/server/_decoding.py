@@ -1,4 +1,5 @@
-"""Requests arrive as bytes and are decoded and checked here, in one place for every RPC.
+"""Requests arrive as bytes and are decoded and checked here, in one place for every RPC,
+after the caller's token is checked (`_auth.Access`).
 
 gRPC would otherwise decode before any node code runs and answer a message that does not
 parse (invalid UTF-8, truncated or random bytes) with UNKNOWN. Here it is INVALID_ARGUMENT
@@ -17,8 +18,12 @@ from google.protobuf.message import DecodeError, Message
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import FieldViolation, InvalidInput
-from factnode.server._errors import Context, abort
+from factnode.server._auth import Access, required_role
+from factnode.server._errors import Context, PermissionDenied, Unauthenticated, abort
 from factnode.server._requests import check
+
+# What a handler refuses before the servicer runs.
+_REFUSED = (InvalidInput, PermissionDenied, Unauthenticated)
 
 
 class Undecodable(InvalidInput):
@@ -38,11 +43,30 @@ def decode(method: str, cls: type[Message], data: bytes, index: int | None = Non
         raise Undecodable(method, exc, index) from None
 
 
-def _handler(method: str, impl: Callable[..., Any], cls: type[Message], desc: Any) -> Any:
+def _handler(
+    method: str,
+    impl: Callable[..., Any],
+    cls: type[Message],
+    desc: Any,
+    access: Access | None,
+) -> Any:
+    """The one handler layer of an RPC: the caller's access (before anything is decoded),
+    then the request's bytes decoded and checked, then the servicer's method."""
     response = getattr(pb, desc.output_type.name)
+    role = required_role(f"/{desc.containing_service.full_name}/{desc.name}")
+
+    def admit(context: Context) -> None:
+        if access is not None:
+            access.admit(role, context)
+
     if desc.client_streaming:
 
         async def stream_in(raw: AsyncIterator[bytes], context: Context) -> Any:
+            try:
+                admit(context)
+            except _REFUSED as exc:
+                await abort(context, exc)
+
             async def items() -> AsyncIterator[Any]:
                 index = 0
                 async for data in raw:
@@ -64,8 +88,9 @@ def _handler(method: str, impl: Callable[..., Any], cls: type[Message], desc: An
 
         async def stream_out(data: bytes, context: Context) -> AsyncIterator[Any]:
             try:
+                admit(context)
                 request = parsed(data)
-            except InvalidInput as exc:
+            except _REFUSED as exc:
                 await abort(context, exc)
             async for item in impl(request, context):
                 yield item
@@ -76,8 +101,9 @@ def _handler(method: str, impl: Callable[..., Any], cls: type[Message], desc: An
 
     async def unary(data: bytes, context: Context) -> Any:
         try:
+            admit(context)
             request = parsed(data)
-        except InvalidInput as exc:
+        except _REFUSED as exc:
             await abort(context, exc)
         return await impl(request, context)
 
@@ -86,8 +112,11 @@ def _handler(method: str, impl: Callable[..., Any], cls: type[Message], desc: An
     )
 
 
-def add_service(server: grpc.aio.Server, servicer: object, service: str) -> None:
-    """Registers `servicer` for the API's `service` with bytes-in handlers decoded here."""
+def add_service(
+    server: grpc.aio.Server, servicer: object, service: str, access: Access | None = None
+) -> None:
+    """Registers `servicer` for the API's `service` with bytes-in handlers decoded here;
+    with `access`, each RPC first checks its caller's token (the client port)."""
     desc = pb.DESCRIPTOR.services_by_name[service]
     handlers = {
         m.name: _handler(
@@ -95,6 +124,7 @@ def add_service(server: grpc.aio.Server, servicer: object, service: str) -> None
             getattr(servicer, m.name),
             getattr(pb, m.input_type.name),
             m,
+            access,
         )
         for m in desc.methods
     }

@@ -25,7 +25,7 @@ from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsF
 from factnode.ledger import Ledger, Submitted, ensure_node_id
 from factnode.metrics import Metrics
 from factnode.server._admin import AdminServicer
-from factnode.server._auth import AuthInterceptor
+from factnode.server._auth import Access
 from factnode.server._context import Changes, NodeContext
 from factnode.server._decoding import add_service
 from factnode.server._fact import FactServicer
@@ -140,7 +140,8 @@ class Node:
             ("grpc.max_send_message_length", s.max_message_bytes),
             ("grpc.so_reuseport", 0),
         ]
-        server = grpc.aio.server(interceptors=[AuthInterceptor(s)], options=options)
+        server = grpc.aio.server(options=options)
+        access = Access(s)
         changes = Changes()
         self.writer = GroupCommit(self.ledger.ingest, self._committed(changes))
         self.writer.start()
@@ -154,9 +155,9 @@ class Node:
             self.syncer,
             inline_reads=self.repo.is_sqlite_file,
         )
-        add_service(server, FactServicer(ctx), "FactService")
-        add_service(server, ReviewServicer(ctx), "ReviewService")
-        add_service(server, AdminServicer(ctx), "AdminService")
+        add_service(server, FactServicer(ctx), "FactService", access)
+        add_service(server, ReviewServicer(ctx), "ReviewService", access)
+        add_service(server, AdminServicer(ctx), "AdminService", access)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (

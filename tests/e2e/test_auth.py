@@ -94,6 +94,21 @@ def test_no_token_is_unauthenticated(facts: pb_grpc.FactServiceStub) -> None:
     assert code_of(facts.ListBeliefs, listing, "not-a-token") is grpc.StatusCode.UNAUTHENTICATED
 
 
+def test_the_token_is_checked_before_the_request_is_decoded(channel: grpc.Channel) -> None:
+    """Bytes that are no request, sent without a token (or with a reader's to a write), are
+    refused for the caller, not for the bytes: nothing about them reaches an unknown caller."""
+    garbage = b"\xff\xfe not a protobuf message"
+    for method in ("/factnode.v1.FactService/SubmitFact", "/factnode.v1.FactService/GetBelief"):
+        call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
+        assert code_of(call, garbage, None) is grpc.StatusCode.UNAUTHENTICATED
+    submit = channel.unary_unary(
+        "/factnode.v1.FactService/SubmitFact", request_serializer=None, response_deserializer=None
+    )
+    assert code_of(submit, garbage, READER) is grpc.StatusCode.PERMISSION_DENIED
+    # The control: a caller allowed to write gets the decoding error.
+    assert code_of(submit, garbage, WRITER) is grpc.StatusCode.INVALID_ARGUMENT
+
+
 def test_reader_reads_but_cannot_submit(facts: pb_grpc.FactServiceStub) -> None:
     """A reader token may list beliefs but SubmitFact and SubmitFacts are PERMISSION_DENIED."""
     ns = unique_ns("team")

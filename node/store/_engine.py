@@ -11,7 +11,8 @@ from sqlmodel import create_engine
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for `url`; SQLite gets WAL, a busy timeout, secure_delete and BEGIN IMMEDIATE."""
+    """An engine for `url`; SQLite gets WAL, a busy timeout, secure_delete and BEGIN IMMEDIATE.
+    A SQLite file's commits never checkpoint: its repository's `Checkpoints` thread does."""
     if not url.startswith("sqlite"):
         # hide_parameters: a database error must not quote a fact's value or source in a log.
         return create_engine(url, pool_pre_ping=True, hide_parameters=True)
@@ -30,6 +31,7 @@ def make_engine(url: str) -> Engine:
         cur = dbapi_conn.cursor()
         if not memory:
             cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA wal_autocheckpoint=0")
         cur.execute("PRAGMA synchronous=FULL")
         cur.execute("PRAGMA busy_timeout=30000")
         # Erased values must not survive in free pages.

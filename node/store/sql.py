@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from factnode.store._beliefs import SqlBeliefs
+from factnode.store._checkpoints import Checkpoints
 from factnode.store._decisions import SqlDecisions
 from factnode.store._digests import SqlDigests
 from factnode.store._engine import is_memory, lock_writer, make_engine, reclaim_erased
@@ -62,6 +63,8 @@ class SqlRepository:
         self._cache = KeyCache(cache_keys)
         self.served: ServedMemory[Any] = ServedMemory(cache_keys)
         upgrade(self.engine)
+        # A SQLite file's checkpoints run beside the writer, not inside its commits.
+        self.checkpoints = Checkpoints(self.engine) if self.is_sqlite_file else None
 
     @property
     def is_sqlite(self) -> bool:
@@ -95,6 +98,8 @@ class SqlRepository:
             cache.generation = generation
             if tx._cache is not None:
                 tx._cache.commit()
+            if self.checkpoints is not None:
+                self.checkpoints.committed()
 
     @contextmanager
     def read(self) -> Iterator[SqlTransaction]:
@@ -107,4 +112,6 @@ class SqlRepository:
             reclaim_erased(self.engine)
 
     def close(self) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.close()
         self.engine.dispose()

@@ -1,0 +1,73 @@
+"""A SQLite file's checkpoints run in their own thread, never inside the writer's commits."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from factnode.core import MICROS_PER_DAY, Policy, Submission
+from factnode.ledger import Ledger
+from factnode.store import SqlRepository
+from factnode.testing import FakeClock
+
+WAIT_SECONDS = 10.0
+
+
+def _ledger(repo: SqlRepository) -> Ledger:
+    return Ledger(repo, Policy(), "node-checkpoints", FakeClock(20_000 * MICROS_PER_DAY))
+
+
+def _write(ledger: Ledger, batches: int, per_batch: int = 20) -> None:
+    for b in range(batches):
+        ledger.submit_many(
+            [
+                Submission("cp", f"subject-{b}-{i}", "lives_in", f"city-{i}", "user_stated")
+                for i in range(per_batch)
+            ]
+        )
+
+
+def test_commits_leave_their_pages_to_the_checkpoint_thread(tmp_path: Path) -> None:
+    """The store's connections never checkpoint on commit (wal_autocheckpoint 0); after
+    writes the thread has copied every logged page into the database file."""
+    repo = SqlRepository(f"sqlite:///{tmp_path / 'cp.db'}")
+    try:
+        assert repo.checkpoints is not None and repo.checkpoints.running
+        with repo.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+        _write(_ledger(repo), batches=30)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            last = repo.checkpoints.last
+            if last is not None and last[1] > 0 and last[1] == last[2]:
+                break
+            assert time.monotonic() < deadline, f"not checkpointed in {WAIT_SECONDS}s: {last}"
+            time.sleep(0.05)
+    finally:
+        repo.close()
+    assert not repo.checkpoints.running
+
+
+def test_what_was_committed_is_in_the_database_file_after_close(tmp_path: Path) -> None:
+    """Once the store is closed the database file alone, read without its write-ahead log,
+    holds every committed fact (the thread's last checkpoint, then SQLite's on close)."""
+    db = tmp_path / "cp.db"
+    repo = SqlRepository(f"sqlite:///{db}")
+    try:
+        _write(_ledger(repo), batches=5)
+    finally:
+        repo.close()
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(db.read_bytes())  # the file without its -wal beside it
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("SELECT count(*) FROM evidence").fetchone()[0] == 100
+
+
+def test_an_in_memory_store_has_no_checkpoint_thread() -> None:
+    """Only a SQLite file has a write-ahead log to checkpoint."""
+    repo = SqlRepository("sqlite://")
+    try:
+        assert repo.checkpoints is None
+    finally:
+        repo.close()

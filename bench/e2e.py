@@ -135,6 +135,41 @@ async def start_echo() -> tuple[grpc.aio.Server, int]:
     return server, port
 
 
+async def serve_echo_forever() -> None:
+    """The echo alone, for `EchoProcess`: prints its port, serves until killed."""
+    server, port = await start_echo()
+    print(port, flush=True)
+    await server.wait_for_termination()
+
+
+class EchoProcess:
+    """The bare echo in a process of its own, so its CPU per call can be read like the
+    node's (the in-process echo shares its process with the callers)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve-echo"],
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+
+    def cpu_seconds(self) -> float:
+        return _cpu_seconds(self.proc.pid)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=STOP_TIMEOUT)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (user and system, all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # -- the node ---------------------------------------------------------------------
 
 
@@ -178,6 +213,9 @@ class NodeProcess:
                 pass
             await asyncio.sleep(0.1)
         raise RuntimeError(f"node not SERVING within {START_TIMEOUT}s: {self.log.read_text()}")
+
+    def cpu_seconds(self) -> float:
+        return _cpu_seconds(self.proc.pid)
 
     def rss_mb(self) -> float | None:
         try:
@@ -397,7 +435,12 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             await runner(echo_phase_fn, warm)
             pairs = []
             for _ in range(args.repeats):
+                cpu_before = node.cpu_seconds()
                 node_fig = await node_phase()
+                # The node's CPU per call (per message for the stream): where the gap is.
+                node_fig["cpu_us_per_call"] = round(
+                    (node.cpu_seconds() - cpu_before) / node_fig["calls"] * 1e6
+                )
                 echo_fig = await runner(echo_phase_fn, seconds)
                 pairs.append((node_fig, echo_fig))
             ratios = [round(n["rps"] / e["rps"], 3) for n, e in pairs]
@@ -413,9 +456,17 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             }
             say(
                 f"{name:7s} node {node_fig['rps']:8.1f}/s p50 {node_fig['p50_ms']:7.2f} ms "
-                f"p99 {node_fig['p99_ms']:7.2f} ms | echo {echo_fig['rps']:8.1f}/s "
+                f"p99 {node_fig['p99_ms']:7.2f} ms cpu {node_fig['cpu_us_per_call']:5d} us "
+                f"| echo {echo_fig['rps']:8.1f}/s "
                 f"p50 {echo_fig['p50_ms']:7.2f} ms p99 {echo_fig['p99_ms']:7.2f} ms "
                 f"| ratio {out[name]['ratio']:.3f} (each pair: {ratios})"
+            )
+        if "submit" in out:
+            out["echo_process"] = await echo_process_cpu(w, seconds)
+            say(
+                f"bare echo in its own process, submit's sizes: "
+                f"{out['echo_process']['rps']:.1f}/s, cpu {out['echo_process']['cpu_us_per_call']} us"
+                " per call"
             )
         out["node_rss_mb"] = node.rss_mb()
         out["load_avg_1m"] = [load_before, os.getloadavg()[0]]
@@ -426,6 +477,28 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         await echo_server.stop(0)
         node.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def echo_process_cpu(w: Workload, seconds: float) -> dict[str, float]:
+    """What gRPC itself costs a server per unary call: the bare echo in its own process,
+    16 callers, submit's payload sizes; its rate and CPU per call."""
+    echo = EchoProcess()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{echo.port}")
+    try:
+        call = channel.unary_unary(ECHO_UNARY, None, None)
+        payload = echo_request(*w.sizes["submit"])
+
+        async def one(n: int) -> object:
+            return await call(payload, timeout=CALL_TIMEOUT)
+
+        await concurrent(one, min(1.0, seconds / 3))
+        before = echo.cpu_seconds()
+        fig = await concurrent(one, seconds)
+        fig["cpu_us_per_call"] = round((echo.cpu_seconds() - before) / fig["calls"] * 1e6)
+        return fig
+    finally:
+        await channel.close(None)
+        echo.stop()
 
 
 # -- at scale -------------------------------------------------------------------------
@@ -613,7 +686,11 @@ def main() -> None:
         metavar="FIGURES",
         help="measure only these, comma-separated (submit,stream,get,asof,list)",
     )
+    parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_echo:
+        asyncio.run(serve_echo_forever())
+        return
     if args.only and not set(args.only) <= set(PHASES):
         parser.error(f"--only takes some of {','.join(PHASES)}, got {','.join(args.only)}")
     if args.seconds is None:

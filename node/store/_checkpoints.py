@@ -32,6 +32,9 @@ class Checkpoints:
         self._interval = interval
         self._committed = threading.Event()
         self._stopping = threading.Event()
+        # Held while this thread checkpoints: a checkpoint that must not find another one
+        # running (an erasure truncating the log) takes it first.
+        self.lock = threading.Lock()
         # The last checkpoint's (busy, log pages, pages checkpointed), as SQLite reported them.
         self.last: tuple[int, int, int] | None = None
         self._thread = threading.Thread(target=self._run, name="factnode-checkpoints", daemon=True)
@@ -44,15 +47,17 @@ class Checkpoints:
     def checkpoint(self) -> tuple[int, int, int]:
         """One PASSIVE checkpoint now, on a connection of its own: (busy, log pages,
         pages checkpointed), as SQLite reports them."""
-        raw: Any = self._engine.raw_connection()
-        try:
-            cursor = raw.cursor()
+        with self.lock:
+            raw: Any = self._engine.raw_connection()
             try:
-                busy, logged, done = cursor.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                cursor = raw.cursor()
+                try:
+                    row = cursor.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                finally:
+                    cursor.close()
             finally:
-                cursor.close()
-        finally:
-            raw.close()
+                raw.close()
+        busy, logged, done = row
         return int(busy), int(logged), int(done)
 
     @property

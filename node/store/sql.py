@@ -108,7 +108,9 @@ class SqlRepository:
 
     def after_erase(self) -> None:
         """Pushes erased bytes out of the WAL (SQLite) or dead tuples (PostgreSQL)."""
-        with self._serial:
+        # Not beside a background checkpoint: the log's truncation must not find one running.
+        pause = self.checkpoints.lock if self.checkpoints is not None else nullcontext()
+        with self._serial, pause:
             reclaim_erased(self.engine)
 
     def close(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -69,5 +70,24 @@ def test_an_in_memory_store_has_no_checkpoint_thread() -> None:
     repo = SqlRepository("sqlite://")
     try:
         assert repo.checkpoints is None
+    finally:
+        repo.close()
+
+
+def test_an_erasures_truncation_waits_for_a_running_checkpoint(tmp_path: Path) -> None:
+    """The log's truncation after an erasure never runs beside the thread's checkpoint
+    (SQLite would answer it busy and leave erased bytes in the log): it waits for it."""
+    repo = SqlRepository(f"sqlite:///{tmp_path / 'cp.db'}")
+    try:
+        _write(_ledger(repo), batches=2)
+        assert repo.checkpoints is not None
+        finished = threading.Event()
+        with repo.checkpoints.lock:  # as while the thread checkpoints
+            eraser = threading.Thread(target=lambda: (repo.after_erase(), finished.set()))
+            eraser.start()
+            assert not finished.wait(0.3)
+        assert finished.wait(WAIT_SECONDS)
+        eraser.join(WAIT_SECONDS)
+        assert Path(f"{tmp_path / 'cp.db'}-wal").stat().st_size == 0  # truncated
     finally:
         repo.close()

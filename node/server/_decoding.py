@@ -113,10 +113,11 @@ def _handler(
 
 
 def add_service(
-    server: grpc.aio.Server, servicer: object, service: str, access: Access | None = None
+    server: grpc.aio.Server, servicer: object, service: str, access: Access | None
 ) -> None:
-    """Registers `servicer` for the API's `service` with bytes-in handlers decoded here;
-    with `access`, each RPC first checks its caller's token (the client port)."""
+    """Registers `servicer` for the API's `service` with bytes-in handlers decoded here.
+    With `access` (the client port) each RPC first checks its caller's token; None is for
+    the federation port, whose callers mutual TLS has already checked."""
     desc = pb.DESCRIPTOR.services_by_name[service]
     handlers = {
         m.name: _handler(

@@ -117,7 +117,7 @@ class Node:
         tls = self._tls()
         server = grpc.aio.server(options=options)
         endpoint = FederationEndpoint(self.ledger, s.peers)
-        add_service(server, FederationServicer(endpoint), "FederationService")
+        add_service(server, FederationServicer(endpoint), "FederationService", None)
         creds = grpc.ssl_server_credentials(
             [(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=True
         )

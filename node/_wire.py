@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, cast
+from typing import cast
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -97,32 +97,51 @@ def submission(req: pb.SubmitFactRequest, prefix: str = "fact.") -> Submission:
     )
 
 
-def _statement_fields(e: Evidence) -> dict[str, Any]:
+def _set_time(msg: Timestamp, at: Instant) -> None:
+    seconds, micros = divmod(at, 1_000_000)
+    msg.seconds, msg.nanos = seconds, micros * 1000
+
+
+def _set_key(msg: pb.Key, k: Key) -> None:
+    msg.namespace, msg.subject, msg.predicate = k
+
+
+# Messages are filled in place: a nested message passed to a constructor, or a list of
+# messages to a repeated field, is copied, which cost more than building (a page of 100
+# beliefs in 3.1 ms that way, 1.4 ms filled in place; the same bytes).
+
+
+def _fill_statement(msg: pb.Evidence | pb.RelayedEvidence, e: Evidence) -> None:
     """Fields the public Evidence and the peer RelayedEvidence messages share."""
-    return {
-        "evidence_id": e.evidence_id,
-        "key": key_pb(e.key),
-        "object": e.object,
-        "attribution": e.attribution,
-        "source": e.source,
-        "valid_from": timestamp(e.valid_from),
-        "valid_from_defaulted": e.valid_from_defaulted,
-        "origin_node": e.origin_node,
-        "corrects": e.corrects or "",
-        "anchor_cap": e.anchor_cap or "",
-        "contradicts": key_pb(e.contradicts) if e.contradicts is not None else None,
-        "retracts": e.retracts,
-    }
+    msg.evidence_id = e.evidence_id
+    _set_key(msg.key, e.key)
+    msg.object = e.object
+    msg.attribution = e.attribution
+    msg.source = e.source
+    _set_time(msg.valid_from, e.valid_from)
+    msg.valid_from_defaulted = e.valid_from_defaulted
+    msg.origin_node = e.origin_node
+    if e.corrects:
+        msg.corrects = e.corrects
+    if e.anchor_cap:
+        msg.anchor_cap = e.anchor_cap
+    if e.contradicts is not None:
+        _set_key(msg.contradicts, e.contradicts)
+    msg.retracts = e.retracts
+
+
+def fill_evidence(msg: pb.Evidence, e: Evidence) -> pb.Evidence:
+    """Fills `msg` (new or in place, as a repeated field's `add()`) from `e`; returns it."""
+    _fill_statement(msg, e)
+    msg.version_id = e.version_id
+    msg.worth = e.worth_milli / 1000
+    msg.confidence = e.confidence_milli / 1000
+    _set_time(msg.recorded_at, e.recorded_at)
+    return msg
 
 
 def evidence_pb(e: Evidence) -> pb.Evidence:
-    return pb.Evidence(
-        **_statement_fields(e),
-        version_id=e.version_id,
-        worth=e.worth_milli / 1000,
-        confidence=e.confidence_milli / 1000,
-        recorded_at=timestamp(e.recorded_at),
-    )
+    return fill_evidence(pb.Evidence(), e)
 
 
 def decision_pb(d: Decision, seq: int = 0) -> pb.Decision:
@@ -148,16 +167,21 @@ def threshold_pb(threshold: Fraction) -> pb.ConsensusThreshold:
     return pb.ConsensusThreshold(numerator=threshold.numerator, denominator=threshold.denominator)
 
 
+def fill_belief(msg: pb.Belief, b: Belief) -> pb.Belief:
+    """Fills `msg` (new or in place, as a repeated field's `add()`) from `b`; returns it."""
+    _set_key(msg.key, b.key)
+    msg.version_id = b.version_id
+    msg.object = b.object
+    msg.state = state_pb(b.state)
+    msg.rule = b.rule.value
+    fill_evidence(msg.evidence, b.evidence)
+    for version_id, obj in b.values:
+        msg.believed_values.add(version_id=version_id, object=obj)
+    return msg
+
+
 def belief_pb(b: Belief) -> pb.Belief:
-    return pb.Belief(
-        key=key_pb(b.key),
-        version_id=b.version_id,
-        object=b.object,
-        state=state_pb(b.state),
-        rule=b.rule.value,
-        evidence=evidence_pb(b.evidence),
-        believed_values=[pb.BelievedValue(version_id=v, object=o) for v, o in b.values],
-    )
+    return fill_belief(pb.Belief(), b)
 
 
 def history_pb(h: VersionHistory, evidence: dict[str, Evidence]) -> pb.VersionHistory:
@@ -229,12 +253,10 @@ def tombstone(msg: pb.ErasureTombstone) -> Tombstone:
 
 def relayed_pb(e: Evidence) -> pb.RelayedEvidence:
     """Evidence as it travels to a peer: original provenance and the first recording time."""
-    return pb.RelayedEvidence(
-        **_statement_fields(e),
-        worth_milli=e.worth_milli,
-        confidence_milli=e.confidence_milli,
-        recorded_at=timestamp(e.first_recorded_at),
-    )
+    msg = pb.RelayedEvidence(worth_milli=e.worth_milli, confidence_milli=e.confidence_milli)
+    _fill_statement(msg, e)
+    _set_time(msg.recorded_at, e.first_recorded_at)
+    return msg
 
 
 def _micros(ts: Timestamp) -> Instant:

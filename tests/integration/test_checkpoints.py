@@ -83,7 +83,12 @@ def test_an_erasures_truncation_waits_for_a_running_checkpoint(tmp_path: Path) -
         assert repo.checkpoints is not None
         finished = threading.Event()
         with repo.checkpoints.lock:  # as while the thread checkpoints
-            eraser = threading.Thread(target=lambda: (repo.after_erase(), finished.set()))
+
+            def erase() -> None:
+                repo.after_erase()
+                finished.set()
+
+            eraser = threading.Thread(target=erase)
             eraser.start()
             assert not finished.wait(0.3)
         assert finished.wait(WAIT_SECONDS)

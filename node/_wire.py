@@ -54,10 +54,20 @@ def time_travel(msg: object) -> tuple[Instant | None, Instant | None]:
     return as_of, known_at
 
 
+def _set_time(msg: Timestamp, at: Instant) -> None:
+    seconds, micros = divmod(at, 1_000_000)
+    msg.seconds, msg.nanos = seconds, micros * 1000
+
+
+def _set_key(msg: pb.Key, k: Key) -> None:
+    msg.namespace, msg.subject, msg.predicate = k
+
+
 def timestamp(at: Instant) -> Timestamp:
     """Microseconds as a Timestamp."""
-    seconds, micros = divmod(at, 1_000_000)
-    return Timestamp(seconds=seconds, nanos=micros * 1000)
+    msg = Timestamp()
+    _set_time(msg, at)
+    return msg
 
 
 def key(msg: pb.Key) -> Key:
@@ -65,7 +75,9 @@ def key(msg: pb.Key) -> Key:
 
 
 def key_pb(k: Key) -> pb.Key:
-    return pb.Key(namespace=k.namespace, subject=k.subject, predicate=k.predicate)
+    msg = pb.Key()
+    _set_key(msg, k)
+    return msg
 
 
 def raise_if(out: list[FieldViolation]) -> None:
@@ -95,15 +107,6 @@ def submission(req: pb.SubmitFactRequest, prefix: str = "fact.") -> Submission:
         contradicts=contradicts,
         idempotency_key=req.idempotency_key or None,
     )
-
-
-def _set_time(msg: Timestamp, at: Instant) -> None:
-    seconds, micros = divmod(at, 1_000_000)
-    msg.seconds, msg.nanos = seconds, micros * 1000
-
-
-def _set_key(msg: pb.Key, k: Key) -> None:
-    msg.namespace, msg.subject, msg.predicate = k
 
 
 # Messages are filled in place: a nested message passed to a constructor, or a list of

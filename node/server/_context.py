@@ -57,9 +57,18 @@ class NodeContext:
     database: str
     writer: GroupCommit
     syncer: Syncer | None = None
-    # As-of GetBelief reads on the event loop (a SQLite file: a local read that never waits
-    # for a writer in WAL mode, shorter than a thread hop); otherwise in a thread.
+    # A SQLite file: its reads are local and never wait for a writer in WAL mode (`read`).
     inline_reads: bool = False
+
+    async def read(self, fn: Callable[..., T], *args: Any, bounded: bool = True) -> T:
+        """A bounded read (`bounded`: one key, a page of at most the default size) on a SQLite
+        file runs on the event loop; any other in a thread. SQLite gives the GIL back at
+        every row, so a read in a thread spent more handing it over, to a busy loop, than
+        reading (as-of GetBelief and ListBeliefs, bench/README.md); such a read holds the
+        loop for a few milliseconds (longer for a key with very many versions or values)."""
+        if self.inline_reads and bounded:
+            return fn(*args)
+        return await run(fn, *args)
 
 
 def with_peer_tallies(

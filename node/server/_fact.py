@@ -129,13 +129,9 @@ class FactServicer(pb_grpc.FactServiceServicer):
     async def GetBelief(self, request: pb.GetBeliefRequest, context: Context) -> pb.Belief:
         as_of, known_at = cv.time_travel(request)
         if as_of is not None or known_at is not None:
-            if self.ctx.inline_reads:
-                # One key's evidence from a local file: cheaper than the thread hop, whose
-                # GIL hand-offs cost more than the read (bench/README.md). A key with very
-                # many versions holds the loop for its arbitration.
-                belief = self.ctx.ledger.belief(cv.key(request.key), as_of, known_at)
-            else:
-                belief = await run(self.ctx.ledger.belief, cv.key(request.key), as_of, known_at)
+            belief = await self.ctx.read(
+                self.ctx.ledger.belief, cv.key(request.key), as_of, known_at
+            )
             return cv.belief_pb(belief)
         key = cv.key(request.key)
         hot = self.ctx.ledger.served_in_memory(key)
@@ -152,14 +148,14 @@ class FactServicer(pb_grpc.FactServiceServicer):
         self, request: pb.ListBeliefsRequest, context: Context
     ) -> pb.ListBeliefsResponse:
         subject = request.subject if request.HasField("subject") else None
-        args = (request.namespace, subject, request.page_size, request.page_token)
-        if self.ctx.inline_reads and request.page_size <= DEFAULT_PAGE_SIZE:
-            # As for as-of reads: SQLite gives the GIL back at every row, so concurrent
-            # pages read in threads spent most of their time handing it over (bench/README.md).
-            # Only pages up to the default size, which hold the loop for a few milliseconds.
-            page = self.ctx.ledger.list_beliefs(*args)
-        else:
-            page = await run(self.ctx.ledger.list_beliefs, *args)
+        page = await self.ctx.read(
+            self.ctx.ledger.list_beliefs,
+            request.namespace,
+            subject,
+            request.page_size,
+            request.page_token,
+            bounded=request.page_size <= DEFAULT_PAGE_SIZE,
+        )
         reply = pb.ListBeliefsResponse(next_page_token=page.next_page_token)
         for b in page.items:
             cv.fill_belief(reply.beliefs.add(), b)

@@ -96,7 +96,7 @@ def insert_rows(
 
     A few rows go in one driver `executemany`. Many rows on SQLite go in multi-row INSERTs:
     `executemany` steps its statement once per row and gives the GIL back at every step,
-    which a busy event loop then makes it wait for (SubmitFacts ran 23% faster with
+    which a busy event loop then makes it wait for (SubmitFacts about 10% faster with
     statements of up to 256 rows, bench/README.md). PostgreSQL keeps `executemany`, which
     psycopg pipelines."""
     if not rows:

@@ -9,13 +9,21 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.pool import StaticPool
 from sqlmodel import create_engine
 
+from factnode.store._sqltext import flush_inserts
+
 
 def make_engine(url: str) -> Engine:
     """An engine for `url`; SQLite gets WAL, a busy timeout, secure_delete and BEGIN IMMEDIATE.
     A SQLite file's commits never checkpoint: its repository's `Checkpoints` thread does."""
     if not url.startswith("sqlite"):
         # hide_parameters: a database error must not quote a fact's value or source in a log.
-        return create_engine(url, pool_pre_ping=True, hide_parameters=True)
+        engine = create_engine(url, pool_pre_ping=True, hide_parameters=True)
+
+        @event.listens_for(engine, "before_cursor_execute")
+        def _after_queued(conn: Connection, *_: Any) -> None:
+            flush_inserts(conn)  # a statement sees every insert queued before it
+
+        return engine
     memory = url in ("sqlite://", "sqlite:///:memory:")
     engine = create_engine(
         url,

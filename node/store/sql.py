@@ -21,6 +21,7 @@ from factnode.store._evidence import SqlEvidence
 from factnode.store._meta import SqlMeta
 from factnode.store._pins import SqlPins
 from factnode.store._rows import _evidence_row as _evidence_row  # the bench builds rows with it
+from factnode.store._sqltext import deferred_inserts
 from factnode.store._tombstones import SqlTombstones
 from factnode.store._votes import SqlVotes
 from factnode.store.cache import DEFAULT_CACHE_KEYS, KeyCache, ServedMemory, Touched
@@ -87,9 +88,10 @@ class SqlRepository:
                 if seen != cache.generation:
                     cache.clear()  # written by someone else since our last write
                     touched.every = True
-                yield tx
-                generation = uuid.uuid4().hex
-                tx.set_meta(_GENERATION, generation)
+                with deferred_inserts(conn):
+                    yield tx
+                    generation = uuid.uuid4().hex
+                    tx.set_meta(_GENERATION, generation)
                 # Before the commit too: a read filling from the old rows meanwhile is refused.
                 self.served.forget(touched)
             # Committed: the caches follow.

@@ -1,0 +1,59 @@
+"""On PostgreSQL a write transaction's inserts are queued and sent together (one pipeline
+round trip): every later statement still sees them, and a failing insert still fails the
+transaction before its commit, leaving nothing of it. On SQLite the same calls run at once."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from factnode.store import SqlRepository
+from factnode.store._rows import _DECISION_COLUMNS, D, M
+from factnode.store._sqltext import _DEFERRED, insert_rows, select_in
+
+
+def _decisions(n: int, prefix: str = "k") -> list[tuple[object, ...]]:
+    return [
+        (f"{prefix}{i}", "ns", f"s{i}", "p", "ACCEPTED", "new_key", i, None, None, None, "d")
+        for i in range(n)
+    ]
+
+
+def test_a_later_read_sees_the_queued_inserts(repository: SqlRepository) -> None:
+    """Raw reads, SQLAlchemy reads and the commit all come after the queued rows."""
+    with repository.write() as tx:
+        conn = tx._c
+        insert_rows(conn, M, ("name", "value"), [("alpha", "1"), ("beta", "2")])
+        if conn.dialect.name == "postgresql":
+            assert len(conn.info[_DEFERRED]) == 1  # queued, not yet sent
+        raw = sorted(r[0] for r in select_in(conn, select(M.c.value), "name", ["alpha", "beta"]))
+        insert_rows(conn, D, _DECISION_COLUMNS, _decisions(3))
+        counted = conn.execute(select(D.c.key_id)).scalars().all()
+    assert raw == ["1", "2"]
+    assert sorted(counted) == ["k0", "k1", "k2"]
+    with repository.read() as tx:
+        stored = tx._c.exec_driver_sql("SELECT count(*) FROM decision").scalar()
+    assert stored == 3
+
+
+def test_a_failing_queued_insert_fails_the_transaction_and_keeps_none_of_it(
+    repository: SqlRepository,
+) -> None:
+    """A duplicate primary key in the queue raises before the commit; the rows queued
+    beside it, and those written before them, are rolled back with it."""
+    with repository.write() as tx:
+        insert_rows(tx._c, M, ("name", "value"), [("kept", "1")])
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"), repository.write() as tx:
+        insert_rows(tx._c, D, _DECISION_COLUMNS, _decisions(2, "lost"))
+        insert_rows(tx._c, M, ("name", "value"), [("fresh", "2"), ("kept", "3")])
+    with repository.read() as tx:
+        names = dict(tx._c.exec_driver_sql("SELECT name, value FROM node_meta").all())
+        decisions = tx._c.exec_driver_sql("SELECT count(*) FROM decision").scalar()
+    assert names.get("kept") == "1" and "fresh" not in names
+    assert decisions == 0
+    with repository.write() as tx:  # the store takes writes again, with no queue left over
+        insert_rows(tx._c, M, ("name", "value"), [("after", "4")])
+    with repository.read() as tx:
+        after = tx._c.exec_driver_sql("SELECT value FROM node_meta WHERE name = 'after'").scalar()
+        assert _DEFERRED not in tx._c.info
+    assert after == "4"

@@ -230,6 +230,30 @@ async def test_stop_commits_what_is_queued_and_refuses_what_comes_after(ledger: 
         await writer.submit(evidence(ledger, "c"), None)
 
 
+class _Fatal(BaseException):
+    """Not an Exception: what ends a thread, as SystemExit would."""
+
+
+async def test_a_writer_that_dies_fails_its_batch_and_every_later_submission(
+    ledger: Ledger,
+) -> None:
+    """Should ingest raise past Exception, the writer thread ends: the batch in it and every
+    submission after it fail with WriterClosed instead of waiting forever."""
+
+    def dying(items: Sequence[tuple[Evidence, str | None]]) -> list[Submitted]:
+        raise _Fatal()
+
+    writer = GroupCommit(dying)
+    writer.start()
+    try:
+        with pytest.raises(WriterClosed):
+            await asyncio.wait_for(writer.submit(evidence(ledger, "a"), None), WAIT)
+        with pytest.raises(WriterClosed):
+            await asyncio.wait_for(writer.submit(evidence(ledger, "b"), None), WAIT)
+    finally:
+        await asyncio.wait_for(writer.stop(), WAIT)
+
+
 async def test_concurrent_submit_fact_calls_on_a_node(tmp_path: Path) -> None:
     """Concurrent SubmitFact calls on a node: a bad request fails alone, duplicates of one
     fact get one ACCEPTED and DUPLICATEs of the same evidence, distinct facts are accepted."""

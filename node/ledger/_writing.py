@@ -131,6 +131,8 @@ class Writing(Serving):
         (by evidence id) go before the detail of their decisions (a Retract's reason)."""
         # A `contradicts`, or a correction of one, changes the other key too.
         keys = {e.key for e, _ in items} | bearing_on(tx, [e for e, _ in items])
+        # What the decisions below read, read ahead at once.
+        tx.preload(keys, [e.evidence_id for e, _ in items])
         batch = _Batch()
         for key, state in tx.key_states(keys).items():
             batch.evidence[key] = list(state.evidence)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.expression import ClauseElement
 
 from factnode.core import (
     BeliefState,
@@ -45,6 +46,11 @@ def _count_keys(conn: Connection, state: BeliefState) -> int:
     return int(conn.scalar(q) or 0)
 
 
+def belief_query(key_ids: Collection[str]) -> tuple[ClauseElement, str, Collection[str]]:
+    """What served rows are read from (`select_in` arguments)."""
+    return _SELECT_BELIEFS, "belief.key_id", key_ids
+
+
 class SqlBeliefs(TransactionPart):
     """The belief part of a transaction: served rows, pages and counts."""
 
@@ -56,11 +62,15 @@ class SqlBeliefs(TransactionPart):
         )
         return {k: list(bs) for k, bs in cached.items()}
 
-    def _load_beliefs(self, keys: Collection[Key]) -> dict[Key, list[StoredBelief]]:
+    def _load_beliefs(
+        self, keys: Collection[Key], rows: Iterable[Any] | None = None
+    ) -> dict[Key, list[StoredBelief]]:
+        """The keys' served rows; `rows` is the answer of `belief_query` when the caller
+        already read it."""
         out: dict[Key, list[StoredBelief]] = {k: [] for k in keys}
-        for row in select_in(
-            self._c, _SELECT_BELIEFS, "belief.key_id", {ids.key_id(k) for k in keys}
-        ):
+        if rows is None:
+            rows = select_in(self._c, *belief_query({ids.key_id(k) for k in keys}))
+        for row in rows:
             b = _stored_belief(row)
             out.setdefault(b.key, []).append(b)
         for held in out.values():

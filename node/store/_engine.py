@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import create_engine
 
-from factnode.store._sqltext import flush_inserts
+from factnode.store._sqltext import flush_writes, forget_read_ahead, write_soon
 
 
 def make_engine(url: str) -> Engine:
@@ -17,11 +19,13 @@ def make_engine(url: str) -> Engine:
     A SQLite file's commits never checkpoint: its repository's `Checkpoints` thread does."""
     if not url.startswith("sqlite"):
         # hide_parameters: a database error must not quote a fact's value or source in a log.
-        engine = create_engine(url, pool_pre_ping=True, hide_parameters=True)
+        engine = create_engine(url, hide_parameters=True)
+        _ping_when_idle(engine)
 
         @event.listens_for(engine, "before_cursor_execute")
         def _after_queued(conn: Connection, *_: Any) -> None:
-            flush_inserts(conn)  # a statement sees every insert queued before it
+            forget_read_ahead(conn)  # it may write
+            flush_writes(conn)  # a statement sees every write queued before it
 
         return engine
     memory = url in ("sqlite://", "sqlite:///:memory:")
@@ -55,6 +59,34 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+PING_AFTER_IDLE_SECONDS = 1.0
+_LAST_USED = "factnode.last_used"
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """A pooled PostgreSQL connection idle for more than PING_AFTER_IDLE_SECONDS is pinged
+    before use and replaced if the server dropped it (a restart, an idle timeout). Unlike
+    `pool_pre_ping`, a connection in steady use is not: each ping is a round trip, which on
+    a busy machine cost a write batch about 2.5 ms of its 20 (bench/README.md). A server
+    restarted under steady load fails the next transaction on each pooled connection once;
+    the pool then replaces that connection."""
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        last = record.info.get(_LAST_USED)
+        if last is not None and time.monotonic() - last <= PING_AFTER_IDLE_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except engine.dialect.loaded_dbapi.Error:
+            # The pool discards this connection and checks out another.
+            raise DisconnectionError("the database dropped a pooled connection") from None
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(_dbapi_conn: Any, record: Any) -> None:
+        record.info[_LAST_USED] = time.monotonic()
+
+
 def is_memory(engine: Engine) -> bool:
     """An in-memory SQLite database: one shared connection, one transaction at a time."""
     return isinstance(engine.pool, StaticPool)
@@ -64,7 +96,8 @@ def lock_writer(conn: Connection) -> None:
     """Holds the store's write lock for the rest of the transaction: SQLite's BEGIN
     IMMEDIATE already does; PostgreSQL takes an advisory lock, one writer at a time."""
     if conn.dialect.name != "sqlite":
-        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7210432)")
+        # Queued inside `deferred_writes`: it goes out, and is held, before the next read.
+        write_soon(conn, "SELECT pg_advisory_xact_lock(7210432)", ())
 
 
 # Tables whose rows an erasure removes (values, sources, or the key's text).

@@ -5,9 +5,11 @@ sweep's pages and status changes."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import or_, select, update
+from sqlalchemy.sql.expression import ClauseElement
 
 from factnode.core import (
     Arbitrated,
@@ -36,6 +38,15 @@ from factnode.store._sqltext import insert_rows, select_in
 from factnode.store.repository import chunks
 
 
+def state_queries(key_ids: Collection[str]) -> list[tuple[ClauseElement, str, Collection[str]]]:
+    """What a key state is read from: the keys' own evidence, and the evidence of other keys
+    naming them in `contradicts` (`select_in` arguments)."""
+    return [
+        (_SELECT_EVIDENCE, "evidence.key_id", key_ids),
+        (_SELECT_EVIDENCE, "evidence.contradicts_key_id", key_ids),
+    ]
+
+
 class SqlEvidence(TransactionPart):
     """The evidence part of a transaction (with retractions, the key cache and lineage)."""
 
@@ -44,14 +55,21 @@ class SqlEvidence(TransactionPart):
             return self._load_states(keys)
         return self._cache.states.read(keys, self._load_states)
 
-    def _load_states(self, keys: Collection[Key]) -> dict[Key, KeyState]:
+    def _load_states(
+        self, keys: Collection[Key], rows: tuple[Iterable[Any], Iterable[Any]] | None = None
+    ) -> dict[Key, KeyState]:
+        """The keys' states; `rows` are the answers of `state_queries` when the caller
+        already read them."""
         by_id = {ids.key_id(k): k for k in keys}
+        own, against_them = rows if rows is not None else (None, None)
+        if own is None or against_them is None:
+            own, against_them = (select_in(self._c, *q) for q in state_queries(by_id))
         evidence: dict[Key, list[Evidence]] = defaultdict(list)
         retractions: dict[Key, list[Evidence]] = defaultdict(list)
         active = EvidenceStatus.ACTIVE.value
         # The status is checked here, not in SQL: given `status = ?` too, SQLite picks the
         # (status, attribution) index and reads every active row of the table.
-        for row in select_in(self._c, _SELECT_EVIDENCE, "evidence.key_id", by_id):
+        for row in own:
             if row[_EVIDENCE_STATUS] == active:
                 key = by_id[row[_EVIDENCE_KEY_ID]]
                 held = retractions if row[_EVIDENCE_RETRACTS] else evidence
@@ -59,7 +77,7 @@ class SqlEvidence(TransactionPart):
         # Assertions of other keys that name these in `contradicts` count here as
         # retractions (DESIGN §5), unless corrected on their own key: their correctors too.
         against: dict[str, tuple[Key, Key]] = {}  # evidence id -> (key it is against, its key)
-        for row in select_in(self._c, _SELECT_EVIDENCE, "evidence.contradicts_key_id", by_id):
+        for row in against_them:
             if row[_EVIDENCE_STATUS] == active:
                 key = by_id[row[_EVIDENCE_CONTRADICTS_KEY_ID]]
                 e = _evidence(row)

@@ -62,58 +62,134 @@ def _insert_sql(
     return sql
 
 
-_DEFERRED = "factnode.deferred_inserts"  # key in the connection's `info`
+_DEFERRED = "factnode.deferred_writes"  # key in the connection's `info`
 
 
 @contextmanager
-def deferred_inserts(conn: Connection) -> Iterator[None]:
-    """PostgreSQL: inside the block `insert_rows` only queues its rows; the queue goes out
-    in one pipeline (psycopg's pipeline mode: sent without waiting for each answer) before
-    any other statement of the transaction and when the block ends, so reads still see the
-    inserts and an error still surfaces before the commit. A write transaction's inserts
-    then cost about one round trip instead of one each. Elsewhere it does nothing."""
+def deferred_writes(conn: Connection) -> Iterator[None]:
+    """PostgreSQL: inside the block, statements whose answer nobody reads (inserts, the
+    writer's lock) are only queued (`write_soon`). The queue goes out together with the next
+    statement that is read, in one pipeline (psycopg's pipeline mode: sent without waiting
+    for each answer), and when the block ends; so reads see the writes before them, in
+    order, and an error still surfaces before the commit. A write transaction's statements
+    then cost a few round trips instead of one each. Elsewhere it does nothing."""
     if conn.dialect.name != "postgresql":
         yield
         return
     conn.info[_DEFERRED] = []
     try:
         yield
-        flush_inserts(conn)
+        flush_writes(conn)
     finally:
         conn.info.pop(_DEFERRED, None)
+        forget_read_ahead(conn)
 
 
-def flush_inserts(conn: Connection) -> None:
-    """Sends the inserts `deferred_inserts` queued, in order, and waits for them."""
+def forget_read_ahead(conn: Connection) -> None:
+    """A write makes what was read ahead stale."""
+    conn.info.pop(_AHEAD, None)
+
+
+def write_soon(conn: Connection, sql: str, params: Any, many: bool = False) -> None:
+    """Runs `sql` now, or inside `deferred_writes` queues it to go out with the next read."""
+    forget_read_ahead(conn)
     queued = conn.info.get(_DEFERRED)
-    if not queued:
-        return
-    inserts = queued.copy()
-    queued.clear()
-    driver = conn.connection.driver_connection
-    with driver.pipeline(), driver.cursor() as cursor:  # type: ignore[union-attr]
-        for sql, rows in inserts:
-            cursor.executemany(sql, rows)
+    if queued is None:
+        _driver(conn, sql, params, many).close()
+    else:
+        queued.append((sql, params, many))
+
+
+def flush_writes(conn: Connection) -> None:
+    """Sends what `write_soon` queued, in order, and waits for it."""
+    if conn.info.get(_DEFERRED):
+        _driver(conn, ";", ()).close()
+
+
+_AHEAD = "factnode.read_ahead"  # key in the connection's `info`
+
+
+class _Answered:
+    """A cursor's reading side over rows `select_in_together` read ahead."""
+
+    description = ()
+
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = rows
+
+    def fetchall(self) -> list[Any]:
+        rows, self._rows = self._rows, []
+        return rows
+
+    def fetchone(self) -> Any:
+        return self._rows.pop(0) if self._rows else None
+
+    def close(self) -> None:
+        self._rows = []
+
+
+def driver_form(
+    conn: Connection, sql: str, params: Sequence[Any] = ()
+) -> tuple[str, tuple[Any, ...]]:
+    """`sql`, written with `?` markers, and its parameters as `scalar` runs them."""
+    if conn.dialect.paramstyle != "qmark":
+        sql = sql.replace("?", _mark(conn.dialect))
+    return sql, tuple(params)
 
 
 def _driver(conn: Connection, sql: str, params: Any, many: bool = False) -> Any:
-    """Runs `sql` on a DBAPI cursor of `conn` (inside its transaction), after any queued
-    inserts; returns the cursor."""
-    flush_inserts(conn)
-    cursor = conn.connection.cursor()
+    """Runs `sql` on a DBAPI cursor of `conn` (inside its transaction), after the writes
+    `write_soon` queued and in the same round trip; returns the cursor. A read whose answer
+    `select_in_together` read ahead is answered from it."""
+    ahead = conn.info.get(_AHEAD)
+    if ahead:
+        if not many and (sql, params) in ahead:
+            return _Answered(ahead.pop((sql, params)))
+        if many or not sql.startswith("SELECT"):
+            forget_read_ahead(conn)  # it may write
+    queued = conn.info.get(_DEFERRED)
+    if not queued:
+        cursor = conn.connection.cursor()
+        _run(cursor, sql, params, many)
+        return cursor
+    writes = [*queued, (sql, params, many)]
+    queued.clear()
+    cursor, answers = _together(conn, writes)
+    for _ in range(answers - 1):
+        cursor.nextset()  # to the answer of `sql`, the last
+    return cursor
+
+
+def _together(conn: Connection, statements: Sequence[tuple[str, Any, bool]]) -> Any:
+    """PostgreSQL: `statements` bound on the client and sent as one query text, so that they
+    cost one round trip and one wait for the answer (a pipeline still waits on the socket
+    once per statement, and each wait gives up the GIL, which a busy event loop then holds:
+    about 0.6 ms a wait under load, bench/README.md). An error in any of them fails the
+    whole text, as it fails the transaction. Returns the cursor at the first answer, and
+    how many answers there are (one per row of an executemany)."""
+    import psycopg  # only a PostgreSQL store needs it (the `postgres` extra)
+
+    cursor = psycopg.ClientCursor(conn.connection.driver_connection)  # type: ignore[arg-type]
+    texts = [
+        cursor.mogrify(sql, row)
+        for sql, params, many in statements
+        for row in (params if many else [params])
+    ]
+    cursor.execute(";\n".join(texts))
+    return cursor, len(texts)
+
+
+def _run(cursor: Any, sql: str, params: Any, many: bool) -> None:
     if many:
         cursor.executemany(sql, params)
     else:
         cursor.execute(sql, params)
-    return cursor
 
 
 def scalar(conn: Connection, sql: str, params: Sequence[Any] = ()) -> Any:
     """The first column of the first row of `sql` (None without a row); `sql` is written
     with `?` markers, turned into the dialect's own."""
-    if conn.dialect.paramstyle != "qmark":
-        sql = sql.replace("?", _mark(conn.dialect))
-    cursor = _driver(conn, sql, tuple(params))
+    cursor = _driver(conn, *driver_form(conn, sql, params))
     try:
         row = cursor.fetchone()
     finally:
@@ -131,31 +207,39 @@ def insert_rows(
     """Inserts (or, given `conflict`, upserts) tuple rows, in order, with no per-row
     parameter building.
 
-    A few rows go in one driver `executemany`. Many rows on SQLite go in multi-row INSERTs:
+    A few rows on SQLite go in one driver `executemany`; many go in multi-row INSERTs:
     `executemany` steps its statement once per row and gives the GIL back at every step,
     which a busy event loop then makes it wait for (SubmitFacts about 10% faster with
-    statements of up to 256 rows, bench/README.md). PostgreSQL keeps `executemany`, which
-    psycopg pipelines."""
+    statements of up to 256 rows, bench/README.md). On PostgreSQL, inside
+    `deferred_writes`, rows are queued as multi-row INSERTs, which the server takes as one
+    statement each rather than one per row; outside it `executemany`, which psycopg
+    pipelines."""
     if not rows:
         return
-    if conn.dialect.name != "sqlite" or len(rows) < MULTI_ROW_FROM:
-        sql = _insert_sql(conn.dialect, table, columns, conflict)
-        queued = conn.info.get(_DEFERRED)
-        if queued is not None:
-            queued.append((sql, list(rows)))
-        else:
-            _driver(conn, sql, list(rows), True).close()
+    postgres = conn.dialect.name == "postgresql"
+    deferred = postgres and conn.info.get(_DEFERRED) is not None
+    if (postgres and not deferred) or (not postgres and len(rows) < MULTI_ROW_FROM):
+        write_soon(conn, _insert_sql(conn.dialect, table, columns, conflict), list(rows), True)
         return
     if conflict:
         # One statement must not upsert a row twice; executed one by one, the last would win.
         at = [columns.index(c) for c in conflict]
         rows = list({tuple(r[i] for i in at): r for r in rows}.values())
     start = 0
-    for n in _groups(len(rows)):
+    # Bound on the client, PostgreSQL's texts need not repeat; SQLite's are prepared once.
+    sizes = _chunks(len(rows)) if deferred else _groups(len(rows))
+    for n in sizes:
         part = rows[start : start + n]
         start += n
         params = [value for row in part for value in row]
-        _driver(conn, _insert_sql(conn.dialect, table, columns, conflict, n), params).close()
+        write_soon(conn, _insert_sql(conn.dialect, table, columns, conflict, n), params)
+
+
+def _chunks(total: int) -> Iterator[int]:
+    """`total` rows as statements of MAX_ROWS_PER_INSERT and one of the rest."""
+    yield from [MAX_ROWS_PER_INSERT] * (total // MAX_ROWS_PER_INSERT)
+    if total % MAX_ROWS_PER_INSERT:
+        yield total % MAX_ROWS_PER_INSERT
 
 
 def _groups(total: int) -> Iterator[int]:
@@ -178,17 +262,23 @@ def _in_sql(dialect: Dialect, head: ClauseElement, column: str, n: int) -> str:
     return f"{head.compile(dialect=dialect)} WHERE {column} IN ({', '.join([mark] * n)})"
 
 
+def _in_statements(
+    dialect: Dialect, head: ClauseElement, column: str, values: Collection[str]
+) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """`head` over `values` as statements of chunks, each padded to a power of two by
+    repeating its last value, so that a handful of statement texts serve every size."""
+    for part in chunks(sorted(values)):
+        n = 1 << (len(part) - 1).bit_length()
+        yield _in_sql(dialect, head, column, n), (*part, *[part[-1]] * (n - len(part)))
+
+
 def run_in(
     conn: Connection, head: ClauseElement, column: str, values: Collection[str]
 ) -> Iterator[list[Any]]:
-    """Runs `head` over `values` in chunks at driver level, yielding each chunk's rows.
-
-    The hot path's reads and deletes by id. Each chunk is padded to a power of two by
-    repeating its last value, so a handful of statement texts serve every size."""
-    for part in chunks(sorted(values)):
-        n = 1 << (len(part) - 1).bit_length()
-        params = (*part, *[part[-1]] * (n - len(part)))
-        cursor = _driver(conn, _in_sql(conn.dialect, head, column, n), params)
+    """Runs `head` over `values` in chunks at driver level, yielding each chunk's rows: the
+    hot path's reads and deletes by id."""
+    for sql, params in _in_statements(conn.dialect, head, column, values):
+        cursor = _driver(conn, sql, params)
         try:
             yield cursor.fetchall() if cursor.description is not None else []
         finally:
@@ -201,6 +291,55 @@ def select_in(
     """The rows of `head` whose `column` is one of `values`."""
     for result in run_in(conn, head, column, values):
         yield from result
+
+
+def in_statements(
+    conn: Connection, head: ClauseElement, column: str, values: Collection[str]
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The driver-level statements `select_in` runs for these arguments."""
+    return list(_in_statements(conn.dialect, head, column, values))
+
+
+def select_in_together(
+    conn: Connection,
+    queries: Sequence[tuple[ClauseElement, str, Collection[str]]],
+    ahead: Sequence[tuple[str, tuple[Any, ...]]] = (),
+) -> list[list[Any]]:
+    """The rows of each `(head, column, values)`, as `select_in` gives them. On PostgreSQL
+    the statements go out as one text (`_together`) with any queued writes: one round trip
+    for all of them instead of one each. So do the driver-level statements `ahead`
+    (`driver_form`, `in_statements`): their answers are kept for the transaction's next
+    read of exactly that statement, until it writes anything. Elsewhere `ahead` is left
+    to be read when asked for."""
+    if conn.dialect.name != "postgresql":
+        return [list(select_in(conn, *q)) for q in queries]
+    plans = [list(_in_statements(conn.dialect, *q)) for q in queries]
+    ahead = list(dict.fromkeys(ahead))  # each statement once
+    statements = [(sql, params, False) for plan in plans for sql, params in [*plan]]
+    statements += [(sql, params, False) for sql, params in ahead]
+    if not statements:
+        return [[] for _ in queries]
+    queued = conn.info.get(_DEFERRED) or []
+    before = sum(len(params) if many else 1 for _, params, many in queued)
+    cursor, _ = _together(conn, [*queued, *statements])
+    queued.clear()
+    try:
+        for _ in range(before):
+            cursor.nextset()
+        out: list[list[Any]] = []
+        for plan in plans:
+            rows: list[Any] = []
+            for _ in plan:
+                rows.extend(cursor.fetchall())
+                cursor.nextset()
+            out.append(rows)
+        conn.info[_AHEAD] = {}
+        for statement in ahead:
+            conn.info[_AHEAD][statement] = cursor.fetchall()
+            cursor.nextset()
+        return out
+    finally:
+        cursor.close()
 
 
 @functools.lru_cache(maxsize=64)

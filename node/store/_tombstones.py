@@ -28,12 +28,14 @@ from factnode.store.repository import (
     chunks,
 )
 
+ANY_ERASURE = "SELECT 1 FROM erasure LIMIT 1"  # whether erased evidence must be looked for
+
 
 class SqlTombstones(TransactionPart):
     """The erasure part of a transaction: scopes, overwriting and tombstones."""
 
     def erased(self, evidence: Sequence[Evidence]) -> set[str]:
-        if not evidence or scalar(self._c, "SELECT 1 FROM erasure LIMIT 1") is None:
+        if not evidence or scalar(self._c, ANY_ERASURE) is None:
             return set()
         out: set[str] = set()
         for part in chunks(sorted({e.evidence_id for e in evidence})):

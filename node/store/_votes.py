@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.sql.expression import ClauseElement
 
 from factnode.core import (
     Key,
@@ -25,6 +27,11 @@ from factnode.store.cache import by_voter
 from factnode.store.repository import chunks
 
 
+def vote_query(key_ids: Collection[str]) -> tuple[ClauseElement, str, Collection[str]]:
+    """What votes are read from (`select_in` arguments)."""
+    return _SELECT_VOTES, "vote.key_id", key_ids
+
+
 class SqlVotes(TransactionPart):
     """The vote part of a transaction."""
 
@@ -36,9 +43,15 @@ class SqlVotes(TransactionPart):
         )
         return {k: list(vs) for k, vs in cached.items()}
 
-    def _load_votes(self, keys: Collection[Key]) -> dict[Key, list[Vote]]:
+    def _load_votes(
+        self, keys: Collection[Key], rows: Iterable[Any] | None = None
+    ) -> dict[Key, list[Vote]]:
+        """The keys' votes; `rows` is the answer of `vote_query` when the caller already
+        read it."""
         out: dict[Key, list[Vote]] = {k: [] for k in keys}
-        for row in select_in(self._c, _SELECT_VOTES, "vote.key_id", {ids.key_id(k) for k in keys}):
+        if rows is None:
+            rows = select_in(self._c, *vote_query({ids.key_id(k) for k in keys}))
+        for row in rows:
             v = _vote(row)
             out[v.key].append(v)
         return out

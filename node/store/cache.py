@@ -96,6 +96,14 @@ class _TxFacet(Generic[V]):
             out = {key: out[key] for key in keys}
         return out
 
+    def missing(self, keys: Collection[Key]) -> list[Key]:
+        """The keys `read` would load."""
+        return [key for key in keys if self.get(key) is None]
+
+    def keep(self, loaded: Mapping[Key, V]) -> None:
+        """Entries loaded from the database by the caller, kept as `read` keeps its own."""
+        self.staged.update(loaded)
+
     def change(self, key: Key, update: Callable[[V], V]) -> None:
         """Changes a key's entry where it is known; unknown keys are loaded when next read."""
         found = self.get(key)

@@ -244,6 +244,8 @@ class Transaction(
     """One unit of work, every aggregate's part over one connection; a write transaction
     holds the store's write lock."""
 
+    def preload(self, keys: Collection[Key], evidence_ids: Collection[str] = ()) -> None: ...
+
 
 class Repository(Protocol):
     """Opens transactions; `write()` serialises writers (SQLite: BEGIN IMMEDIATE). `served`

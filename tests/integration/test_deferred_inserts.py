@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from factnode.store import SqlRepository
+from factnode.store import SqlRepository, _engine
 from factnode.store._rows import _DECISION_COLUMNS, D, M
 from factnode.store._sqltext import _DEFERRED, insert_rows, select_in
 
@@ -57,3 +57,46 @@ def test_a_failing_queued_insert_fails_the_transaction_and_keeps_none_of_it(
         after = tx._c.exec_driver_sql("SELECT value FROM node_meta WHERE name = 'after'").scalar()
         assert _DEFERRED not in tx._c.info
     assert after == "4"
+
+
+def test_a_pooled_connection_the_server_dropped_is_replaced_before_use(
+    repository: SqlRepository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection idle in the pool is pinged before use: one the server has meanwhile
+    terminated is replaced, and the write goes through."""
+    if repository.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's pooled connections; SQLite has none to drop")
+    import psycopg
+
+    monkeypatch.setattr(_engine, "PING_AFTER_IDLE_SECONDS", 0.0)
+    with repository.write() as tx:
+        pid = tx._c.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        insert_rows(tx._c, M, ("name", "value"), [("before", "1")])
+    url = repository.engine.url.set(drivername="postgresql")
+    with psycopg.connect(url.render_as_string(hide_password=False), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    with repository.write() as tx:
+        insert_rows(tx._c, M, ("name", "value"), [("after", "2")])
+        assert tx._c.exec_driver_sql("SELECT pg_backend_pid()").scalar() != pid
+    with repository.read() as tx:
+        names = dict(tx._c.exec_driver_sql("SELECT name, value FROM node_meta").all())
+    assert names["before"] == "1" and names["after"] == "2"
+
+
+@pytest.mark.parametrize("n", [1, 40, 300])
+def test_queued_rows_keep_their_order_and_an_upsert_keeps_the_last(
+    repository: SqlRepository, n: int
+) -> None:
+    """Rows queued in a write transaction get their sequence numbers in the order given,
+    however many there are; a name upserted twice in one call ends with its last value."""
+    rows = _decisions(n)
+    names = [(f"name-{i % 7}", f"value-{i}") for i in range(n)]
+    with repository.write() as tx:
+        insert_rows(tx._c, D, _DECISION_COLUMNS, rows)
+        insert_rows(tx._c, M, ("name", "value"), names, ("name",))
+    with repository.read() as tx:
+        got = tx._c.exec_driver_sql("SELECT seq, key_id FROM decision").all()
+        stored = dict(tx._c.exec_driver_sql("SELECT name, value FROM node_meta").all())
+    assert [k for _, k in sorted(got)] == [r[0] for r in rows]
+    for name, _ in names:
+        assert stored[name] == [v for k, v in names if k == name][-1]

@@ -66,20 +66,25 @@ _DEFERRED = "factnode.deferred_writes"  # key in the connection's `info`
 
 
 @contextmanager
-def deferred_writes(conn: Connection) -> Iterator[None]:
+def deferred_writes(conn: Connection, *, commit: bool = False) -> Iterator[None]:
     """PostgreSQL: inside the block, statements whose answer nobody reads (inserts, the
     writer's lock) are only queued (`write_soon`). The queue goes out together with the next
-    statement that is read, in one pipeline (psycopg's pipeline mode: sent without waiting
-    for each answer), and when the block ends; so reads see the writes before them, in
-    order, and an error still surfaces before the commit. A write transaction's statements
-    then cost a few round trips instead of one each. Elsewhere it does nothing."""
+    statement that is read, in one text (`_together`), and when the block ends; so reads
+    see the writes before them, in order, and an error still surfaces before the commit. A
+    write transaction's statements then cost a few round trips instead of one each. With
+    `commit`, the block's normal end sends the COMMIT in that last text too: the commit
+    that follows then has nothing left to do (psycopg sees the transaction ended). On an
+    error nothing more is sent, and the transaction rolls back. Elsewhere it does nothing."""
     if conn.dialect.name != "postgresql":
         yield
         return
     conn.info[_DEFERRED] = []
     try:
         yield
-        flush_writes(conn)
+        if commit:
+            _driver(conn, "COMMIT", ()).close()
+        else:
+            flush_writes(conn)
     finally:
         conn.info.pop(_DEFERRED, None)
         forget_read_ahead(conn)

@@ -122,7 +122,7 @@ class SqlRepository:
             with (
                 self.engine.connect().execution_options(write=True) as conn,
                 conn.begin(),
-                deferred_writes(conn),
+                deferred_writes(conn, commit=True),
             ):
                 lock_writer(conn)
                 tx = SqlTransaction(conn, cache.begin() if cache.capacity else None, touched)

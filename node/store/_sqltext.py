@@ -148,7 +148,7 @@ def _driver(conn: Connection, sql: str, params: Any, many: bool = False) -> Any:
     `select_in_together` read ahead is answered from it."""
     ahead = conn.info.get(_AHEAD)
     if ahead:
-        if not many and (sql, params) in ahead:
+        if not many and isinstance(params, tuple) and (sql, params) in ahead:
             return _Answered(ahead.pop((sql, params)))
         if many or not sql.startswith("SELECT"):
             forget_read_ahead(conn)  # it may write

@@ -9,7 +9,14 @@ from sqlalchemy import select
 
 from factnode.store import SqlRepository, _engine
 from factnode.store._rows import _DECISION_COLUMNS, D, M
-from factnode.store._sqltext import _DEFERRED, insert_rows, select_in
+from factnode.store._sqltext import (
+    _DEFERRED,
+    driver_form,
+    insert_rows,
+    scalar,
+    select_in,
+    select_in_together,
+)
 
 
 def _decisions(n: int, prefix: str = "k") -> list[tuple[object, ...]]:
@@ -100,3 +107,16 @@ def test_queued_rows_keep_their_order_and_an_upsert_keeps_the_last(
     assert [k for _, k in sorted(got)] == [r[0] for r in rows]
     for name, _ in names:
         assert stored[name] == [v for k, v in names if k == name][-1]
+
+
+def test_what_was_read_ahead_is_not_answered_after_a_write(repository: SqlRepository) -> None:
+    """A statement read ahead answers its next read only while the transaction has written
+    nothing since: after an insert the read goes to the database and sees the row."""
+    query = "SELECT value FROM node_meta WHERE name = ?"
+    with repository.write() as tx:
+        conn = tx._c
+        ahead = [driver_form(conn, query, ("alpha",)), driver_form(conn, query, ("beta",))]
+        select_in_together(conn, [], ahead=ahead)
+        assert scalar(conn, query, ("alpha",)) is None  # read ahead, or read now: none yet
+        insert_rows(conn, M, ("name", "value"), [("beta", "2")])
+        assert scalar(conn, query, ("beta",)) == "2"

@@ -103,7 +103,9 @@ class Writing(Serving):
     def ingest(self, items: Sequence[tuple[Evidence, str | None]]) -> list[Submitted]:
         """Decides checked evidence in order, in one write transaction."""
         fx = Committed()
-        with _collector_paused(), self.repo.write() as tx:
+        keys = {e.key for e, _ in items}
+        ids = [e.evidence_id for e, _ in items]
+        with _collector_paused(), self.repo.write(keys, ids) as tx:
             rulings, beliefs = self._ingest_in(tx, items, fx)
             untouched = {e.key for e, _ in items} - set(beliefs)
             # Their state was just loaded (and is in the write cache): no evidence read-back.

@@ -319,7 +319,8 @@ def select_in_together(
     if conn.dialect.name != "postgresql":
         return [list(select_in(conn, *q)) for q in queries]
     plans = [list(_in_statements(conn.dialect, *q)) for q in queries]
-    ahead = list(dict.fromkeys(ahead))  # each statement once
+    held = conn.info.get(_AHEAD) or {}
+    ahead = [a for a in dict.fromkeys(ahead) if a not in held]  # each once, and not again
     statements = [(sql, params, False) for plan in plans for sql, params in [*plan]]
     statements += [(sql, params, False) for sql, params in ahead]
     if not statements:
@@ -338,7 +339,7 @@ def select_in_together(
                 rows.extend(cursor.fetchall())
                 cursor.nextset()
             out.append(rows)
-        conn.info[_AHEAD] = {}
+        conn.info[_AHEAD] = held
         for statement in ahead:
             conn.info[_AHEAD][statement] = cursor.fetchall()
             cursor.nextset()

@@ -249,12 +249,16 @@ class Transaction(
 
 class Repository(Protocol):
     """Opens transactions; `write()` serialises writers (SQLite: BEGIN IMMEDIATE). `served`
-    is the memory of served-belief answers that its writes keep in step (`ServedMemory`)."""
+    is the memory of served-belief answers that its writes keep in step (`ServedMemory`).
+    A write given the `keys` and `evidence_ids` it is about to decide may read them ahead
+    (`Transaction.preload`) as it opens."""
 
     @property
     def served(self) -> ServedMemory[Any]: ...
 
-    def write(self) -> AbstractContextManager[Transaction]: ...
+    def write(
+        self, keys: Collection[Key] = (), evidence_ids: Collection[str] = ()
+    ) -> AbstractContextManager[Transaction]: ...
 
     def read(self) -> AbstractContextManager[Transaction]: ...
 

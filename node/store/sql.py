@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
@@ -19,7 +19,7 @@ from factnode.store._decisions import SqlDecisions
 from factnode.store._digests import SqlDigests
 from factnode.store._engine import is_memory, lock_writer, make_engine, reclaim_erased
 from factnode.store._evidence import SqlEvidence, state_queries
-from factnode.store._meta import SqlMeta
+from factnode.store._meta import META_QUERY, SqlMeta
 from factnode.store._pins import SqlPins
 from factnode.store._rows import _SELECT_EVIDENCE_ID
 from factnode.store._rows import _evidence_row as _evidence_row  # the bench builds rows with it
@@ -45,10 +45,17 @@ class SqlTransaction(
 ):
     """A unit of work on one connection; a write transaction also keeps the key cache."""
 
-    def preload(self, keys: Collection[Key], evidence_ids: Collection[str] = ()) -> None:
+    def preload(
+        self,
+        keys: Collection[Key],
+        evidence_ids: Collection[str] = (),
+        also: Sequence[tuple[str, tuple[Any, ...]]] = (),
+    ) -> None:
         """Reads ahead what a write is about to read: the states, served rows and votes of
         `keys` that the key cache lacks (kept in the cache as their own reads would keep
-        them), whether `evidence_ids` are stored, and whether anything was ever erased.
+        them), whether `evidence_ids` are stored, whether anything was ever erased, and
+        the driver-level reads `also` (`driver_form`). What is already read ahead, and keys
+        the cache holds, are not read again: then it may send nothing.
 
         On PostgreSQL these go out as one text, one round trip instead of six. Every wait
         for an answer gives up the GIL, and under load getting it back from the event loop
@@ -70,6 +77,7 @@ class SqlTransaction(
             ahead=[
                 *in_statements(self._c, _SELECT_EVIDENCE_ID, "evidence.evidence_id", evidence_ids),
                 driver_form(self._c, ANY_ERASURE),
+                *also,
             ],
         )
         cache.states.keep(self._load_states(states, (own, against)))
@@ -115,7 +123,9 @@ class SqlRepository:
         return self.is_sqlite and not is_memory(self.engine)
 
     @contextmanager
-    def write(self) -> Iterator[SqlTransaction]:
+    def write(
+        self, keys: Collection[Key] = (), evidence_ids: Collection[str] = ()
+    ) -> Iterator[SqlTransaction]:
         cache = self._cache
         touched = Touched()
         with self._writer, self._serial:
@@ -126,6 +136,10 @@ class SqlRepository:
             ):
                 lock_writer(conn)
                 tx = SqlTransaction(conn, cache.begin() if cache.capacity else None, touched)
+                if keys:
+                    # With the lock and the generation: on PostgreSQL one round trip. What
+                    # it reads stays valid if the generation moved; the rest is dropped.
+                    tx.preload(keys, evidence_ids, [driver_form(conn, META_QUERY, (_GENERATION,))])
                 seen = tx.meta(_GENERATION)
                 if seen != cache.generation:
                     cache.clear()  # written by someone else since our last write

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager, suppress
 
 import pytest
@@ -217,8 +217,10 @@ class _FailingRepository:
         self.inner = inner
 
     @contextmanager
-    def write(self) -> Iterator[Transaction]:
-        with self.inner.write() as tx:
+    def write(
+        self, keys: Collection[Key] = (), evidence_ids: Collection[str] = ()
+    ) -> Iterator[Transaction]:
+        with self.inner.write(keys, evidence_ids) as tx:
 
             def boom(*_: object) -> list[int]:
                 raise RuntimeError("disk on fire")

@@ -107,7 +107,7 @@ class Writing(Serving):
         ids = [e.evidence_id for e, _ in items]
         with _collector_paused(), self.repo.write(keys, ids) as tx:
             rulings, beliefs = self._ingest_in(tx, items, fx)
-            untouched = {e.key for e, _ in items} - set(beliefs)
+            untouched = keys - set(beliefs)
             # Their state was just loaded (and is in the write cache): no evidence read-back.
             held = {
                 e.evidence_id: e for st in tx.key_states(untouched).values() for e in st.evidence

@@ -61,9 +61,10 @@ class SqlEvidence(TransactionPart):
         """The keys' states; `rows` are the answers of `state_queries` when the caller
         already read them."""
         by_id = {ids.key_id(k): k for k in keys}
-        own, against_them = rows if rows is not None else (None, None)
-        if own is None or against_them is None:
-            own, against_them = (select_in(self._c, *q) for q in state_queries(by_id))
+        if rows is None:  # read lazily, in this order
+            own_query, against_query = state_queries(by_id)
+            rows = (select_in(self._c, *own_query), select_in(self._c, *against_query))
+        own, against_them = rows
         evidence: dict[Key, list[Evidence]] = defaultdict(list)
         retractions: dict[Key, list[Evidence]] = defaultdict(list)
         active = EvidenceStatus.ACTIVE.value

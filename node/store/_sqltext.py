@@ -69,7 +69,7 @@ _DEFERRED = "factnode.deferred_writes"  # key in the connection's `info`
 def deferred_writes(conn: Connection, *, commit: bool = False) -> Iterator[None]:
     """PostgreSQL: inside the block, statements whose answer nobody reads (inserts, the
     writer's lock) are only queued (`write_soon`). The queue goes out together with the next
-    statement that is read, in one text (`_together`), and when the block ends; so reads
+    statement that is read, in one text (`_after_queued`), and when the block ends; so reads
     see the writes before them, in order, and an error still surfaces before the commit. A
     write transaction's statements then cost a few round trips instead of one each. With
     `commit`, the block's normal end sends the COMMIT in that last text too: the commit
@@ -152,36 +152,36 @@ def _driver(conn: Connection, sql: str, params: Any, many: bool = False) -> Any:
             return _Answered(ahead.pop((sql, params)))
         if many or not sql.startswith("SELECT"):
             forget_read_ahead(conn)  # it may write
-    queued = conn.info.get(_DEFERRED)
-    if not queued:
-        cursor = conn.connection.cursor()
-        _run(cursor, sql, params, many)
-        return cursor
-    writes = [*queued, (sql, params, many)]
-    queued.clear()
-    cursor, answers = _together(conn, writes)
-    for _ in range(answers - 1):
-        cursor.nextset()  # to the answer of `sql`, the last
+    if conn.info.get(_DEFERRED):
+        if not many:
+            return _after_queued(conn, [(sql, params)])
+        flush_writes(conn)
+    cursor = conn.connection.cursor()
+    _run(cursor, sql, params, many)
     return cursor
 
 
-def _together(conn: Connection, statements: Sequence[tuple[str, Any, bool]]) -> Any:
-    """PostgreSQL: `statements` bound on the client and sent as one query text, so that they
-    cost one round trip and one wait for the answer (a pipeline still waits on the socket
-    once per statement, and each wait gives up the GIL, which a busy event loop then holds:
-    about 0.6 ms a wait under load, bench/README.md). An error in any of them fails the
-    whole text, as it fails the transaction. Returns the cursor at the first answer, and
-    how many answers there are (one per row of an executemany)."""
+def _after_queued(conn: Connection, reads: Sequence[tuple[str, Any]]) -> Any:
+    """PostgreSQL: the writes `write_soon` queued, then `reads`, bound on the client and
+    sent as one query text, so that they cost one round trip and one wait for the answer
+    (a pipeline still waits on the socket once per statement, and each wait gives up the
+    GIL, which a busy event loop then holds: about 0.6 ms a wait under load,
+    bench/README.md). An error in any of them fails the whole text, as it fails the
+    transaction. Returns the cursor at the answer of the first read."""
     import psycopg  # only a PostgreSQL store needs it (the `postgres` extra)
 
     cursor = psycopg.ClientCursor(conn.connection.driver_connection)  # type: ignore[arg-type]
-    texts = [
+    queued = conn.info.get(_DEFERRED) or []
+    writes = [
         cursor.mogrify(sql, row)
-        for sql, params, many in statements
+        for sql, params, many in queued
         for row in (params if many else [params])
     ]
-    cursor.execute(";\n".join(texts))
-    return cursor, len(texts)
+    queued.clear()
+    cursor.execute(";\n".join([*writes, *(cursor.mogrify(sql, p) for sql, p in reads)]))
+    for _ in writes:
+        cursor.nextset()
+    return cursor
 
 
 def _run(cursor: Any, sql: str, params: Any, many: bool) -> None:
@@ -223,7 +223,7 @@ def insert_rows(
         return
     postgres = conn.dialect.name == "postgresql"
     deferred = postgres and conn.info.get(_DEFERRED) is not None
-    if (postgres and not deferred) or (not postgres and len(rows) < MULTI_ROW_FROM):
+    if not deferred and (postgres or len(rows) < MULTI_ROW_FROM):
         write_soon(conn, _insert_sql(conn.dialect, table, columns, conflict), list(rows), True)
         return
     if conflict:
@@ -311,7 +311,7 @@ def select_in_together(
     ahead: Sequence[tuple[str, tuple[Any, ...]]] = (),
 ) -> list[list[Any]]:
     """The rows of each `(head, column, values)`, as `select_in` gives them. On PostgreSQL
-    the statements go out as one text (`_together`) with any queued writes: one round trip
+    the statements go out as one text (`_after_queued`) with any queued writes: one round trip
     for all of them instead of one each. So do the driver-level statements `ahead`
     (`driver_form`, `in_statements`): their answers are kept for the transaction's next
     read of exactly that statement, until it writes anything. Elsewhere `ahead` is left
@@ -321,17 +321,11 @@ def select_in_together(
     plans = [list(_in_statements(conn.dialect, *q)) for q in queries]
     held = conn.info.get(_AHEAD) or {}
     ahead = [a for a in dict.fromkeys(ahead) if a not in held]  # each once, and not again
-    statements = [(sql, params, False) for plan in plans for sql, params in [*plan]]
-    statements += [(sql, params, False) for sql, params in ahead]
+    statements = [*(statement for plan in plans for statement in plan), *ahead]
     if not statements:
         return [[] for _ in queries]
-    queued = conn.info.get(_DEFERRED) or []
-    before = sum(len(params) if many else 1 for _, params, many in queued)
-    cursor, _ = _together(conn, [*queued, *statements])
-    queued.clear()
+    cursor = _after_queued(conn, statements)
     try:
-        for _ in range(before):
-            cursor.nextset()
         out: list[list[Any]] = []
         for plan in plans:
             rows: list[Any] = []
@@ -339,10 +333,10 @@ def select_in_together(
                 rows.extend(cursor.fetchall())
                 cursor.nextset()
             out.append(rows)
-        conn.info[_AHEAD] = held
         for statement in ahead:
-            conn.info[_AHEAD][statement] = cursor.fetchall()
+            held[statement] = cursor.fetchall()
             cursor.nextset()
+        conn.info[_AHEAD] = held
         return out
     finally:
         cursor.close()

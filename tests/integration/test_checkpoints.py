@@ -96,3 +96,34 @@ def test_an_erasures_truncation_waits_for_a_running_checkpoint(tmp_path: Path) -
         assert Path(f"{tmp_path / 'cp.db'}-wal").stat().st_size == 0  # truncated
     finally:
         repo.close()
+
+
+def test_writes_run_on_one_kept_connection_which_is_replaced_once_invalidated(
+    tmp_path: Path,
+) -> None:
+    """A SQLite file's write transactions share one connection kept open (its page cache
+    stays valid between them); a failed write leaves it usable, and an invalidated one is
+    replaced by the next write, which lands."""
+    repo = SqlRepository(f"sqlite:///{tmp_path / 'kept.db'}")
+    try:
+        ledger = _ledger(repo)
+        _write(ledger, batches=1, per_batch=3)
+        first = repo._pinned
+        assert first is not None and not first.closed
+        try:
+            with repo.write():
+                raise RuntimeError("a write failing midway")
+        except RuntimeError:
+            pass
+        _write(ledger, batches=2, per_batch=3)  # the first batch again, then three new facts
+        assert repo._pinned is first
+        first.invalidate()
+        ledger.submit_many(
+            [Submission("cp", "after-invalidate", "lives_in", "Porto", "user_stated")]
+        )
+        assert repo._pinned is not first and repo._pinned is not None
+        with repo.read() as tx:
+            assert tx._c.exec_driver_sql("SELECT count(*) FROM evidence").scalar() == 7
+    finally:
+        repo.close()
+    assert repo._pinned is not None and repo._pinned.closed

@@ -174,10 +174,10 @@ class SqlRepository:
             with self.engine.connect().execution_options(write=True) as conn:
                 yield conn
             return
-        conn = self._pinned
-        if conn is None or conn.closed or conn.invalidated:
-            conn = self._pinned = self.engine.connect().execution_options(write=True)
-        yield conn
+        kept = self._pinned
+        if kept is None or kept.closed or kept.invalidated:
+            kept = self._pinned = self.engine.connect().execution_options(write=True)
+        yield kept
 
     @contextmanager
     def read(self) -> Iterator[SqlTransaction]:

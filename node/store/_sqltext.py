@@ -78,7 +78,15 @@ def deferred_writes(conn: Connection, *, commit: bool = False) -> Iterator[None]
     if conn.dialect.name != "postgresql":
         yield
         return
+    driver: Any = conn.connection.driver_connection
+    own_begin = commit and _may_begin(driver)
     conn.info[_DEFERRED] = []
+    if own_begin:
+        # psycopg would send its BEGIN alone, one round trip more: ours goes first in the
+        # first text. In autocommit mode psycopg sends none; the BEGIN still opens one
+        # transaction on the server, which the COMMIT at the end closes.
+        driver.autocommit = True
+        write_soon(conn, "BEGIN", ())
     try:
         yield
         if commit:
@@ -88,6 +96,33 @@ def deferred_writes(conn: Connection, *, commit: bool = False) -> Iterator[None]
     finally:
         conn.info.pop(_DEFERRED, None)
         forget_read_ahead(conn)
+        if own_begin:
+            _leave_autocommit(conn, driver)
+
+
+def _may_begin(driver: Any) -> bool:
+    """Whether a write transaction may send its own BEGIN: psycopg outside a transaction,
+    starting them at the server's default isolation level."""
+    import psycopg
+
+    return (
+        not driver.autocommit
+        and driver.isolation_level is None
+        and driver.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    )
+
+
+def _leave_autocommit(conn: Connection, driver: Any) -> None:
+    """Back to psycopg's own transactions once the block's transaction ended. One an error
+    left open is rolled back here; a connection that cannot be put back is dropped rather
+    than returned to the pool in autocommit mode."""
+    import psycopg
+
+    try:
+        driver.rollback()  # nothing to send after the COMMIT went out
+        driver.autocommit = False
+    except psycopg.Error:
+        conn.invalidate()
 
 
 def forget_read_ahead(conn: Connection) -> None:

@@ -90,6 +90,62 @@ def test_a_pooled_connection_the_server_dropped_is_replaced_before_use(
     assert names["before"] == "1" and names["after"] == "2"
 
 
+def _postgres_only(repository: SqlRepository) -> None:
+    if repository.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL: SQLite's writes begin with BEGIN IMMEDIATE, not in a text")
+
+
+def test_the_pool_gets_its_connections_back_in_transactional_mode(
+    repository: SqlRepository,
+) -> None:
+    """A write transaction sends its own BEGIN in its first text (psycopg in autocommit
+    mode meanwhile); after it, committed or failed, every pooled connection is back in
+    psycopg's own transactions: a statement rolled back there leaves nothing."""
+    _postgres_only(repository)
+    with repository.write() as tx:
+        insert_rows(tx._c, M, ("name", "value"), [("kept", "1")])
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"), repository.write() as tx:
+        insert_rows(tx._c, M, ("name", "value"), [("kept", "2")], ())
+        scalar(tx._c, "SELECT count(*) FROM node_meta")
+    idle = repository.engine.pool.checkedin()  # type: ignore[attr-defined]
+    assert idle >= 1
+    conns = [repository.engine.connect() for _ in range(idle)]
+    try:
+        for conn in conns:
+            assert conn.connection.driver_connection.autocommit is False  # type: ignore[union-attr]
+            conn.exec_driver_sql("INSERT INTO node_meta (name, value) VALUES ('rolled', 'x')")
+            conn.rollback()
+    finally:
+        for conn in conns:
+            conn.close()
+    with repository.read() as tx:
+        names = dict(tx._c.exec_driver_sql("SELECT name, value FROM node_meta").all())
+    assert names.get("kept") == "1" and "rolled" not in names
+
+
+def test_a_write_whose_connection_dies_midway_fails_and_the_next_one_lands(
+    repository: SqlRepository,
+) -> None:
+    """The server ends the writer's connection inside its transaction: that write fails
+    with nothing of it kept, the connection is dropped, and the next write goes through."""
+    _postgres_only(repository)
+    import psycopg
+
+    url = repository.engine.url.set(drivername="postgresql")
+    with pytest.raises(psycopg.OperationalError), repository.write() as tx:
+        pid = scalar(tx._c, "SELECT pg_backend_pid()")
+        insert_rows(tx._c, M, ("name", "value"), [("lost", "1")])
+        with psycopg.connect(url.render_as_string(hide_password=False), autocommit=True) as a:
+            a.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        scalar(tx._c, "SELECT count(*) FROM node_meta")
+    with repository.write() as tx:
+        insert_rows(tx._c, M, ("name", "value"), [("after", "2")])
+        assert scalar(tx._c, "SELECT pg_backend_pid()") != pid
+    with repository.read() as tx:
+        names = dict(tx._c.exec_driver_sql("SELECT name, value FROM node_meta").all())
+    assert names.get("after") == "2" and "lost" not in names
+
+
 @pytest.mark.parametrize("n", [1, 40, 300])
 def test_queued_rows_keep_their_order_and_an_upsert_keeps_the_last(
     repository: SqlRepository, n: int

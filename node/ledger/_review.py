@@ -66,9 +66,16 @@ class Review(Writing, Reading):
             rows = served.get(key, [])
             belief = self._beliefs(tx, [key], {e.evidence_id: e for e in held}).get(key)
         self._after(fx)
-        submitted = Submitted(decision, held[0].evidence_id, chosen, belief)
-        value = held[0].object
         row = rows[0] if rows else None
+        # The evidence the served row names, or else the version's least id: never the
+        # first in the key's state, whose order depends on where the state was read from.
+        evidence_id = (
+            row.evidence_id
+            if row is not None and row.version_id == chosen
+            else min(e.evidence_id for e in held)
+        )
+        submitted = Submitted(decision, evidence_id, chosen, belief)
+        value = held[0].object
         if row is not None and row.version_id == chosen and row.state is BeliefState.BELIEVED:
             return Resolution(submitted, True, f"{key} now believes {value!r} (rule {row.rule})")
         keeper = f"{row.version_id} by rule {row.rule}" if row is not None else "none"

@@ -112,7 +112,7 @@ def _evidence(row: Sequence[Any], key: Key | None = None) -> Evidence:
         worth_milli,
         confidence_milli,
         valid_from,
-        valid_from_defaulted,
+        bool(valid_from_defaulted),  # SQLite's driver reads a BOOLEAN column as 0 or 1
         recorded_at,
         origin_node,
         corrects,

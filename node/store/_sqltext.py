@@ -129,6 +129,29 @@ def deferred_writes(conn: Connection, *, commit: bool = False) -> Iterator[None]
             _leave_autocommit(conn, driver)
 
 
+@contextmanager
+def statement_reads(conn: Connection) -> Iterator[None]:
+    """PostgreSQL at READ COMMITTED: each statement sees a snapshot of its own whether or
+    not it runs inside a transaction, so a read runs without one (psycopg in autocommit
+    mode): no BEGIN and no COMMIT, two round trips fewer. At a stricter default isolation
+    a read keeps its transaction; elsewhere this does nothing."""
+    if (
+        conn.dialect.name != "postgresql"
+        or conn.dialect.default_isolation_level != "READ COMMITTED"
+    ):
+        yield
+        return
+    driver: Any = conn.connection.driver_connection
+    if not _may_begin(driver):
+        yield
+        return
+    driver.autocommit = True
+    try:
+        yield
+    finally:
+        _leave_autocommit(conn, driver)
+
+
 def _may_begin(driver: Any) -> bool:
     """Whether a write transaction may send its own BEGIN: psycopg outside a transaction,
     starting them at the server's default isolation level."""

@@ -30,6 +30,7 @@ from factnode.store._sqltext import (
     driver_form,
     in_statements,
     select_in_together,
+    statement_reads,
 )
 from factnode.store._tombstones import ANY_ERASURE, SqlTombstones
 from factnode.store._votes import SqlVotes, vote_query
@@ -181,7 +182,7 @@ class SqlRepository:
 
     @contextmanager
     def read(self) -> Iterator[SqlTransaction]:
-        with self._serial, self.engine.connect() as conn, conn.begin():
+        with self._serial, self.engine.connect() as conn, statement_reads(conn), conn.begin():
             yield SqlTransaction(conn)
 
     def after_erase(self) -> None:

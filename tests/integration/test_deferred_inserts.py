@@ -92,7 +92,7 @@ def test_a_pooled_connection_the_server_dropped_is_replaced_before_use(
 
 def _postgres_only(repository: SqlRepository) -> None:
     if repository.engine.dialect.name != "postgresql":
-        pytest.skip("PostgreSQL: SQLite's writes begin with BEGIN IMMEDIATE, not in a text")
+        pytest.skip("PostgreSQL's transaction control; SQLite runs its own BEGIN statements")
 
 
 def test_the_pool_gets_its_connections_back_in_transactional_mode(
@@ -176,3 +176,29 @@ def test_what_was_read_ahead_is_not_answered_after_a_write(repository: SqlReposi
         assert scalar(conn, query, ("alpha",)) is None  # read ahead, or read now: none yet
         insert_rows(conn, M, ("name", "value"), [("beta", "2")])
         assert scalar(conn, query, ("beta",)) == "2"
+
+
+def test_a_read_runs_without_a_transaction_only_at_read_committed(
+    repository: SqlRepository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At READ COMMITTED each statement of a read sees its own snapshot anyway, so a read
+    sends no BEGIN or COMMIT (psycopg in autocommit mode), and its connection goes back to
+    the pool in transactional mode, even when the read failed. At a stricter default
+    isolation a read keeps its transaction, and its one snapshot."""
+    _postgres_only(repository)
+    import psycopg
+
+    assert repository.engine.dialect.default_isolation_level == "READ COMMITTED"
+    with repository.read() as tx:
+        assert tx._c.connection.driver_connection.autocommit is True  # type: ignore[union-attr]
+        assert scalar(tx._c, "SELECT count(*) FROM node_meta") is not None
+    with pytest.raises(Exception, match=r"(?i)no_such_table"), repository.read() as tx:
+        scalar(tx._c, "SELECT 1 FROM no_such_table")
+    with repository.engine.connect() as conn:
+        assert conn.connection.driver_connection.autocommit is False  # type: ignore[union-attr]
+    monkeypatch.setattr(repository.engine.dialect, "default_isolation_level", "REPEATABLE READ")
+    with repository.read() as tx:
+        assert tx._c.connection.driver_connection.autocommit is False  # type: ignore[union-attr]
+        scalar(tx._c, "SELECT 1")
+        status = tx._c.connection.driver_connection.info.transaction_status  # type: ignore[union-attr]
+        assert status == psycopg.pq.TransactionStatus.INTRANS

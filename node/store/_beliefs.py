@@ -31,7 +31,7 @@ from factnode.store._rows import (
     _key_values,
     _stored_belief,
 )
-from factnode.store._sqltext import insert_rows, run_in, select_in
+from factnode.store._sqltext import delete_in, insert_rows, select_in
 from factnode.store.repository import (
     Counts,
     StoredBelief,
@@ -89,8 +89,7 @@ class SqlBeliefs(TransactionPart):
         # of a stream's are): nothing to delete, and often no DELETE statement at all.
         held = self._cache.beliefs if self._cache is not None else None
         stale = {c[0] for key, c in cols.items() if held is None or held.get(key) != ()}
-        for _ in run_in(self._c, _DELETE_BELIEFS, "belief.key_id", stale):
-            pass  # each chunk's DELETE runs as the loop reaches it
+        delete_in(self._c, _DELETE_BELIEFS, "belief.key_id", stale)
         insert_rows(
             self._c,
             B,

@@ -370,25 +370,25 @@ def _in_statements(
         yield _in_sql(dialect, head, column, n), (*part, *[part[-1]] * (n - len(part)))
 
 
-def run_in(
-    conn: Connection, head: ClauseElement, column: str, values: Collection[str]
-) -> Iterator[list[Any]]:
-    """Runs `head` over `values` in chunks at driver level, yielding each chunk's rows: the
-    hot path's reads and deletes by id."""
+def delete_in(conn: Connection, head: ClauseElement, column: str, values: Collection[str]) -> None:
+    """Runs the DELETE `head` over `values` in chunks at driver level; inside
+    `deferred_writes` it is queued like an insert, as nobody reads its answer."""
     for sql, params in _in_statements(conn.dialect, head, column, values):
-        cursor = _driver(conn, sql, params)
-        try:
-            yield cursor.fetchall() if cursor.description is not None else []
-        finally:
-            cursor.close()
+        write_soon(conn, sql, params)
 
 
 def select_in(
     conn: Connection, head: ClauseElement, column: str, values: Collection[str]
 ) -> Iterator[Any]:
-    """The rows of `head` whose `column` is one of `values`."""
-    for result in run_in(conn, head, column, values):
-        yield from result
+    """The rows of `head` whose `column` is one of `values`, read in chunks at driver
+    level: the hot path's reads by id."""
+    for sql, params in _in_statements(conn.dialect, head, column, values):
+        cursor = _driver(conn, sql, params)
+        try:
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+        yield from rows
 
 
 def in_statements(

@@ -5,12 +5,13 @@ transaction before its commit, leaving nothing of it. On SQLite the same calls r
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from factnode.store import SqlRepository, _engine
 from factnode.store._rows import _DECISION_COLUMNS, D, M
 from factnode.store._sqltext import (
     _DEFERRED,
+    delete_in,
     driver_form,
     insert_rows,
     scalar,
@@ -202,3 +203,23 @@ def test_a_read_runs_without_a_transaction_only_at_read_committed(
         scalar(tx._c, "SELECT 1")
         status = tx._c.connection.driver_connection.info.transaction_status  # type: ignore[union-attr]
         assert status == psycopg.pq.TransactionStatus.INTRANS
+
+
+def test_a_queued_delete_goes_out_before_the_rows_queued_after_it(
+    repository: SqlRepository,
+) -> None:
+    """A DELETE by id is queued like an insert (on PostgreSQL) and keeps its place: rows
+    deleted and inserted again under the same names in one transaction end with the new
+    values, and names deleted only are gone."""
+    with repository.write() as tx:
+        insert_rows(tx._c, M, ("name", "value"), [("a", "1"), ("b", "1"), ("c", "1")])
+    with repository.write() as tx:
+        conn = tx._c
+        queued = len(conn.info.get(_DEFERRED) or [])
+        delete_in(conn, delete(M), "node_meta.name", ["a", "b"])
+        if conn.dialect.name == "postgresql":
+            assert len(conn.info[_DEFERRED]) == queued + 1  # queued, not yet sent
+        insert_rows(conn, M, ("name", "value"), [("a", "2")])
+    with repository.read() as tx:
+        names = dict(tx._c.exec_driver_sql("SELECT name, value FROM node_meta").all())
+    assert names["a"] == "2" and "b" not in names and names["c"] == "1"

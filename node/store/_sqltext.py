@@ -153,8 +153,9 @@ def statement_reads(conn: Connection) -> Iterator[None]:
 
 
 def _may_begin(driver: Any) -> bool:
-    """Whether a write transaction may send its own BEGIN: psycopg outside a transaction,
-    starting them at the server's default isolation level."""
+    """Whether a block may switch psycopg to autocommit mode and control the transaction
+    itself: psycopg idle, in its own transactions, which start at the server's default
+    isolation level (none set on the connection)."""
     import psycopg
 
     return (
@@ -165,9 +166,9 @@ def _may_begin(driver: Any) -> bool:
 
 
 def _leave_autocommit(conn: Connection, driver: Any) -> None:
-    """Back to psycopg's own transactions once the block's transaction ended. One an error
-    left open is rolled back here; a connection that cannot be put back is dropped rather
-    than returned to the pool in autocommit mode."""
+    """Back to psycopg's own transactions after a block in autocommit mode. A transaction an
+    error left open is rolled back here; a connection that cannot be put back is dropped
+    rather than returned to the pool in autocommit mode."""
     import psycopg
 
     try:

@@ -108,7 +108,7 @@ def deferred_writes(conn: Connection, *, commit: bool = False) -> Iterator[None]
         yield
         return
     driver: Any = conn.connection.driver_connection
-    own_begin = commit and _may_begin(driver)
+    own_begin = commit and _may_begin(conn, driver)
     conn.info[_DEFERRED] = []
     if own_begin:
         # psycopg would send its BEGIN alone, one round trip more: ours goes first in the
@@ -142,7 +142,7 @@ def statement_reads(conn: Connection) -> Iterator[None]:
         yield
         return
     driver: Any = conn.connection.driver_connection
-    if not _may_begin(driver):
+    if not _may_begin(conn, driver):
         yield
         return
     driver.autocommit = True
@@ -152,15 +152,17 @@ def statement_reads(conn: Connection) -> Iterator[None]:
         _leave_autocommit(conn, driver)
 
 
-def _may_begin(driver: Any) -> bool:
+def _may_begin(conn: Connection, driver: Any) -> bool:
     """Whether a block may switch psycopg to autocommit mode and control the transaction
     itself: psycopg idle, in its own transactions, which start at the server's default
-    isolation level (none set on the connection)."""
+    isolation level (none set on the connection, or that one: SQLAlchemy sets it again on
+    a connection given back after an AUTOCOMMIT use, as an erasure's reclaim is)."""
     import psycopg
 
+    level = driver.isolation_level
     return (
         not driver.autocommit
-        and driver.isolation_level is None
+        and (level is None or level.name.replace("_", " ") == conn.dialect.default_isolation_level)
         and driver.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     )
 

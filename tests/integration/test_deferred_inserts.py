@@ -197,6 +197,16 @@ def test_a_read_runs_without_a_transaction_only_at_read_committed(
         scalar(tx._c, "SELECT 1 FROM no_such_table")
     with repository.engine.connect() as conn:
         assert conn.connection.driver_connection.autocommit is False  # type: ignore[union-attr]
+    # A connection given back after an AUTOCOMMIT use (as an erasure's reclaim is) carries
+    # the server's default level explicitly from then on: still the default.
+    idle = repository.engine.pool.checkedin()  # type: ignore[attr-defined]
+    used = [repository.engine.connect() for _ in range(idle)]
+    for conn in used:
+        conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("SELECT 1")
+        conn.close()
+    with repository.read() as tx:
+        assert tx._c.connection.driver_connection.isolation_level is not None  # type: ignore[union-attr]
+        assert tx._c.connection.driver_connection.autocommit is True  # type: ignore[union-attr]
     monkeypatch.setattr(repository.engine.dialect, "default_isolation_level", "REPEATABLE READ")
     with repository.read() as tx:
         assert tx._c.connection.driver_connection.autocommit is False  # type: ignore[union-attr]

@@ -107,26 +107,22 @@ def deferred_writes(conn: Connection, *, commit: bool = False) -> Iterator[None]
     if conn.dialect.name != "postgresql":
         yield
         return
-    driver: Any = conn.connection.driver_connection
-    own_begin = commit and _may_begin(conn, driver)
-    conn.info[_DEFERRED] = []
-    if own_begin:
-        # psycopg would send its BEGIN alone, one round trip more: ours goes first in the
-        # first text. In autocommit mode psycopg sends none; the BEGIN still opens one
-        # transaction on the server, which the COMMIT at the end closes.
-        driver.autocommit = True
-        write_soon(conn, "BEGIN", ())
-    try:
-        yield
-        if commit:
-            _driver(conn, "COMMIT", ()).close()
-        else:
-            flush_writes(conn)
-    finally:
-        conn.info.pop(_DEFERRED, None)
-        forget_read_ahead(conn)
+    with _autocommit(conn, wanted=commit) as own_begin:
+        conn.info[_DEFERRED] = []
         if own_begin:
-            _leave_autocommit(conn, driver)
+            # psycopg would send its BEGIN alone, one round trip more: ours goes first in
+            # the first text. In autocommit mode psycopg sends none; the BEGIN still opens
+            # one transaction on the server, which the COMMIT at the end closes.
+            write_soon(conn, "BEGIN", ())
+        try:
+            yield
+            if commit:
+                _driver(conn, "COMMIT", ()).close()
+            else:
+                flush_writes(conn)
+        finally:
+            conn.info.pop(_DEFERRED, None)
+            forget_read_ahead(conn)
 
 
 @contextmanager
@@ -141,43 +137,40 @@ def statement_reads(conn: Connection) -> Iterator[None]:
     ):
         yield
         return
-    driver: Any = conn.connection.driver_connection
-    if not _may_begin(conn, driver):
+    with _autocommit(conn, wanted=True):
         yield
-        return
-    driver.autocommit = True
-    try:
-        yield
-    finally:
-        _leave_autocommit(conn, driver)
 
 
-def _may_begin(conn: Connection, driver: Any) -> bool:
-    """Whether a block may switch psycopg to autocommit mode and control the transaction
-    itself: psycopg idle, in its own transactions, which start at the server's default
-    isolation level (none set on the connection, or that one: SQLAlchemy sets it again on
-    a connection given back after an AUTOCOMMIT use, as an erasure's reclaim is)."""
+@contextmanager
+def _autocommit(conn: Connection, *, wanted: bool) -> Iterator[bool]:
+    """psycopg in autocommit mode for the block, when `wanted` and when it may be: idle, in
+    its own transactions, which start at the server's default isolation level (none set on
+    the connection, or that one: SQLAlchemy sets it again on a connection given back after
+    an AUTOCOMMIT use, as an erasure's reclaim is). Yields whether it switched. After the
+    block it is back in its own transactions: one an error left open is rolled back, and a
+    connection that cannot be put back is dropped rather than returned to the pool in
+    autocommit mode."""
     import psycopg
 
+    driver: Any = conn.connection.driver_connection
     level = driver.isolation_level
-    return (
+    may = (
         not driver.autocommit
         and (level is None or level.name.replace("_", " ") == conn.dialect.default_isolation_level)
         and driver.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     )
-
-
-def _leave_autocommit(conn: Connection, driver: Any) -> None:
-    """Back to psycopg's own transactions after a block in autocommit mode. A transaction an
-    error left open is rolled back here; a connection that cannot be put back is dropped
-    rather than returned to the pool in autocommit mode."""
-    import psycopg
-
+    if not (wanted and may):
+        yield False
+        return
+    driver.autocommit = True
     try:
-        driver.rollback()  # nothing to send after the COMMIT went out
-        driver.autocommit = False
-    except psycopg.Error:
-        conn.invalidate()
+        yield True
+    finally:
+        try:
+            driver.rollback()  # nothing to send after a COMMIT went out
+            driver.autocommit = False
+        except psycopg.Error:
+            conn.invalidate()
 
 
 def forget_read_ahead(conn: Connection) -> None:

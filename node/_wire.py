@@ -17,6 +17,7 @@ from factnode.core import (
     Instant,
     InvalidInput,
     Key,
+    Outcome,
     Submission,
     VersionHistory,
 )
@@ -147,23 +148,38 @@ def evidence_pb(e: Evidence) -> pb.Evidence:
     return fill_evidence(pb.Evidence(), e)
 
 
+# The wire's enum value of each core enum member, looked up once (EnumTypeWrapper.Value is
+# typed as returning int; each value is one of the enum's).
+_OUTCOMES = {o: cast(pb.Outcome, pb.Outcome.Value(f"OUTCOME_{o.value}")) for o in Outcome}
+_STATES = {
+    s: cast(pb.BeliefState, pb.BeliefState.Value(f"BELIEF_STATE_{s.value}")) for s in BeliefState
+}
+
+
+def fill_decision(msg: pb.Decision, d: Decision, seq: int = 0) -> pb.Decision:
+    """Fills `msg` (new or in place, as a repeated field's `add()`) from `d`; returns it."""
+    _set_key(msg.key, d.key)
+    msg.outcome = _OUTCOMES[d.outcome]
+    msg.rule = d.rule.value
+    _set_time(msg.decided_at, d.decided_at)
+    if d.evidence_id:
+        msg.evidence_id = d.evidence_id
+    if d.version_id:
+        msg.version_id = d.version_id
+    if d.supersedes:
+        msg.supersedes = d.supersedes
+    msg.detail = d.detail
+    if seq:
+        msg.seq = seq
+    return msg
+
+
 def decision_pb(d: Decision, seq: int = 0) -> pb.Decision:
-    return pb.Decision(
-        key=key_pb(d.key),
-        outcome=cast(pb.Outcome, pb.Outcome.Value(f"OUTCOME_{d.outcome.value}")),
-        rule=d.rule.value,
-        decided_at=timestamp(d.decided_at),
-        evidence_id=d.evidence_id or "",
-        version_id=d.version_id or "",
-        supersedes=d.supersedes or "",
-        detail=d.detail,
-        seq=seq,
-    )
+    return fill_decision(pb.Decision(), d, seq)
 
 
 def state_pb(state: BeliefState) -> pb.BeliefState:
-    # EnumTypeWrapper.Value is typed as returning int; the value is one of the enum's.
-    return cast(pb.BeliefState, pb.BeliefState.Value(f"BELIEF_STATE_{state.value}"))
+    return _STATES[state]
 
 
 def threshold_pb(threshold: Fraction) -> pb.ConsensusThreshold:

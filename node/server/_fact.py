@@ -12,7 +12,7 @@ from factnode import _wire as cv
 from factnode import tokens
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
-from factnode.core import Evidence, FieldViolation, InvalidInput
+from factnode.core import Decision, Evidence, FieldViolation, InvalidInput
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger import DEFAULT_PAGE_SIZE, Submitted
 from factnode.server._auth import caller_identity, require_write, require_write_submission
@@ -60,17 +60,15 @@ class FactServicer(pb_grpc.FactServiceServicer):
         request_iterator: AsyncIterator[pb.SubmitFactRequest],
         context: Context,
     ) -> pb.SubmitFactsResponse:
-        results: list[pb.ItemResult] = []
+        # Each item's outcome by its index in the stream: a decision, or why it was refused.
+        results: list[tuple[int, Decision | pb.ItemError]] = []
         pending: list[tuple[int, Evidence, str | None]] = []
         # The batch being committed while the next one is read off the stream (at most one).
         committing: tuple[list[tuple[int, Evidence, str | None]], asyncio.Task[Any]] | None = None
 
         def decided(batch: list[tuple[int, Evidence, str | None]], done: list[Submitted]) -> None:
             self.ctx.metrics.decided([d.decision for d in done])
-            results.extend(
-                pb.ItemResult(index=i, decision=cv.decision_pb(d.decision))
-                for (i, _, _), d in zip(batch, done, strict=True)
-            )
+            results.extend((i, d.decision) for (i, _, _), d in zip(batch, done, strict=True))
             self.ctx.changes.notify()
 
         async def settle() -> None:
@@ -101,7 +99,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
                     evidence = self.ctx.ledger.evidence_of(sub)
                     pending.append((index, evidence, sub.idempotency_key))
                 except (InvalidInput, PermissionDenied) as exc:
-                    results.append(pb.ItemResult(index=index, error=_item_error(exc)))
+                    results.append((index, _item_error(exc)))
                 index += 1
                 if len(pending) >= STREAM_BATCH:
                     await flush()
@@ -120,7 +118,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
             # refused, and the status says how many of each; nothing from it on was written.
             written = pending[0][0] if pending else index
             pending.clear()
-            counts = _report([r for r in results if r.index < written])
+            counts = _report([r for r in results if r[0] < written])
             del counts.results[:]  # counts only: a status must fit in the trailers
             await abort(context, exc, [counts])
         return _report(results)
@@ -263,13 +261,23 @@ class FactServicer(pb_grpc.FactServiceServicer):
                 await self.ctx.changes.wait(WATCH_POLL_SECONDS)
 
 
-def _report(results: list[pb.ItemResult]) -> pb.SubmitFactsResponse:
-    """The results so far, in stream order, with their counts."""
-    ordered = sorted(results, key=lambda r: r.index)
-    invalid = sum(1 for r in ordered if r.HasField("error"))
-    return pb.SubmitFactsResponse(
-        results=ordered, decided_count=len(ordered) - invalid, invalid_count=invalid
-    )
+def _report(results: list[tuple[int, Decision | pb.ItemError]]) -> pb.SubmitFactsResponse:
+    """The results so far, in stream order, with their counts. Filled in place: building
+    each ItemResult and its Decision, then copying them into the reply, cost about three
+    times as much (21 against 7 ms for 1,000 results, bench/README.md)."""
+    reply = pb.SubmitFactsResponse()
+    invalid = 0
+    for index, outcome in sorted(results, key=lambda r: r[0]):
+        item = reply.results.add()
+        item.index = index
+        if isinstance(outcome, Decision):
+            cv.fill_decision(item.decision, outcome)
+        else:
+            item.error.CopyFrom(outcome)
+            invalid += 1
+    reply.decided_count = len(results) - invalid
+    reply.invalid_count = invalid
+    return reply
 
 
 def _item_error(exc: Exception) -> pb.ItemError:

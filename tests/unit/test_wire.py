@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from factnode import _wire as cv
 from factnode.api.v1 import factnode_pb2 as pb
-from factnode.core import BeliefState, Evidence, Key, Rule
+from factnode.core import BeliefState, Decision, Evidence, Key, Outcome, Rule
 from factnode.ledger import Belief
 
 text = st.text(max_size=12)
@@ -97,6 +97,40 @@ def test_a_belief_is_filled_field_for_field(e: Evidence, values: list[tuple[str,
     page = pb.ListBeliefsResponse()
     cv.fill_belief(page.beliefs.add(), b)
     assert page == pb.ListBeliefsResponse(beliefs=[expected])
+
+
+decisions = st.builds(
+    Decision,
+    keys,
+    st.sampled_from(list(Outcome)),
+    st.sampled_from(list(Rule)),
+    instants,
+    st.none() | ids,
+    st.none() | ids,
+    st.none() | ids,
+    text,
+)
+
+
+@given(decisions, st.integers(0, 2**40))
+def test_a_decision_is_filled_field_for_field(d: Decision, seq: int) -> None:
+    """A decision, new or filled in place (as a stream's results are), is the message the
+    constructor gives, with the same bytes."""
+    expected = pb.Decision(
+        key=_key(d.key),
+        outcome=pb.Outcome.Value(f"OUTCOME_{d.outcome.value}"),
+        rule=d.rule.value,
+        decided_at=_ts(d.decided_at),
+        evidence_id=d.evidence_id or "",
+        version_id=d.version_id or "",
+        supersedes=d.supersedes or "",
+        detail=d.detail,
+        seq=seq,
+    )
+    built = cv.decision_pb(d, seq)
+    assert built == expected and built.HasField("decided_at")
+    in_place = pb.SubmitFactsResponse().results.add().decision
+    assert cv.fill_decision(in_place, d, seq).SerializeToString() == expected.SerializeToString()
 
 
 @given(evidence())

@@ -7,9 +7,11 @@ that exists) stay with the ledger; these are the ones the proto's comments state
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from factnode import _wire as wire
@@ -32,18 +34,46 @@ Out = list[FieldViolation]
 
 
 def _timestamps(msg: Message, path: str, out: Out) -> None:
-    """Every set Timestamp anywhere in `msg` must lie in 0001-01-01..9999-12-31."""
-    for fd, value in msg.ListFields():
-        if fd.message_type is None:
-            continue
+    """Every set Timestamp anywhere in `msg` must lie in 0001-01-01..9999-12-31.
+
+    Only the fields that can lead to a Timestamp are visited (`_timestamp_fields`): walking
+    every set field of every request cost SubmitFact about 8 us of its event loop's time."""
+    for fd, timestamp in _timestamp_fields(msg.DESCRIPTOR):
         name = f"{path}{fd.name}"
-        items = list(value) if fd.is_repeated else [value]
-        for i, item in enumerate(items):
-            where = f"{name}[{i}]" if fd.is_repeated else name
-            if fd.message_type.full_name == _TIMESTAMP:
+        if fd.is_repeated:
+            items = [(f"{name}[{i}]", item) for i, item in enumerate(getattr(msg, fd.name))]
+        elif msg.HasField(fd.name):
+            items = [(name, getattr(msg, fd.name))]
+        else:
+            continue
+        for where, item in items:
+            if timestamp:
                 wire.instant(item, where, out)
-            elif not fd.message_type.GetOptions().map_entry:
+            else:
                 _timestamps(item, f"{where}.", out)
+
+
+@functools.cache
+def _timestamp_fields(message: Descriptor) -> tuple[tuple[FieldDescriptor, bool], ...]:
+    """The message fields of `message` that are, or lead to, a Timestamp (True: is one), in
+    field-number order; map entries are not entered."""
+    return tuple(
+        (fd, fd.message_type.full_name == _TIMESTAMP)
+        for fd in sorted(message.fields, key=lambda f: f.number)
+        if fd.message_type is not None and _leads_to_timestamp(fd.message_type, frozenset())
+    )
+
+
+def _leads_to_timestamp(message: Descriptor, seen: frozenset[str]) -> bool:
+    if message.full_name == _TIMESTAMP:
+        return True
+    if message.GetOptions().map_entry or message.full_name in seen:
+        return False
+    inner = seen | {message.full_name}
+    return any(
+        fd.message_type is not None and _leads_to_timestamp(fd.message_type, inner)
+        for fd in message.fields
+    )
 
 
 def _key(out: Out, key: pb.Key, prefix: str = "key.") -> None:

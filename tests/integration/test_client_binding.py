@@ -69,3 +69,21 @@ def test_what_it_does_not_bind_itself_goes_to_mogrify(cursor: Any) -> None:
     # PostgreSQL's text cannot hold NUL: psycopg refuses it, as it did before.
     with pytest.raises(psycopg.DataError, match="NUL"):
         binder.bind("SELECT %s", ["a\x00b"])
+
+
+def test_a_connection_in_another_encoding_gets_what_mogrify_writes(
+    repository: SqlRepository,
+) -> None:
+    """A connection whose client encoding is not UTF-8 (the binder leaves it to psycopg)
+    still gets the text mogrify writes, and reads back the values given."""
+    if repository.engine.dialect.name != "postgresql":
+        pytest.skip("binding on the client is PostgreSQL's (SQLite binds on its own)")
+    url = repository.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(url, options="-c client_encoding=LATIN1") as conn:
+        cursor = psycopg.ClientCursor(conn)
+        row = ["café's", -3, None, True]
+        sql = "SELECT %s, %s, %s, %s"
+        text = _Binder(cursor).bind(sql, row)
+        assert text == cursor.mogrify(sql, row)
+        cursor.execute(text)
+        assert list(cursor.fetchone() or ()) == row

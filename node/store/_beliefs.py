@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.expression import ClauseElement
 
@@ -31,7 +31,7 @@ from factnode.store._rows import (
     _key_values,
     _stored_belief,
 )
-from factnode.store._sqltext import delete_in, insert_rows, select_in
+from factnode.store._sqltext import delete_in, insert_rows, select_in, select_page
 from factnode.store.repository import (
     Counts,
     StoredBelief,
@@ -39,6 +39,8 @@ from factnode.store.repository import (
 
 # The served states an operator reviews (DESIGN §7, "The review queue").
 QUEUED = (BeliefState.AMBIGUOUS, BeliefState.CONTESTED)
+# After a position (key id, key id, version id) in a page ordered by key and version.
+_AFTER_KEY = "(belief.key_id > ? OR (belief.key_id = ? AND belief.version_id > ?))"
 
 
 def _count_keys(conn: Connection, state: BeliefState) -> int:
@@ -134,44 +136,41 @@ class SqlBeliefs(TransactionPart):
         after: tuple[str, str] | None,
         limit: int,
     ) -> list[StoredBelief]:
-        conds: list[Any] = []
+        conds: list[tuple[str, Sequence[Any]]] = []
         if namespace:
-            conds.append(B.c.namespace == namespace)
+            conds.append(("belief.namespace = ?", (namespace,)))
         if subject is not None:
-            conds.append(B.c.subject == subject)
+            conds.append(("belief.subject = ?", (subject,)))
         if after is not None:
             # Pages are ordered by (key_id, version_id): stable and index-backed.
-            conds.append(
-                or_(B.c.key_id > after[0], and_(B.c.key_id == after[0], B.c.version_id > after[1]))
-            )
-        q = _SELECT_BELIEFS.where(*conds).order_by(B.c.key_id, B.c.version_id).limit(limit)
-        return [_stored_belief(r) for r in self._c.execute(q)]
+            key_id, version_id = after
+            conds.append((_AFTER_KEY, (key_id, key_id, version_id)))
+        order = ("belief.key_id", "belief.version_id")
+        rows = select_page(self._c, _SELECT_BELIEFS, conds, order, limit)
+        return [_stored_belief(r) for r in rows]
 
     def queued_beliefs(
         self, namespace: str, after: tuple[int, str, str] | None, limit: int
     ) -> list[StoredBelief]:
         """The review queue's rows (CONTESTED or AMBIGUOUS), oldest first: ordered by the time
         the served row last changed, then key and version, after the position `after`."""
-        conds: list[Any] = [B.c.state.in_([s.value for s in QUEUED])]
+        states = tuple(s.value for s in QUEUED)
+        conds: list[tuple[str, Sequence[Any]]] = [
+            (f"belief.state IN ({', '.join('?' * len(states))})", states)
+        ]
         if namespace:
-            conds.append(B.c.namespace == namespace)
+            conds.append(("belief.namespace = ?", (namespace,)))
         if after is not None:
             since, key_id, version_id = after
             conds.append(
-                or_(
-                    B.c.updated_at > since,
-                    and_(
-                        B.c.updated_at == since,
-                        or_(
-                            B.c.key_id > key_id,
-                            and_(B.c.key_id == key_id, B.c.version_id > version_id),
-                        ),
-                    ),
+                (
+                    f"(belief.updated_at > ? OR (belief.updated_at = ? AND {_AFTER_KEY}))",
+                    (since, since, key_id, key_id, version_id),
                 )
             )
-        order = (B.c.updated_at, B.c.key_id, B.c.version_id)
-        q = _SELECT_BELIEFS.where(*conds).order_by(*order).limit(limit)
-        return [_stored_belief(r) for r in self._c.execute(q)]
+        order = ("belief.updated_at", "belief.key_id", "belief.version_id")
+        rows = select_page(self._c, _SELECT_BELIEFS, conds, order, limit)
+        return [_stored_belief(r) for r in rows]
 
     def counts(self) -> Counts:
         def count(table: Any, *conds: Any) -> int:

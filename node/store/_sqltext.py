@@ -447,6 +447,37 @@ def select_in(
         yield from rows
 
 
+@functools.lru_cache(maxsize=64)
+def _page_sql(
+    dialect: Dialect, head: ClauseElement, conditions: tuple[str, ...], order: tuple[str, ...]
+) -> str:
+    """`head` (a statement without parameters) where every one of `conditions` (written with
+    `?` markers) holds, in `order`, with a LIMIT marker last."""
+    mark = _mark(dialect)
+    where = f" WHERE {' AND '.join(conditions)}".replace("?", mark) if conditions else ""
+    return f"{head.compile(dialect=dialect)}{where} ORDER BY {', '.join(order)} LIMIT {mark}"
+
+
+def select_page(
+    conn: Connection,
+    head: ClauseElement,
+    conditions: Sequence[tuple[str, Sequence[Any]]],
+    order: Sequence[str],
+    limit: int,
+) -> list[Any]:
+    """The first `limit` rows of `head` in `order` where every condition holds: each is SQL
+    with `?` markers and its values. Read at driver level, as `select_in` reads: compiling
+    the statement and SQLAlchemy's row handling cost a ListBeliefs page more than its
+    reading (bench/README.md)."""
+    sql = _page_sql(conn.dialect, head, tuple(c for c, _ in conditions), tuple(order))
+    params = (*(v for _, values in conditions for v in values), limit)
+    cursor = _driver(conn, sql, params)
+    try:
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
 def in_statements(
     conn: Connection, head: ClauseElement, column: str, values: Collection[str]
 ) -> list[tuple[str, tuple[str, ...]]]:

@@ -439,12 +439,7 @@ def select_in(
     """The rows of `head` whose `column` is one of `values`, read in chunks at driver
     level: the hot path's reads by id."""
     for sql, params in _in_statements(conn.dialect, head, column, values):
-        cursor = _driver(conn, sql, params)
-        try:
-            rows = cursor.fetchall()
-        finally:
-            cursor.close()
-        yield from rows
+        yield from _fetch_all(conn, sql, params)
 
 
 @functools.lru_cache(maxsize=64)
@@ -470,7 +465,11 @@ def select_page(
     the statement and SQLAlchemy's row handling cost a ListBeliefs page more than its
     reading (bench/README.md)."""
     sql = _page_sql(conn.dialect, head, tuple(c for c, _ in conditions), tuple(order))
-    params = (*(v for _, values in conditions for v in values), limit)
+    return _fetch_all(conn, sql, (*(v for _, values in conditions for v in values), limit))
+
+
+def _fetch_all(conn: Connection, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    """Every row of one driver-level statement (`_driver`)."""
     cursor = _driver(conn, sql, params)
     try:
         return list(cursor.fetchall())

@@ -61,6 +61,7 @@ from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.config import Settings
 from factnode.core import MICROS_PER_DAY, Key, Policy, Submission, make_evidence
 from factnode.ledger import Ledger, ensure_node_id
+from factnode.server._loop import loop_factory
 from factnode.store import SqlRepository
 
 CONCURRENCY = 16
@@ -146,9 +147,9 @@ class EchoProcess:
     """The bare echo in a process of its own, so its CPU per call can be read like the
     node's (the in-process echo shares its process with the callers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, event_loop: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve-echo"],
+            [sys.executable, __file__, "--serve-echo", "--event-loop", event_loop],
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
@@ -176,11 +177,21 @@ def _cpu_seconds(pid: int) -> float:
 class NodeProcess:
     """`factnode serve` in a subprocess with its own data dir and config file."""
 
-    def __init__(self, workdir: Path, postgres: str | None, cache_keys: int | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        postgres: str | None,
+        event_loop: str,
+        cache_keys: int | None = None,
+    ) -> None:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         config = workdir / "factnode.toml"
-        lines = [f'listen = "{self.address}"', f'data_dir = "{workdir / "data"}"']
+        lines = [
+            f'listen = "{self.address}"',
+            f'data_dir = "{workdir / "data"}"',
+            f'event_loop = "{event_loop}"',
+        ]
         if postgres:
             lines.append(f"database_url = {json.dumps(postgres)}")
         if cache_keys is not None:
@@ -396,7 +407,7 @@ class Workload:
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="factnode-e2e-bench-"))
-    node = NodeProcess(workdir, args.postgres)
+    node = NodeProcess(workdir, args.postgres, args.event_loop)
     echo_server, echo_port = await start_echo()
     node_channel = grpc.aio.insecure_channel(node.address)
     echo_channel = grpc.aio.insecure_channel(f"127.0.0.1:{echo_port}")
@@ -462,7 +473,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 f"| ratio {out[name]['ratio']:.3f} (each pair: {ratios})"
             )
         if "submit" in out:
-            out["echo_process"] = await echo_process_cpu(w, seconds)
+            out["echo_process"] = await echo_process_cpu(w, seconds, args.event_loop)
             say(
                 f"bare echo in its own process, submit's sizes: "
                 f"{out['echo_process']['rps']:.1f}/s, cpu {out['echo_process']['cpu_us_per_call']} us"
@@ -479,10 +490,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-async def echo_process_cpu(w: Workload, seconds: float) -> dict[str, float]:
+async def echo_process_cpu(w: Workload, seconds: float, event_loop: str) -> dict[str, float]:
     """What gRPC itself costs a server per unary call: the bare echo in its own process,
     16 callers, submit's payload sizes; its rate and CPU per call."""
-    echo = EchoProcess()
+    echo = EchoProcess(event_loop)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{echo.port}")
     try:
         call = channel.unary_unary(ECHO_UNARY, None, None)
@@ -596,7 +607,10 @@ async def _scale_reads(
 ) -> dict[str, float | None]:
     """Starts a node on each store (served memory on or off), measures each phase into
     `out`, and returns each node's resident memory (MB) at the end."""
-    nodes = {name: NodeProcess(workdirs[name], None, None if memory else 0) for name in workdirs}
+    nodes = {
+        name: NodeProcess(workdirs[name], None, args.event_loop, None if memory else 0)
+        for name in workdirs
+    }
     channels = {name: grpc.aio.insecure_channel(n.address) for name, n in nodes.items()}
     echo_server, echo_port = await start_echo()
     echo_channel = grpc.aio.insecure_channel(f"127.0.0.1:{echo_port}")
@@ -686,10 +700,24 @@ def main() -> None:
         metavar="FIGURES",
         help="measure only these, comma-separated (submit,stream,get,asof,list)",
     )
+    parser.add_argument(
+        "--event-loop",
+        choices=("auto", "uvloop", "asyncio"),
+        default="auto",
+        help="the loop of the node, the echo and the callers alike (default: the node's default)",
+    )
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    # The node, the echo and the callers all run on the same kind of loop, so the echo stays
+    # bare gRPC on the loop the node has: the ratio is not the loop's gain.
+    args.event_loop, new_loop = loop_factory(args.event_loop)
+
+    def run(main: Awaitable[Any]) -> Any:
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            return runner.run(main)
+
     if args.serve_echo:
-        asyncio.run(serve_echo_forever())
+        run(serve_echo_forever())
         return
     if args.only and not set(args.only) <= set(PHASES):
         parser.error(f"--only takes some of {','.join(PHASES)}, got {','.join(args.only)}")
@@ -700,18 +728,19 @@ def main() -> None:
     say(
         f"factnode e2e bench: {CONCURRENCY} callers, {args.seconds}s per phase, "
         f"{args.repeats} node/echo pair(s) per figure, store "
-        f"{'postgres' if args.postgres else 'sqlite'}"
+        f"{'postgres' if args.postgres else 'sqlite'}, event loop {args.event_loop}"
     )
     if args.scale:
         if args.postgres:
             parser.error("--scale builds SQLite stores; it does not take --postgres")
-        scale = asyncio.run(measure_scale(args))
+        scale = run(measure_scale(args))
         summary = {
             "get_hot_1m_over_10k": scale["get_hot_1m_over_10k"],
             "get_uniform_1m_over_10k": scale["get_uniform_1m_over_10k"],
             "get_uniform_no_memory_1m_over_10k": scale["get_uniform_no_memory_1m_over_10k"],
             "node_rss_mb_1m": scale["node_rss_mb"]["1m"],
             "store": "sqlite",
+            "event_loop": args.event_loop,
             "seconds": args.seconds,
             "repeats": args.repeats,
             "concurrency": CONCURRENCY,
@@ -721,7 +750,7 @@ def main() -> None:
         }
         print(json.dumps(summary), flush=True)
         return
-    out = asyncio.run(measure(args))
+    out = run(measure(args))
     result: dict[str, Any] = {f"{name}_ratio": out[name]["ratio"] for name in PHASES if name in out}
     result.update(
         {
@@ -731,6 +760,7 @@ def main() -> None:
             if "get" in out
             else None,
             "store": "postgres" if args.postgres else "sqlite",
+            "event_loop": args.event_loop,
             "seconds": args.seconds,
             "repeats": args.repeats,
             "concurrency": CONCURRENCY,

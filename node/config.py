@@ -23,6 +23,8 @@ DEFAULT_LISTEN = "127.0.0.1:7420"
 # opened without settings (`factnode.store.cache`); config does not import the store, and
 # tests/integration/test_store.py pins the two equal.
 DEFAULT_CACHE_KEYS = 20_000
+# `auto`: uvloop where it is installed (a dependency on Linux and macOS), else asyncio's own.
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 ROLES = ("reader", "writer", "operator")
 
 
@@ -95,6 +97,7 @@ class Settings:
     decay_interval_seconds: float = 3600.0
     metrics_listen: str | None = None  # host:port for Prometheus /metrics; off when unset
     cache_keys: int = DEFAULT_CACHE_KEYS  # hot keys the write path keeps in memory; 0: none
+    event_loop: str = "auto"  # one of EVENT_LOOPS: uvloop where installed, else asyncio's
 
     @property
     def db_url(self) -> str:
@@ -215,6 +218,7 @@ _ENV = {
     "FACTNODE_GRACE_SECONDS": "grace_seconds",
     "FACTNODE_METRICS_LISTEN": "metrics_listen",
     "FACTNODE_CACHE_KEYS": "cache_keys",
+    "FACTNODE_EVENT_LOOP": "event_loop",
 }
 
 
@@ -282,6 +286,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         "decay_interval_seconds",
         "metrics_listen",
         "cache_keys",
+        "event_loop",
     }
     unknown = sorted(set(data) - known)
     if unknown:
@@ -366,6 +371,13 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         if isinstance(keys, bool) or not isinstance(keys, int) or keys < 0:
             raise ConfigError("cache_keys", f"must be a whole number >= 0, got {keys!r}")
         changes["cache_keys"] = keys
+    if "event_loop" in data:
+        loop = data["event_loop"]
+        if loop not in EVENT_LOOPS:
+            raise ConfigError(
+                "event_loop", f"must be one of {', '.join(EVENT_LOOPS)}, got {loop!r}"
+            )
+        changes["event_loop"] = loop
     if "max_message_bytes" in data:
         changes["max_message_bytes"] = int(
             _positive("max_message_bytes", data["max_message_bytes"])

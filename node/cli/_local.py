@@ -17,6 +17,7 @@ from ._exits import EXIT_OK, EXIT_USAGE
 
 def serve(args: argparse.Namespace) -> int:
     from factnode.config import ConfigError, load_settings
+    from factnode.server._loop import loop_factory
     from factnode.server.app import serve as run_node
 
     env = dict(os.environ)
@@ -25,12 +26,15 @@ def serve(args: argparse.Namespace) -> int:
         ("data_dir", "FACTNODE_DATA_DIR"),
         ("database_url", "FACTNODE_DATABASE_URL"),
         ("node_id", "FACTNODE_NODE_ID"),
+        ("event_loop", "FACTNODE_EVENT_LOOP"),
     ):
         if getattr(args, option):
             env[var] = getattr(args, option)
     try:
         settings = load_settings(args.config, env)
-        asyncio.run(run_node(settings, announce=lambda line: print(line, flush=True)))
+        _, new_loop = loop_factory(settings.event_loop)
+        with asyncio.Runner(loop_factory=new_loop) as runner:
+            runner.run(run_node(settings, announce=lambda line: print(line, flush=True)))
     except ConfigError as exc:
         print(f"factnode serve: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -9,6 +9,7 @@ from typing import Any
 
 import factnode
 from factnode import health as health_probe
+from factnode.config import EVENT_LOOPS
 
 DEFAULT_ADDRESS = "127.0.0.1:7420"
 # Adds one verb: (subparsers, the options every node-talking verb shares).
@@ -86,6 +87,11 @@ def serve(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="where the SQLite store lives")
     p.add_argument("--database-url", help="SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db")
     p.add_argument("--node-id", help="this node's id (persisted on first start)")
+    p.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        help="asyncio event loop: auto (uvloop where installed, the default), uvloop or asyncio",
+    )
 
 
 def certs(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ from factnode.server._context import Changes, NodeContext
 from factnode.server._decoding import add_service
 from factnode.server._fact import FactServicer
 from factnode.server._group_commit import GroupCommit
+from factnode.server._loop import loop_name
 from factnode.server._review import ReviewServicer
 from factnode.store import SqlRepository
 
@@ -285,11 +286,17 @@ async def start_node(settings: Settings) -> tuple[Node, int]:
 
 
 async def serve(settings: Settings, announce: Callable[[str], None] = print) -> None:
-    """Runs a node until SIGTERM or SIGINT, then shuts down gracefully."""
+    """Runs a node until SIGTERM or SIGINT, then shuts down gracefully. A signal that comes
+    while the node is still starting stops it as soon as it has started."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     node, port = await start_node(settings)
     host = settings.listen.rsplit(":", 1)[0]
     announce(f"factnode {node.node_id} listening on {host}:{port}")
     announce(f"store: {redact_url(settings.db_url)}")
+    announce(f"event loop: {loop_name(loop)}")
     if node.federation_port:
         fed_host = (settings.federation_listen or "").rsplit(":", 1)[0]
         announce(
@@ -299,10 +306,6 @@ async def serve(settings: Settings, announce: Callable[[str], None] = print) -> 
         announce(
             "no client tokens configured: listening on loopback only, every local caller is an operator"
         )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     announce("shutting down")
     await node.stop()

@@ -40,3 +40,28 @@ def test_a_bad_cache_size_is_refused_by_name(
     with pytest.raises(ConfigError) as err:
         _load(tmp_path, toml, env)
     assert "CACHE_KEYS" in str(err.value).upper()
+
+
+def test_event_loop_defaults_to_auto_and_can_be_chosen(tmp_path: Path) -> None:
+    assert _load(tmp_path, "").event_loop == "auto"
+    assert _load(tmp_path, 'event_loop = "asyncio"\n').event_loop == "asyncio"
+    env = {"FACTNODE_EVENT_LOOP": "uvloop"}
+    assert _load(tmp_path, 'event_loop = "asyncio"\n', env).event_loop == "uvloop"
+
+
+@pytest.mark.parametrize(
+    ("toml", "env"),
+    [
+        ('event_loop = "tokio"\n', None),
+        ("event_loop = 1\n", None),
+        ("", {"FACTNODE_EVENT_LOOP": ""}),
+    ],
+    ids=["unknown", "number", "env-empty"],
+)
+def test_a_bad_event_loop_is_refused_by_name(
+    tmp_path: Path, toml: str, env: dict[str, str] | None
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        _load(tmp_path, toml, env)
+    assert err.value.setting == "event_loop"
+    assert "auto, uvloop, asyncio" in str(err.value)

@@ -1,6 +1,6 @@
 """The event loop a node runs on (setting `event_loop`): uvloop where it is installed, else
 asyncio's own. uvloop's loop costs less per call: in bench/e2e.py the event loop's CPU per
-SubmitFact fell by about a sixth and a GetBelief's by about a fifth (bench/README.md)."""
+SubmitFact fell by 10-15%, the node's per GetBelief by about 13% (bench/README.md)."""
 
 from __future__ import annotations
 

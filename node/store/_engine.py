@@ -8,15 +8,17 @@ from typing import Any
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import NullPool, StaticPool
 from sqlmodel import create_engine
 
 from factnode.store._sqltext import flush_writes, forget_read_ahead, write_soon
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, unpooled: bool = False) -> Engine:
     """An engine for `url`; SQLite gets WAL, a busy timeout, secure_delete and BEGIN IMMEDIATE.
-    A SQLite file's commits never checkpoint: its repository's `Checkpoints` thread does."""
+    A SQLite file's commits never checkpoint: its repository's `Checkpoints` thread does.
+    `unpooled` (a SQLite file): each connect opens a connection and closing it closes it,
+    with no limit on how many are open; for connections their holders keep."""
     if not url.startswith("sqlite"):
         # hide_parameters: a database error must not quote a fact's value or source in a log.
         engine = create_engine(url, hide_parameters=True)
@@ -32,7 +34,7 @@ def make_engine(url: str) -> Engine:
     engine = create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": 30},
-        poolclass=StaticPool if memory else None,
+        poolclass=StaticPool if memory else NullPool if unpooled else None,
         hide_parameters=True,
     )
 

@@ -111,12 +111,14 @@ class SqlRepository:
         )
         self._writer = threading.Lock()
         self._pinned: Connection | None = None
-        # A SQLite file's reads: one connection kept per thread that reads (`_read_connection`).
-        self._readers: dict[threading.Thread, Connection] = {}
-        self._readers_lock = threading.Lock()
         self._cache = KeyCache(cache_keys)
         self.served: ServedMemory[Any] = ServedMemory(cache_keys)
         upgrade(self.engine)
+        # A SQLite file's reads: one connection kept per thread that reads (`_read_connection`),
+        # outside the pool, whose size would otherwise bound how many threads may read.
+        self._readers: dict[threading.Thread, Connection] = {}
+        self._readers_lock = threading.Lock()
+        self._read_engine = make_engine(url, unpooled=True) if self.is_sqlite_file else None
         # A SQLite file's checkpoints run beside the writer, not inside its commits.
         self.checkpoints = Checkpoints(self.engine) if self.is_sqlite_file else None
 
@@ -201,12 +203,12 @@ class SqlRepository:
         Between reads it holds no transaction, so it keeps no snapshot and blocks no
         checkpoint. None elsewhere, and for a read begun inside another read on the same
         thread (which takes a pooled connection, as every read did before)."""
-        if not self.is_sqlite_file:
+        if self._read_engine is None:
             return None
         me = threading.current_thread()
         kept = self._readers.get(me)
         if kept is None or kept.closed or kept.invalidated:
-            kept = self.engine.connect()
+            kept = self._read_engine.connect()
             with self._readers_lock:
                 old = self._readers.pop(me, None)
                 # Threads that ended leave their connection behind: closed here.
@@ -232,6 +234,8 @@ class SqlRepository:
             self._readers.clear()
         for conn in readers:
             conn.close()
+        if self._read_engine is not None:
+            self._read_engine.dispose()
         if self.checkpoints is not None:
             self.checkpoints.close()
         self.engine.dispose()

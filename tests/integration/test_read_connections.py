@@ -5,6 +5,7 @@ closed when its thread has ended or the repository closes."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,6 +81,34 @@ def test_an_ended_thread_s_connection_is_closed_when_another_thread_reads(
     assert not ended.closed
     _in_thread(repo)  # a new thread's first read sweeps the ended one's
     assert ended.closed
+
+
+def test_more_reading_threads_than_the_pool_holds_each_keep_one(repo: SqlRepository) -> None:
+    """Kept connections are not the pool's: with more live reading threads than its size
+    and overflow (15 here), none waits for a pooled connection, and pooled reads still run."""
+    pool_limit = repo.engine.pool.size() + repo.engine.pool._max_overflow  # type: ignore[attr-defined]
+    release = threading.Event()
+    read: list[Connection] = []
+
+    def reader() -> None:
+        read.append(_read_conn(repo))
+        release.wait(timeout=30)
+
+    threads = [threading.Thread(target=reader) for _ in range(pool_limit + 5)]
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 20
+        while len(read) < len(threads) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(read) == len(threads)  # every thread read, none blocked on the pool
+        assert len({id(c) for c in read}) == len(threads)
+        with repo.engine.connect() as pooled:  # the pool is not used up by them
+            assert pooled.exec_driver_sql("SELECT 1").scalar() == 1
+    finally:
+        release.set()
+        for t in threads:
+            t.join(timeout=30)
 
 
 def test_close_closes_every_kept_connection(tmp_path: Path) -> None:

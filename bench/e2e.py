@@ -58,7 +58,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
-from factnode.config import Settings
+from factnode.config import EVENT_LOOPS, Settings
 from factnode.core import MICROS_PER_DAY, Key, Policy, Submission, make_evidence
 from factnode.ledger import Ledger, ensure_node_id
 from factnode.server._loop import loop_factory
@@ -702,7 +702,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--event-loop",
-        choices=("auto", "uvloop", "asyncio"),
+        choices=EVENT_LOOPS,
         default="auto",
         help="the loop of the node, the echo and the callers alike (default: the node's default)",
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from cryptography import x509
@@ -16,7 +17,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from factnode.federation.trust import Authority, NotAMember, sign_revocation_list
+
 VALID_DAYS = 825
+REVOCATION_FILE = "revoked.crl"
+# `factnode certs revoke NODE_ID...` revokes instead of issuing, so no node may be named so.
+REVOKE_VERB = "revoke"
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
@@ -82,6 +88,10 @@ def issue_node_cert(
     """Makes `out/<node_id>.crt` and `.key`, signed by the CA in `out`, for server and client use."""
     if not node_id or any(c in node_id for c in "/\\ ") or node_id.startswith("."):
         raise ValueError(f"node id {node_id!r} cannot name a certificate file")
+    if node_id == REVOKE_VERB:
+        raise ValueError(
+            f"node id {node_id!r} is reserved: `factnode certs revoke` signs revocations"
+        )
     ca_cert, ca_key = ensure_ca(out)
     key = ec.generate_private_key(ec.SECP256R1())
     names: list[x509.GeneralName] = [x509.DNSName(node_id)]
@@ -113,3 +123,34 @@ def issue_node_cert(
     crt_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     _write_key(key_path, key)
     return crt_path, key_path
+
+
+def revoke(out: Path, node_ids: Sequence[str], cert_files: Sequence[Path] = ()) -> tuple[Path, int]:
+    """Adds the certificates of `node_ids` (`out/<node_id>.crt`) and `cert_files` to the CA's
+    revocation list `out/revoked.crl`, signed with `out/ca.key`, and returns its path and
+    number. Each call numbers the list after the one it replaces (DESIGN §7)."""
+    found = _load(out)
+    if found is None:
+        raise ValueError(f"no CA in {out} (ca.crt and ca.key): revocations are signed by the CA")
+    ca_cert, ca_key = found
+    authority = Authority(ca_cert.public_bytes(serialization.Encoding.PEM))
+    paths = [out / f"{n}.crt" for n in node_ids] + list(cert_files)
+    if not paths:
+        raise ValueError("name at least one node id or --cert to revoke")
+    serials = []
+    for path in paths:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ValueError(f"no certificate at {path}") from None
+        try:
+            serials.append(authority.identity(data).serial)
+        except NotAMember as exc:
+            raise ValueError(f"{path}: {exc}") from None
+    target = out / REVOCATION_FILE
+    previous = authority.revocation_list(target.read_bytes()) if target.exists() else None
+    pem = sign_revocation_list(ca_cert, ca_key, serials, previous, dt.datetime.now(dt.UTC))
+    tmp = target.with_suffix(".tmp")
+    tmp.write_bytes(pem)
+    tmp.replace(target)  # a reader never sees half a list
+    return target, authority.revocation_list(pem).number

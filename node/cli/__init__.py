@@ -93,7 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`factnode ...`: parses the arguments and runs the verb; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "certs" and not any(a.startswith("-") for a in extra):
+        # `factnode certs revoke --out DIR beta`: node ids may follow the options, which
+        # argparse does not take for a positional list it has already started.
+        args.node_ids += extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return VERBS[args.command].run(args)
     except BrokenPipeError:

@@ -44,9 +44,19 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def certs(args: argparse.Namespace) -> int:
-    from factnode.certs import ensure_ca, issue_node_cert
+    from factnode.certs import REVOKE_VERB, ensure_ca, issue_node_cert
 
     out = Path(args.out)
+    if args.node_ids[:1] == [REVOKE_VERB]:
+        return _revoke_certs(out, args.node_ids[1:], [Path(c) for c in args.cert], args.json)
+    if args.cert:
+        print("factnode certs: --cert goes with `factnode certs revoke`", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.node_ids:
+        print(
+            "factnode certs: name at least one NODE_ID to issue a certificate for", file=sys.stderr
+        )
+        return EXIT_USAGE
     try:
         ensure_ca(out)
         made = [issue_node_cert(out, node_id, tuple(args.host)) for node_id in args.node_ids]
@@ -70,6 +80,23 @@ def certs(args: argparse.Namespace) -> int:
         print(f"CA: {out / 'ca.crt'} (key {out / 'ca.key'}: keep it private)")
         for node_id, (crt, key) in zip(args.node_ids, made, strict=True):
             print(f"{node_id}: {crt}, {key}")
+    return EXIT_OK
+
+
+def _revoke_certs(out: Path, node_ids: list[str], cert_files: list[Path], as_json: bool) -> int:
+    from factnode.certs import revoke
+
+    try:
+        path, number = revoke(out, node_ids, cert_files)
+    except (ValueError, OSError) as exc:
+        print(f"factnode certs revoke: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    revoked = [*node_ids, *map(str, cert_files)]
+    if as_json:
+        print(json.dumps({"revocation_list": str(path), "number": number, "revoked": revoked}))
+    else:
+        print(f"revocation list {path} (number {number}) revokes {', '.join(revoked)}")
+        print("hand it to any member: factnode revoke " + str(path))
     return EXIT_OK
 
 

@@ -95,9 +95,28 @@ def serve(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def certs(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("certs", help="make a development CA and node certificates for peer mTLS")
+    p = sub.add_parser(
+        "certs",
+        help="make a development CA and node certificates for peer mTLS; `certs revoke` revokes",
+        usage="factnode certs [--out DIR] [--host HOST] NODE_ID [NODE_ID ...]\n"
+        "       factnode certs revoke [--out DIR] [--cert FILE] [NODE_ID ...]",
+        description="Issues a certificate per node id, signed by the CA in --out (made there "
+        "if missing). `factnode certs revoke NODE_ID...` instead adds those nodes' "
+        "certificates (--out/NODE_ID.crt, or --cert FILE) to the CA's signed revocation list "
+        "--out/revoked.crl; hand that file to any member with `factnode revoke`.",
+    )
     p.add_argument(
-        "node_ids", nargs="+", metavar="NODE_ID", help="node ids to issue certificates for"
+        "node_ids",
+        nargs="*",
+        metavar="NODE_ID",
+        help="node ids to issue certificates for (after `revoke`: to revoke)",
+    )
+    p.add_argument(
+        "--cert",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="with `revoke`: a certificate file to revoke (repeatable)",
     )
     p.add_argument(
         "--out",

@@ -80,6 +80,8 @@ VERBS: dict[str, Verb] = {
     "decay": Verb(grammar.decay, on_node(commands.decay)),
     "status": Verb(grammar.status, on_node(commands.status)),
     "sync": Verb(grammar.sync, on_node(commands.sync)),
+    "members": Verb(grammar.members, on_node(commands.members)),
+    "revoke": Verb(grammar.revoke, on_node(commands.revoke)),
     "mcp": Verb(grammar.mcp, local.mcp),
     "health": Verb(grammar.health, health_probe.run),
     "console": Verb(grammar.console, local.console),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from google.protobuf.message import Message
@@ -175,3 +176,17 @@ def status(node: Client, args: argparse.Namespace) -> Reply:
 def sync(node: Client, args: argparse.Namespace) -> Reply:
     r: Any = node.send(calls.SYNC, pb.SyncNowRequest(peer_node_id=args.peer or ""))
     return Reply(r, out.synced(r))
+
+
+def members(node: Client, args: argparse.Namespace) -> Reply:
+    r: Any = node.send(calls.MEMBERS, pb.ListMembersRequest())
+    return Reply(r, out.members(r))
+
+
+def revoke(node: Client, args: argparse.Namespace) -> Reply:
+    try:
+        data = Path(args.file).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
+    r: Any = node.send(calls.REVOKE, pb.RevokeRequest(revocation_list=data))
+    return Reply(r, out.revoked(r))

@@ -215,3 +215,31 @@ def synced(r: pb.SyncNowResponse) -> str:
         for p in r.results
     ]
     return table(rows, ("peer", "result", "evidence in", "evidence out"))
+
+
+def members(r: pb.ListMembersResponse) -> str:
+    rows = [
+        (
+            m.node_id + (" (this node)" if m.self else ""),
+            m.address or "-",
+            show_time(m.last_heard),
+            show_time(m.certificate_expires),
+            "revoked" if m.revoked else (m.refused or "member"),
+            m.max_anchor,
+        )
+        for m in r.members
+    ]
+    lines = [table(rows, ("node", "address", "last heard", "certificate expires", "state", "cap"))]
+    number = r.revocation_list_number
+    lines.append(f"revocation list: number {number}" if number else "revocation list: none held")
+    return "\n".join(lines)
+
+
+def revoked(r: pb.RevokeResponse) -> str:
+    head = (
+        f"revocation list number {r.number} applied"
+        if r.applied
+        else f"not applied: this node holds list number {r.number}, the same or newer"
+    )
+    who = ", ".join(r.revoked) if r.revoked else "none of the members this node knows"
+    return f"{head}; revoked: {who}"

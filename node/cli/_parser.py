@@ -250,6 +250,23 @@ def sync(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--peer", help="only this peer node id")
 
 
+def members(sub: Any, common: argparse.ArgumentParser) -> None:
+    sub.add_parser(
+        "members",
+        parents=[common],
+        help="every federation member the node knows: address, last heard, certificate, cap (operator)",
+    )
+
+
+def revoke(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "revoke",
+        parents=[common],
+        help="hand the node a revocation list signed by the CA (`factnode certs revoke`) (operator)",
+    )
+    p.add_argument("file", metavar="FILE", help="the revocation list (revoked.crl)")
+
+
 def mcp(sub: Any, common: argparse.ArgumentParser) -> None:
     sub.add_parser(
         "mcp", parents=[common], help="serve the Model Context Protocol on stdio for an LLM agent"

@@ -196,6 +196,19 @@ def _status(m: pb.GetStatusResponse) -> t.Status:
     return t.Status(m.node_id, m.version, m.listen_address, m.database, counts, peers)
 
 
+def _members(m: pb.ListMembersResponse) -> t.Members:
+    return t.Members(
+        tuple(
+            t.Member(x.node_id, x.address,
+                     t.when(x.last_heard) if x.HasField("last_heard") else None,
+                     t.when(x.certificate_expires) if x.HasField("certificate_expires") else None,
+                     x.revoked, x.max_anchor, x.self, x.refused)
+            for x in m.members
+        ),
+        m.revocation_list_number,
+    )  # fmt: skip
+
+
 def _sync(m: pb.SyncNowResponse) -> tuple[t.SyncResult, ...]:
     skip = {"node_id", "address", "ok", "error"}
     return tuple(
@@ -250,6 +263,11 @@ DECAY = _call(
     "AdminService", "RunDecay", pb.RunDecayResponse, lambda m: t.Decayed(m.decayed, m.tombstoned)
 )
 STATUS = _call("AdminService", "GetStatus", pb.GetStatusResponse, _status)
+MEMBERS = _call("AdminService", "ListMembers", pb.ListMembersResponse, _members)
+REVOKE = _call(
+    "AdminService", "Revoke", pb.RevokeResponse,
+    lambda m: t.Revoked(m.applied, m.number, tuple(m.revoked)), False,
+)  # fmt: skip
 SYNC = _call("AdminService", "SyncNow", pb.SyncNowResponse, _sync, False)
 
 

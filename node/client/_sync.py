@@ -202,6 +202,14 @@ class Client(c.Connection):
         """The node's identity, counts and peers."""
         return self._send(c.STATUS, pb.GetStatusRequest())
 
+    def members(self) -> t.Members:
+        """Every member of the federation the node knows, and its revocation list's number."""
+        return self._send(c.MEMBERS, pb.ListMembersRequest())
+
+    def revoke(self, revocation_list: bytes) -> t.Revoked:
+        """Hands the node a revocation list the federation's CA signed (`factnode certs revoke`)."""
+        return self._send(c.REVOKE, pb.RevokeRequest(revocation_list=revocation_list))
+
     def sync(self, peer_node_id: str = "") -> tuple[t.SyncResult, ...]:
         """Runs a sync round with one peer (or all) and reports what moved."""
         return self._send(c.SYNC, pb.SyncNowRequest(peer_node_id=peer_node_id))

@@ -287,3 +287,34 @@ class SyncResult:
     ok: bool
     error: str
     counts: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One member of the federation as the node knows it (`ListMembers`)."""
+
+    node_id: str
+    address: str
+    last_heard: datetime | None
+    certificate_expires: datetime | None
+    revoked: bool
+    max_anchor: str
+    is_self: bool
+    refused: str  # why it is not a member now; empty while it is
+
+
+@dataclass(frozen=True, slots=True)
+class Members:
+    """Every member the node knows, and the number of the revocation list it holds (0: none)."""
+
+    members: tuple[Member, ...]
+    revocation_list_number: int
+
+
+@dataclass(frozen=True, slots=True)
+class Revoked:
+    """What handing the node a revocation list did (`Revoke`)."""
+
+    applied: bool
+    number: int
+    revoked: tuple[str, ...]

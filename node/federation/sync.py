@@ -190,8 +190,11 @@ class Syncer:
         fanout: int = 0,
         interval: float = 10.0,
         rng: random.Random | None = None,
+        refused: Callable[[str], bool] = lambda node_id: False,
     ) -> None:
         self.ledger = ledger
+        # Members this node no longer dials (a revoked certificate), by node id.
+        self.refused = refused
         self.states = {p.node_id: PeerState(p) for p in peers}
         self.link_for = link_for
         self.fanout = fanout
@@ -200,8 +203,13 @@ class Syncer:
 
     def _choose(self, only: str | None, force: bool) -> list[PeerState]:
         if only:
-            return [self.states[only]] if only in self.states else []
-        due = [s for s in self.states.values() if force or s.next_attempt <= time.monotonic()]
+            found = self.states.get(only)
+            return [found] if found is not None and not self.refused(only) else []
+        due = [
+            s
+            for s in self.states.values()
+            if (force or s.next_attempt <= time.monotonic()) and not self.refused(s.peer.node_id)
+        ]
         if self.fanout and len(due) > self.fanout:
             due = self.rng.sample(sorted(due, key=lambda s: s.peer.node_id), self.fanout)
         return due

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import Sequence
 
 import grpc
@@ -10,7 +11,9 @@ import grpc
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.config import Peer
+from factnode.federation.members import Roster
 from factnode.federation.sync import FederationEndpoint
+from factnode.federation.trust import NotAMember
 from factnode.server._errors import Context, PermissionDenied, unary
 
 CALL_TIMEOUT_SECONDS = 20.0
@@ -63,8 +66,9 @@ class GrpcPeerLink:
         await self.channel.close(None)
 
 
-def proven_peer(context: Context, peers: Sequence[str]) -> str:
-    """The node id the caller's verified certificate names; it must be a configured peer."""
+def proven_peer(context: Context, peers: Sequence[str], roster: Roster | None = None) -> str:
+    """The node id the caller's verified certificate names; it must be a configured peer
+    and, where the node holds a roster, a member now (not revoked, not expired)."""
     for key, _ in context.invocation_metadata() or ():
         if key == "authorization":
             raise PermissionDenied("FederationService is for peer nodes, not client tokens")
@@ -74,27 +78,41 @@ def proven_peer(context: Context, peers: Sequence[str]) -> str:
     node_id = names[0].decode() if isinstance(names[0], bytes) else str(names[0])
     if node_id not in peers:
         raise PermissionDenied(f"certificate names {node_id!r}, which is not a configured peer")
+    if roster is not None:
+        pem = list(context.auth_context().get("x509_pem_cert") or [])
+        if not pem:
+            raise PermissionDenied(
+                "peer calls need a client certificate signed by the federation CA"
+            )
+        try:
+            identity = roster.seen(pem[0] if isinstance(pem[0], bytes) else str(pem[0]).encode())
+        except NotAMember as exc:
+            raise PermissionDenied(str(exc)) from None
+        refusal = roster.refusal(identity, dt.datetime.now(dt.UTC))
+        if refusal:
+            raise PermissionDenied(f"{refusal}: not a member of this federation")
     return node_id
 
 
 class FederationServicer(pb_grpc.FederationServiceServicer):
     """Serves digests and deltas to peers; the caller is who its certificate proves."""
 
-    def __init__(self, endpoint: FederationEndpoint) -> None:
+    def __init__(self, endpoint: FederationEndpoint, roster: Roster | None = None) -> None:
         self.endpoint = endpoint
         self.peer_ids = list(endpoint.peers)
+        self.roster = roster
 
     @unary
     async def GetDigest(self, request: pb.DigestRequest, context: Context) -> pb.Digest:
-        caller = proven_peer(context, self.peer_ids)
+        caller = proven_peer(context, self.peer_ids, self.roster)
         return await asyncio.to_thread(self.endpoint.get_digest, caller, request)
 
     @unary
     async def PullDelta(self, request: pb.DeltaRequest, context: Context) -> pb.Delta:
-        caller = proven_peer(context, self.peer_ids)
+        caller = proven_peer(context, self.peer_ids, self.roster)
         return await asyncio.to_thread(self.endpoint.pull_delta, caller, request)
 
     @unary
     async def PushDelta(self, request: pb.Delta, context: Context) -> pb.PushDeltaResponse:
-        caller = proven_peer(context, self.peer_ids)
+        caller = proven_peer(context, self.peer_ids, self.roster)
         return await asyncio.to_thread(self.endpoint.push_delta, caller, request)

@@ -27,6 +27,9 @@ from cryptography.x509.oid import NameOID
 # How long a revocation list says it is current; members keep using the newest they hold
 # after that too (a stale list still revokes), so this only informs tools that read it.
 REVOCATION_LIST_DAYS = 365
+# The largest revocation list a node takes: a CRL entry costs about 40 bytes, so this holds
+# tens of thousands of revocations and bounds what one request can make the node parse.
+MAX_REVOCATION_LIST_BYTES = 1024 * 1024
 
 
 class NotAMember(ValueError):

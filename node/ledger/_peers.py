@@ -193,3 +193,16 @@ class PeerInput(Writing, Forgetting):
                 keys = {v.key for v in tx.all_votes()}
             self._refresh(tx, tx.key_states(keys), self.clock.now(), fx)
         self._after(fx)
+
+    def stop_counting(self, voter: str) -> int:
+        """Forgets every vote of `voter` (its certificate was revoked, DESIGN §7): the keys
+        it voted on are recounted without it. Returns how many of its votes were held."""
+        fx = Committed()
+        with self.repo.write() as tx:
+            keys = {v.key for v in tx.votes_under(voter, [""])}
+            if keys:
+                tx.delete_votes(voter, keys)
+                fx.votes_removed.extend((voter, k) for k in keys)
+                self._refresh(tx, tx.key_states(keys), self.clock.now(), fx)
+        self._after(fx)
+        return len(keys)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 
 import factnode
 from factnode import _wire as cv
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
-from factnode.core import FieldViolation
+from factnode.core import FieldViolation, InvalidInput
+from factnode.federation.members import Roster
+from factnode.federation.trust import NotAMember
 from factnode.ledger import NotFound
 from factnode.server._auth import caller_identity
 from factnode.server._context import NodeContext, run
-from factnode.server._errors import Context, unary
+from factnode.server._errors import Context, FailedPrecondition, unary
 
 
 class AdminServicer(pb_grpc.AdminServiceServicer):
@@ -113,3 +116,51 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 for r in results
             ]
         )
+
+    def _roster(self) -> Roster:
+        if self.ctx.roster is None:
+            raise FailedPrecondition(
+                "this node does not federate (no federation.listen): it has no members"
+            )
+        return self.ctx.roster
+
+    @unary
+    async def ListMembers(
+        self, request: pb.ListMembersRequest, context: Context
+    ) -> pb.ListMembersResponse:
+        roster = self._roster()
+        synced = {
+            s.peer.node_id: s.last_sync
+            for s in (self.ctx.syncer.states.values() if self.ctx.syncer else ())
+            if s.last_sync is not None
+        }
+        members = []
+        for m in roster.members(dt.datetime.now(dt.UTC), self.ctx.ledger.policy.default_max_anchor):
+            member = pb.Member(
+                node_id=m.node_id,
+                address=m.address,
+                revoked=m.revoked,
+                max_anchor=m.max_anchor,
+                self=m.is_self,
+                refused=m.refused,
+            )
+            heard = max(
+                (t for t in (m.last_heard, synced.get(m.node_id)) if t is not None), default=None
+            )
+            if heard is not None:
+                member.last_heard.FromNanoseconds(int(heard * 1e9))
+            if m.certificate_expires is not None:
+                member.certificate_expires.FromDatetime(m.certificate_expires)
+            members.append(member)
+        number = roster.revocations.number if roster.revocations else 0
+        return pb.ListMembersResponse(members=members, revocation_list_number=number)
+
+    @unary
+    async def Revoke(self, request: pb.RevokeRequest, context: Context) -> pb.RevokeResponse:
+        roster = self._roster()
+        try:
+            done = await run(roster.revoke, request.revocation_list)
+        except NotAMember as exc:
+            raise InvalidInput([FieldViolation("revocation_list", str(exc))]) from None
+        self.ctx.changes.notify()
+        return pb.RevokeResponse(applied=done.applied, number=done.number, revoked=done.revoked)

@@ -14,6 +14,7 @@ from factnode import _wire as cv
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import Key
 from factnode.core.consensus import Tally
+from factnode.federation.members import Roster
 from factnode.federation.sync import Syncer
 from factnode.ledger import Belief, Explanation, Ledger, NotFound
 from factnode.metrics import Metrics
@@ -59,6 +60,8 @@ class NodeContext:
     syncer: Syncer | None = None
     # A SQLite file: its reads are local and never wait for a writer in WAL mode (`read`).
     inline_reads: bool = False
+    # The federation's members as this node knows them; None when the node does not federate.
+    roster: Roster | None = None
 
     async def read(self, fn: Callable[..., T], *args: Any, bounded: bool = True) -> T:
         """A bounded read (`bounded`: one key, a page of at most the default size) on a SQLite

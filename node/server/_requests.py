@@ -27,6 +27,7 @@ from factnode.core.validation import (
     check_node_id,
     check_text,
 )
+from factnode.federation.trust import MAX_REVOCATION_LIST_BYTES
 
 _TIMESTAMP = "google.protobuf.Timestamp"
 
@@ -168,6 +169,20 @@ def _sync_now(out: Out, msg: pb.SyncNowRequest) -> None:
         check_node_id(out, "peer_node_id", msg.peer_node_id)
 
 
+def _revoke(out: Out, msg: pb.RevokeRequest) -> None:
+    if not msg.revocation_list:
+        out.append(
+            FieldViolation("revocation_list", "required: the file `factnode certs revoke` wrote")
+        )
+    elif len(msg.revocation_list) > MAX_REVOCATION_LIST_BYTES:
+        out.append(
+            FieldViolation(
+                "revocation_list",
+                f"{len(msg.revocation_list)} bytes; at most {MAX_REVOCATION_LIST_BYTES}",
+            )
+        )
+
+
 def _nothing(out: Out, msg: Any) -> None:
     """Only the times every request must keep in range; the federation endpoint checks
     each relayed item against its content and refuses it on its own."""
@@ -190,6 +205,8 @@ _CHECKS: dict[type[Message], Callable[[Out, Any], None]] = {
     pb.RunDecayRequest: _nothing,
     pb.GetStatusRequest: _nothing,
     pb.SyncNowRequest: _sync_now,
+    pb.ListMembersRequest: _nothing,
+    pb.RevokeRequest: _revoke,
     pb.DigestRequest: _nothing,
     pb.DeltaRequest: _nothing,
     pb.Delta: _nothing,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import signal
 import socket
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from cryptography import x509
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
@@ -20,8 +22,10 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.clock import Clock, SystemClock
 from factnode.config import ConfigError, Peer, Settings, check_exposure, redact_url
 from factnode.federation._index import index_of
+from factnode.federation.members import Roster
 from factnode.federation.sync import FederationEndpoint, Syncer
 from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles
+from factnode.federation.trust import Authority, NotAMember
 from factnode.ledger import Ledger, Submitted, ensure_node_id
 from factnode.metrics import Metrics
 from factnode.server._admin import AdminServicer
@@ -35,6 +39,9 @@ from factnode.server._review import ReviewServicer
 from factnode.store import SqlRepository
 
 log = logging.getLogger("factnode.server")
+
+# The node_meta name under which the revocation list this node holds is kept (base64 DER).
+REVOCATION_META = "revocation_list"
 
 SERVICE_NAMES = tuple(
     pb.DESCRIPTOR.services_by_name[name].full_name
@@ -61,6 +68,18 @@ def check_free(address: str, setting: str) -> None:
             raise ConfigError(setting, f"cannot listen on {address}: {exc.strerror}") from None
 
 
+def _certificate_name(settings: Settings) -> str | None:
+    """The common name of the federation certificate, when the node federates with one."""
+    if not settings.federated or settings.federation_cert is None:
+        return None
+    try:
+        names = x509.load_pem_x509_certificate(settings.federation_cert.read_bytes()).subject
+        found = names.get_attributes_for_oid(x509.oid.NameOID.COMMON_NAME)
+    except (OSError, ValueError):
+        return None  # reported where the certificate is loaded for TLS
+    return str(found[0].value) if found else None
+
+
 class Node:
     """One running factnode: its store, ledger and gRPC server."""
 
@@ -70,7 +89,12 @@ class Node:
         if settings.database_url is None:
             settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.repo = SqlRepository(settings.db_url, cache_keys=settings.cache_keys)
-        node_id = ensure_node_id(self.repo, settings.node_id, f"node-{uuid.uuid4().hex[:12]}")
+        # A new federated node is who its certificate names, unless configured otherwise.
+        node_id = ensure_node_id(
+            self.repo,
+            settings.node_id,
+            _certificate_name(settings) or f"node-{uuid.uuid4().hex[:12]}",
+        )
         self.ledger = Ledger(self.repo, settings.policy, node_id, clock or SystemClock())
         self.metrics = Metrics()
         # grpc-stubs' grpc_health stubs omit the `aio` submodule that grpcio-health-checking has.
@@ -84,15 +108,58 @@ class Node:
         self._metrics_server: Any = None
         self.writer: GroupCommit | None = None
         self.syncer: Syncer | None = None
+        self.roster: Roster | None = None
         if settings.federated:
             index_of(self.ledger)  # digests are kept from the first write on
+            self.roster = self._roster()
             self.syncer = Syncer(
                 self.ledger,
                 settings.peers,
                 self._link,
                 fanout=settings.fanout,
                 interval=settings.sync_interval_seconds,
+                refused=self.roster.is_revoked,
             )
+
+    def _roster(self) -> Roster:
+        """The federation's members as this node knows them; its own certificate must name
+        its node id, since that is who its signatures and links say it is."""
+        tls = self._tls()
+        authority = Authority(tls.ca)
+        try:
+            own = authority.identity(tls.cert)
+        except NotAMember as exc:
+            raise ConfigError("federation.cert", str(exc)) from None
+        if own.node_id != self.ledger.node_id:
+            # Peers know this node by its certificate alone; the stored id only names it in
+            # its own logs and status. Kept working for stores made before that was checked.
+            log.warning(
+                "federation certificate names %r but this node's id is %r: peers know it as %r",
+                own.node_id,
+                self.ledger.node_id,
+                own.node_id,
+            )
+        repo = self.repo
+
+        def load() -> bytes | None:
+            with repo.read() as tx:
+                held = tx.meta(REVOCATION_META)
+            return None if held is None else base64.b64decode(held)
+
+        def save(der: bytes) -> None:
+            with repo.write() as tx:
+                tx.set_meta(REVOCATION_META, base64.b64encode(der).decode())
+
+        assert self.settings.federation_listen is not None
+        return Roster(
+            self.ledger,
+            authority,
+            own,
+            self.settings.federation_listen,
+            self.settings.peers,
+            load,
+            save,
+        )
 
     def _tls(self) -> TlsFiles:
         s = self.settings
@@ -118,7 +185,7 @@ class Node:
         tls = self._tls()
         server = grpc.aio.server(options=options)
         endpoint = FederationEndpoint(self.ledger, s.peers)
-        add_service(server, FederationServicer(endpoint), "FederationService", None)
+        add_service(server, FederationServicer(endpoint, self.roster), "FederationService", None)
         creds = grpc.ssl_server_credentials(
             [(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=True
         )
@@ -155,6 +222,7 @@ class Node:
             self.writer,
             self.syncer,
             inline_reads=self.repo.is_sqlite_file,
+            roster=self.roster,
         )
         add_service(server, FactServicer(ctx), "FactService", access)
         add_service(server, ReviewServicer(ctx), "ReviewService", access)

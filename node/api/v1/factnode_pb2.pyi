@@ -814,3 +814,51 @@ class PushDeltaResponse(_message.Message):
     accepted: int
     rejected: _containers.RepeatedCompositeFieldContainer[RejectedItem]
     def __init__(self, accepted: _Optional[int] = ..., rejected: _Optional[_Iterable[_Union[RejectedItem, _Mapping]]] = ...) -> None: ...
+
+class ListMembersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Member(_message.Message):
+    __slots__ = ("node_id", "address", "last_heard", "certificate_expires", "revoked", "max_anchor", "self", "refused")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARD_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATE_EXPIRES_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    MAX_ANCHOR_FIELD_NUMBER: _ClassVar[int]
+    SELF_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    last_heard: _timestamp_pb2.Timestamp
+    certificate_expires: _timestamp_pb2.Timestamp
+    revoked: bool
+    max_anchor: str
+    self: bool
+    refused: str
+    def __init__(self_, node_id: _Optional[str] = ..., address: _Optional[str] = ..., last_heard: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., certificate_expires: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked: _Optional[bool] = ..., max_anchor: _Optional[str] = ..., self: _Optional[bool] = ..., refused: _Optional[str] = ...) -> None: ...
+
+class ListMembersResponse(_message.Message):
+    __slots__ = ("members", "revocation_list_number")
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    REVOCATION_LIST_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    revocation_list_number: int
+    def __init__(self, members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., revocation_list_number: _Optional[int] = ...) -> None: ...
+
+class RevokeRequest(_message.Message):
+    __slots__ = ("revocation_list",)
+    REVOCATION_LIST_FIELD_NUMBER: _ClassVar[int]
+    revocation_list: bytes
+    def __init__(self, revocation_list: _Optional[bytes] = ...) -> None: ...
+
+class RevokeResponse(_message.Message):
+    __slots__ = ("applied", "number", "revoked")
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    applied: bool
+    number: int
+    revoked: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, applied: _Optional[bool] = ..., number: _Optional[int] = ..., revoked: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -656,6 +656,16 @@ class AdminServiceStub:
                 request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SyncNowRequest.SerializeToString,
                 response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SyncNowResponse.FromString,
                 _registered_method=True)
+        self.ListMembers = channel.unary_unary(
+                '/factnode.v1.AdminService/ListMembers',
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListMembersRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListMembersResponse.FromString,
+                _registered_method=True)
+        self.Revoke = channel.unary_unary(
+                '/factnode.v1.AdminService/Revoke',
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RevokeRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RevokeResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -690,6 +700,20 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMembers(self, request, context):
+        """Every member this node knows: itself, its seeds and peers, and those it learned of.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Revoke(self, request, context):
+        """Hands the node a revocation list signed by the federation's CA.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -712,6 +736,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.SyncNow,
                     request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SyncNowRequest.FromString,
                     response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SyncNowResponse.SerializeToString,
+            ),
+            'ListMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMembers,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListMembersRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListMembersResponse.SerializeToString,
+            ),
+            'Revoke': grpc.unary_unary_rpc_method_handler(
+                    servicer.Revoke,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RevokeRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RevokeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -823,6 +857,60 @@ class AdminService:
             '/factnode.v1.AdminService/SyncNow',
             factnode_dot_api_dot_v1_dot_factnode__pb2.SyncNowRequest.SerializeToString,
             factnode_dot_api_dot_v1_dot_factnode__pb2.SyncNowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMembers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/factnode.v1.AdminService/ListMembers',
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ListMembersRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ListMembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Revoke(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/factnode.v1.AdminService/Revoke',
+            factnode_dot_api_dot_v1_dot_factnode__pb2.RevokeRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.RevokeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -280,6 +280,10 @@ class AdminServiceStub:
     """Node id, peers and their last sync, counts."""
     SyncNow: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.SyncNowRequest, _factnode_pb2.SyncNowResponse]
     """Runs an anti-entropy round with peers now."""
+    ListMembers: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.ListMembersRequest, _factnode_pb2.ListMembersResponse]
+    """Every member this node knows: itself, its seeds and peers, and those it learned of."""
+    Revoke: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.RevokeRequest, _factnode_pb2.RevokeResponse]
+    """Hands the node a revocation list signed by the federation's CA."""
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -294,6 +298,10 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """Node id, peers and their last sync, counts."""
     SyncNow: _aio.UnaryUnaryMultiCallable[_factnode_pb2.SyncNowRequest, _factnode_pb2.SyncNowResponse]  # type: ignore[assignment]
     """Runs an anti-entropy round with peers now."""
+    ListMembers: _aio.UnaryUnaryMultiCallable[_factnode_pb2.ListMembersRequest, _factnode_pb2.ListMembersResponse]  # type: ignore[assignment]
+    """Every member this node knows: itself, its seeds and peers, and those it learned of."""
+    Revoke: _aio.UnaryUnaryMultiCallable[_factnode_pb2.RevokeRequest, _factnode_pb2.RevokeResponse]  # type: ignore[assignment]
+    """Hands the node a revocation list signed by the federation's CA."""
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     """Operators erase, run decay, read the node's status and sync; needs the operator role."""
@@ -329,6 +337,22 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_factnode_pb2.SyncNowResponse, _abc.Awaitable[_factnode_pb2.SyncNowResponse]]:
         """Runs an anti-entropy round with peers now."""
+
+    @_abc_1.abstractmethod
+    def ListMembers(
+        self,
+        request: _factnode_pb2.ListMembersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_factnode_pb2.ListMembersResponse, _abc.Awaitable[_factnode_pb2.ListMembersResponse]]:
+        """Every member this node knows: itself, its seeds and peers, and those it learned of."""
+
+    @_abc_1.abstractmethod
+    def Revoke(
+        self,
+        request: _factnode_pb2.RevokeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_factnode_pb2.RevokeResponse, _abc.Awaitable[_factnode_pb2.RevokeResponse]]:
+        """Hands the node a revocation list signed by the federation's CA."""
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

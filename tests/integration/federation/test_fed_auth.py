@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from concurrent import futures
 from pathlib import Path
 
 import grpc
@@ -12,6 +15,7 @@ from _fednet import (
     StartFederation,
     TlsIdentity,
     event_time,
+    isolated_env,
     key,
     make_identities,
     peer_channel,
@@ -26,8 +30,9 @@ from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 @pytest.fixture(scope="module")
 def fed(start_federation: StartFederation) -> Federation:
     """n1 and n2 with certificates from the federation CA; n3, configured as everyone's peer,
-    trusts that CA but presents a certificate naming n3 from another CA."""
-    return start_federation(["n1", "n2", "n3"], foreign=["n3"])
+    trusts that CA but holds a certificate naming n3 from another CA. n3 is not started (a
+    node refuses to start on a certificate its own CA did not sign); tests speak for it."""
+    return start_federation(["n1", "n2", "n3"], foreign=["n3"], absent=["n3"])
 
 
 def digest(channel: grpc.Channel, metadata: tuple[tuple[str, str], ...] = ()) -> pb.Digest:
@@ -42,26 +47,45 @@ def outsider(fed: Federation) -> TlsIdentity:
     return make_identities(fed.root / "certs", ["stranger"])["stranger"]
 
 
+def test_a_node_refuses_to_start_on_a_certificate_its_ca_did_not_sign(fed: Federation) -> None:
+    """`factnode serve` with a federation certificate from another CA exits 2 naming the setting,
+    instead of starting a node whose every round would fail."""
+    n3 = fed["n3"]
+    n3.write_config()
+    run = subprocess.run(
+        [sys.executable, "-m", "factnode.cli", "serve", "--config", str(n3.config_path)],
+        capture_output=True, text=True, timeout=60, check=False,
+        env=isolated_env(n3.workdir / "home"), cwd=n3.workdir,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert "federation.cert" in run.stderr and "not signed by the federation CA" in run.stderr
+
+
 def test_a_peer_with_a_certificate_from_another_ca_is_refused(fed: Federation) -> None:
-    """A peer whose certificate another CA signed fails every sync, both ways, and gains nothing."""
+    """A server at n3's address presenting a certificate another CA signed fails every round
+    with it, and a client presenting one cannot call: nothing moves either way."""
     n1, n2, n3 = fed["n1"], fed["n2"], fed["n3"]
     ns = unique_ns("impostor")
-    mine, theirs = key(ns, "ana", "lives_in"), key(ns, "ravi", "lives_in")
+    mine = key(ns, "ana", "lives_in")
     n1.submit(mine, "Porto", source="agent:n1", valid_from=event_time())
-    n3.submit(theirs, "Lisbon", source="agent:n3", valid_from=event_time())
-
-    results = {r.node_id: r for r in n3.sync().results}
-    assert set(results) == {"n1", "n2"}
-    for r in results.values():
-        assert not r.ok and r.error, r
-        assert r.evidence_sent == r.evidence_received == 0
-    [toward] = n1.sync("n3").results
-    assert not toward.ok and toward.error
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    creds = grpc.ssl_server_credentials(
+        [(n3.tls.key.read_bytes(), n3.tls.cert.read_bytes())],
+        root_certificates=n3.tls.ca.read_bytes(),
+        require_client_auth=True,
+    )
+    assert server.add_secure_port(n3.federation_address, creds) == n3.federation_port
+    server.start()
+    try:
+        [toward] = n1.sync("n3").results
+        assert not toward.ok and toward.error
+        assert toward.evidence_sent == toward.evidence_received == 0
+    finally:
+        server.stop(None)
+    with peer_channel(n3.tls, n1) as ch:
+        assert refused(lambda: digest(ch)) == grpc.StatusCode.UNAVAILABLE
     [good] = n1.sync("n2").results
     assert good.ok, good.error
-
-    assert n3.belief(mine) is None
-    assert n1.belief(theirs) is None and n2.belief(theirs) is None
     assert n2.belief(mine).object == "Porto"  # type: ignore[union-attr]
     status = n1.admin.GetStatus(pb.GetStatusRequest(), timeout=RPC_TIMEOUT)
     assert {p.node_id: bool(p.last_error) for p in status.peers} == {"n2": False, "n3": True}

@@ -1,0 +1,148 @@
+"""The members a node knows, and the revocation list it holds (DESIGN §7).
+
+Who is a member is decided by certificates alone: the CA signed it, it is within its
+validity period, and the revocation list this node holds does not name it. The roster
+remembers each member's certificate as it sees it (on an authenticated link today; from
+the member records that gossip, with the fleet's sync), so a revocation list, which names
+certificate serials, can be applied to node ids. When a list revokes a member, its votes
+stop counting here at once and its links are refused from then on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from factnode.config import Peer
+from factnode.federation.trust import (
+    MAX_REVOCATION_LIST_BYTES,
+    Authority,
+    Identity,
+    NotAMember,
+    RevocationList,
+)
+from factnode.ledger import Ledger
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    """One member as this node sees it, for `ListMembers` and `factnode members`."""
+
+    node_id: str
+    address: str
+    last_heard: float | None  # seconds since the epoch
+    certificate_expires: dt.datetime | None
+    revoked: bool
+    max_anchor: str
+    is_self: bool
+    refused: str
+
+
+@dataclass(frozen=True, slots=True)
+class Revocation:
+    """What handing a revocation list to the node did."""
+
+    applied: bool
+    number: int
+    revoked: tuple[str, ...]  # known members the list held now revokes
+
+
+class Roster:
+    """The federation's members as this node knows them, and the revocation list it holds.
+
+    `load` and `save` keep the list across restarts (the composition root passes the store's
+    named values); `ledger` is told when a member's votes must stop counting."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        authority: Authority,
+        own: Identity,
+        own_address: str,
+        peers: Sequence[Peer],
+        load: Callable[[], bytes | None],
+        save: Callable[[bytes], None],
+    ) -> None:
+        self._ledger = ledger
+        self.authority = authority
+        self.own = own
+        self._save = save
+        self._identities: dict[str, Identity] = {own.node_id: own}
+        self._addresses = {own.node_id: own_address} | {p.node_id: p.address for p in peers}
+        self._caps = {p.node_id: p.max_anchor for p in peers if p.max_anchor}
+        self._last_heard: dict[str, float] = {}
+        held = load()
+        self.revocations: RevocationList | None = (
+            None if held is None else authority.revocation_list(held)
+        )
+
+    def seen(self, certificate: bytes) -> Identity:
+        """Remembers the certificate a member presented (PEM); NotAMember if the CA did not sign it."""
+        identity = self.authority.identity(certificate)
+        held = self._identities.get(identity.node_id)
+        # A reissued certificate replaces the one held; an older one never comes back.
+        if held is None or identity.not_after >= held.not_after:
+            self._identities[identity.node_id] = identity
+        return identity
+
+    def refusal(self, identity: Identity, now: dt.datetime) -> str | None:
+        """Why `identity` is not a member now, or None if it is."""
+        return self.authority.admits(identity, now, self.revocations)
+
+    def is_revoked(self, node_id: str) -> bool:
+        """The list held revokes the certificate this node knows for `node_id`."""
+        identity = self._identities.get(node_id)
+        return (
+            identity is not None
+            and self.revocations is not None
+            and self.revocations.revokes(identity)
+        )
+
+    def heard(self, node_id: str, at: float) -> None:
+        """A sync round with `node_id` completed at `at` (seconds since the epoch)."""
+        self._last_heard[node_id] = max(at, self._last_heard.get(node_id, at))
+
+    def revoke(self, data: bytes) -> Revocation:
+        """Applies a revocation list the CA signed, if it is newer than the one held; the
+        members it revokes stop counting at once. NotAMember for anything the CA did not sign."""
+        if len(data) > MAX_REVOCATION_LIST_BYTES:
+            raise NotAMember(
+                f"revocation list is {len(data)} bytes; at most {MAX_REVOCATION_LIST_BYTES}"
+            )
+        offered = self.authority.revocation_list(data)
+        applied = offered.supersedes(self.revocations)
+        if applied:
+            self._save(offered.der)
+            self.revocations = offered
+        revoked = tuple(sorted(n for n in self._identities if self.is_revoked(n)))
+        for node_id in revoked:
+            if node_id != self.own.node_id:
+                self._ledger.stop_counting(node_id)
+        number = self.revocations.number if self.revocations else 0
+        return Revocation(applied, number, revoked)
+
+    def members(self, now: dt.datetime, default_cap: str) -> list[MemberView]:
+        """Every member known: this node first, then by node id."""
+        names = sorted(
+            set(self._addresses) | set(self._identities), key=lambda n: (n != self.own.node_id, n)
+        )
+        out = []
+        for node_id in names:
+            identity = self._identities.get(node_id)
+            out.append(
+                MemberView(
+                    node_id=node_id,
+                    address=self._addresses.get(node_id, ""),
+                    last_heard=self._last_heard.get(node_id),
+                    certificate_expires=identity.not_after if identity else None,
+                    revoked=self.is_revoked(node_id),
+                    max_anchor=self._caps.get(node_id, default_cap),
+                    is_self=node_id == self.own.node_id,
+                    refused="" if identity is None else (self.refusal(identity, now) or ""),
+                )
+            )
+        return out
+
+
+__all__ = ["MAX_REVOCATION_LIST_BYTES", "MemberView", "NotAMember", "Revocation", "Roster"]

@@ -1,0 +1,105 @@
+"""The arbitration rules of DESIGN §5 as one table: each rule, in order, with its metric,
+its margin and the reason it gives.
+
+Everything that applies or explains the rules reads `RULES`: arbitration's filters and its
+pairwise order, each version's strongest evidence, the policy's margin settings and the
+reasons `arbitration.describe` gives. A rule is stated once, here, so no two places have
+to agree by position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from factnode.core._model import Evidence, Rule, iso
+
+if TYPE_CHECKING:
+    from factnode.core.policy import Policy
+
+Metric = tuple[int, ...]
+"""What a rule compares, higher first; a tuple compares lexicographically."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArbitrationRule:
+    """One rule of the order: its metric for a piece of evidence, the policy setting a lead
+    must exceed to discriminate (None: any lead does), and the reason it gives for a winner
+    beating a loser."""
+
+    rule: Rule
+    metric: Callable[[Evidence, Policy], Metric]
+    margin: str | None
+    reason: Callable[[Evidence, Evidence, Policy], str]
+
+    def margin_milli(self, policy: Policy) -> int:
+        """The lead, in the metric's units, that does not yet discriminate."""
+        return 0 if self.margin is None else policy.margin_milli(self.margin)
+
+
+def leads(a: Metric, b: Metric, margin: int) -> bool:
+    """Whether metric `a` leads `b` by more than `margin`. A margin is measured on a
+    one-value metric; without one, any lexicographic lead counts."""
+    if margin == 0:
+        return a > b
+    return a[0] - b[0] > margin
+
+
+def _anchor(e: Evidence, policy: Policy) -> Metric:
+    return (policy.anchor_value(e.attribution, e.anchor_cap),)
+
+
+def _anchor_as_counted(e: Evidence, policy: Policy) -> str:
+    """ "agent_observed (60)", or for relayed evidence counted below its attribution,
+    "agent_observed capped at federation_received (20)"."""
+    value = policy.anchor_value(e.attribution, e.anchor_cap)
+    if e.anchor_cap is not None and value < policy.anchor_value(e.attribution, None):
+        return f"{e.attribution} capped at {e.anchor_cap} ({value})"
+    return f"{e.attribution} ({value})"
+
+
+def _anchor_reason(winner: Evidence, loser: Evidence, policy: Policy) -> str:
+    return (
+        f"anchor {_anchor_as_counted(winner, policy)} outranks {_anchor_as_counted(loser, policy)}"
+    )
+
+
+def _recency(e: Evidence, policy: Policy) -> Metric:
+    return (e.valid_from,)
+
+
+def _recency_reason(winner: Evidence, loser: Evidence, policy: Policy) -> str:
+    return f"event time {iso(winner.valid_from)} is later than {iso(loser.valid_from)}"
+
+
+def _thousandths(rule: Rule, read: Callable[[Evidence], int], margin: str) -> ArbitrationRule:
+    """A rule on a value in thousandths (worth, confidence) that must lead by its margin."""
+    name = rule.value
+
+    def metric(e: Evidence, policy: Policy) -> Metric:
+        return (read(e),)
+
+    def reason(winner: Evidence, loser: Evidence, policy: Policy) -> str:
+        return (
+            f"{name} {read(winner) / 1000:.3f} leads {read(loser) / 1000:.3f} "
+            f"by more than the margin {policy.margin_milli(margin) / 1000:.3f}"
+        )
+
+    return ArbitrationRule(rule, metric, margin, reason)
+
+
+RULES: tuple[ArbitrationRule, ...] = (
+    ArbitrationRule(Rule.TRUST_ANCHOR, _anchor, None, _anchor_reason),
+    ArbitrationRule(Rule.RECENCY, _recency, None, _recency_reason),
+    _thousandths(Rule.WORTH, lambda e: e.worth_milli, "worth_margin"),
+    _thousandths(Rule.CONFIDENCE, lambda e: e.confidence_milli, "confidence_margin"),
+)
+"""The rules in the order they apply; the first that discriminates decides."""
+
+TIEBREAK_REASON = "no rule discriminates; the lowest version id is believed provisionally"
+
+MARGIN_SETTINGS: tuple[str, ...] = tuple(r.margin for r in RULES if r.margin is not None)
+"""The policy settings that hold the rules' margins (as `<setting>_milli`)."""
+
+BY_RULE: Mapping[Rule, ArbitrationRule] = {r.rule: r for r in RULES}

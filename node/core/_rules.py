@@ -47,21 +47,45 @@ def leads(a: Metric, b: Metric, margin: int) -> bool:
 
 
 def _anchor(e: Evidence, policy: Policy) -> Metric:
-    return (policy.anchor_value(e.attribution, e.anchor_cap),)
+    # (as counted here, as stated): a peer's cap lowers its claims as a whole but never
+    # reorders them, since where the counted values tie the stated anchors decide (DESIGN
+    # §5 rule 1). Taken at its word, that includes a first-party `federation_received`
+    # against a relayed `user_stated` capped at `federation_received`: both count 20 here,
+    # and the relayed claim wins on the stated 90 (tests/unit/test_rules.py pins it).
+    return (policy.anchor_value(e.attribution, e.anchor_cap), policy.anchors[e.attribution])
+
+
+def _counted_as(e: Evidence, policy: Policy) -> str:
+    """The anchor whose value `e` counts at here: its peer's cap where that lowers it."""
+    if e.anchor_cap is not None and policy.anchors[e.anchor_cap] < policy.anchors[e.attribution]:
+        return e.anchor_cap
+    return e.attribution
 
 
 def _anchor_as_counted(e: Evidence, policy: Policy) -> str:
     """ "agent_observed (60)", or for relayed evidence counted below its attribution,
     "agent_observed capped at federation_received (20)"."""
     value = policy.anchor_value(e.attribution, e.anchor_cap)
-    if e.anchor_cap is not None and value < policy.anchor_value(e.attribution, None):
-        return f"{e.attribution} capped at {e.anchor_cap} ({value})"
+    counted = _counted_as(e, policy)
+    if counted != e.attribution:
+        return f"{e.attribution} capped at {counted} ({value})"
     return f"{e.attribution} ({value})"
 
 
 def _anchor_reason(winner: Evidence, loser: Evidence, policy: Policy) -> str:
+    value = policy.anchor_value(winner.attribution, winner.anchor_cap)
+    if value != policy.anchor_value(loser.attribution, loser.anchor_cap):
+        return (
+            f"anchor {_anchor_as_counted(winner, policy)} outranks "
+            f"{_anchor_as_counted(loser, policy)}"
+        )
+    # Counted alike here: the stated anchors decided.
+    names = sorted({_counted_as(winner, policy), _counted_as(loser, policy)})
+    alike = f"{names[0]} ({value})" if len(names) == 1 else f"{value} ({' and '.join(names)})"
     return (
-        f"anchor {_anchor_as_counted(winner, policy)} outranks {_anchor_as_counted(loser, policy)}"
+        f"both count as {alike} here; {winner.attribution} "
+        f"({policy.anchors[winner.attribution]}) outranks {loser.attribution} "
+        f"({policy.anchors[loser.attribution]}) as stated"
     )
 
 

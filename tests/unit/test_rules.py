@@ -153,3 +153,39 @@ def test_a_margin_rule_discriminates_only_beyond_its_margin(rule: Rule) -> None:
     beyond = replace(base, **{field: 601})
     assert not _rules.leads(row.metric(at_margin, p), row.metric(base, p), row.margin_milli(p))
     assert _rules.leads(row.metric(beyond, p), row.metric(base, p), row.margin_milli(p))
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "winner"),
+    [
+        # First-party agent_inferred (40) against codebase_verified capped at 20.
+        (fact("Porto", anchor="agent_inferred"), fact("Lisbon", anchor="codebase_verified",
+         cap="federation_received", day=5), "Porto"),
+        # Both capped to 20: the stated 90 beats the stated 30.
+        (fact("Porto", cap="federation_received"), fact("Lisbon", anchor="llm_generated",
+         cap="federation_received", day=5), "Porto"),
+        # Taken at the spec's word: first-party federation_received (20) ties a user_stated
+        # capped at 20, and the stated 90 decides for the relayed claim.
+        (fact("Porto", cap="federation_received"), fact("Lisbon", anchor="federation_received",
+         day=5), "Porto"),
+        # A lower cap on the same stated anchor: the capped values differ and decide.
+        (fact("Porto", anchor="api_response", cap="agent_observed"), fact("Lisbon",
+         anchor="api_response", cap="federation_received", day=5), "Porto"),
+    ],
+    ids=["capped-value-first", "capped-tie-stated-decides", "spec-edge", "lower-cap-loses"],
+)  # fmt: skip
+def test_trust_anchor_compares_capped_then_stated_anchors(
+    a: Evidence, b: Evidence, winner: str
+) -> None:
+    """trust_anchor's metric is (anchor as counted here, anchor as stated): lexicographic, so
+    it decides before recency, in either order of comparison."""
+    [row] = [r for r in RULES if r.rule is Rule.TRUST_ANCHOR]
+    assert row.metric(a, POLICY) == (
+        POLICY.anchor_value(a.attribution, a.anchor_cap),
+        POLICY.anchors[a.attribution],
+    )
+    verdict = arbitrate([a, b], POLICY)
+    assert verdict is not None
+    assert verdict.rule is Rule.TRUST_ANCHOR
+    assert verdict.version_id == (a if a.object == winner else b).version_id
+    assert pairwise(a, b, POLICY) == (1 if a.object == winner else -1, Rule.TRUST_ANCHOR)

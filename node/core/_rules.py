@@ -52,7 +52,10 @@ def _anchor(e: Evidence, policy: Policy) -> Metric:
     # §5 rule 1). Taken at its word, that includes a first-party `federation_received`
     # against a relayed `user_stated` capped at `federation_received`: both count 20 here,
     # and the relayed claim wins on the stated 90 (tests/unit/test_rules.py pins it).
-    return (policy.anchor_value(e.attribution, e.anchor_cap), policy.anchors[e.attribution])
+    anchors = policy.anchors
+    stated = anchors[e.attribution]
+    cap = e.anchor_cap
+    return (stated if cap is None else min(stated, anchors[cap]), stated)
 
 
 def _counted_as(e: Evidence, policy: Policy) -> str:
@@ -97,16 +100,23 @@ def _recency_reason(winner: Evidence, loser: Evidence, policy: Policy) -> str:
     return f"event time {iso(winner.valid_from)} is later than {iso(loser.valid_from)}"
 
 
-def _thousandths(rule: Rule, read: Callable[[Evidence], int], margin: str) -> ArbitrationRule:
-    """A rule on a value in thousandths (worth, confidence) that must lead by its margin."""
-    name = rule.value
+def _worth(e: Evidence, policy: Policy) -> Metric:
+    return (e.worth_milli,)
 
-    def metric(e: Evidence, policy: Policy) -> Metric:
-        return (read(e),)
+
+def _confidence(e: Evidence, policy: Policy) -> Metric:
+    return (e.confidence_milli,)
+
+
+def _margined(
+    rule: Rule, metric: Callable[[Evidence, Policy], Metric], margin: str
+) -> ArbitrationRule:
+    """A rule on a value in thousandths (worth, confidence) that must lead by its margin."""
 
     def reason(winner: Evidence, loser: Evidence, policy: Policy) -> str:
         return (
-            f"{name} {read(winner) / 1000:.3f} leads {read(loser) / 1000:.3f} "
+            f"{rule.value} {metric(winner, policy)[0] / 1000:.3f} leads "
+            f"{metric(loser, policy)[0] / 1000:.3f} "
             f"by more than the margin {policy.margin_milli(margin) / 1000:.3f}"
         )
 
@@ -116,8 +126,8 @@ def _thousandths(rule: Rule, read: Callable[[Evidence], int], margin: str) -> Ar
 RULES: tuple[ArbitrationRule, ...] = (
     ArbitrationRule(Rule.TRUST_ANCHOR, _anchor, None, _anchor_reason),
     ArbitrationRule(Rule.RECENCY, _recency, None, _recency_reason),
-    _thousandths(Rule.WORTH, lambda e: e.worth_milli, "worth_margin"),
-    _thousandths(Rule.CONFIDENCE, lambda e: e.confidence_milli, "confidence_margin"),
+    _margined(Rule.WORTH, _worth, "worth_margin"),
+    _margined(Rule.CONFIDENCE, _confidence, "confidence_margin"),
 )
 """The rules in the order they apply; the first that discriminates decides."""
 

@@ -131,16 +131,23 @@ def strength(e: Evidence, policy: Policy) -> tuple[Metric, ...]:
 
 
 def representatives(evidence: Iterable[Evidence], policy: Policy) -> dict[str, Evidence]:
-    """Each version's strongest evidence (ties go to the lowest evidence id)."""
-    best: dict[str, Evidence] = {}
-    best_strength: dict[str, tuple[Metric, ...]] = {}
-    for e in sorted(evidence, key=lambda e: e.evidence_id):
-        s = strength(e, policy)
-        vid = e.version_id
-        if vid not in best or s > best_strength[vid]:
-            best[vid] = e
-            best_strength[vid] = s
-    return best
+    """Each version's strongest evidence: the greatest `strength`, ties to the lowest
+    evidence id. Found rule by rule like the verdict (without margins), so a rule's metric
+    is read only for the evidence still tied under the rules before it."""
+    by_version: dict[str, list[Evidence]] = defaultdict(list)
+    for e in evidence:
+        by_version[e.version_id].append(e)
+    return {vid: _strongest(by_version[vid], policy) for vid in sorted(by_version)}
+
+
+def _strongest(evs: list[Evidence], policy: Policy) -> Evidence:
+    for row in RULES:
+        if len(evs) == 1:
+            return evs[0]
+        metrics = [row.metric(e, policy) for e in evs]
+        best = max(metrics)
+        evs = [e for e, m in zip(evs, metrics, strict=True) if m == best]
+    return min(evs, key=lambda e: e.evidence_id)
 
 
 def arbitrate_reps(reps: Mapping[str, Evidence], policy: Policy) -> Verdict | None:

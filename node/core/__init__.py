@@ -8,7 +8,6 @@ comes in as an argument.
 """
 
 from factnode.core._model import (
-    ARBITRATION_RULES,
     MICROS_PER_DAY,
     MICROS_PER_SECOND,
     BeliefState,
@@ -23,6 +22,7 @@ from factnode.core._model import (
     Verdict,
     VersionHistory,
 )
+from factnode.core._rules import RULES, ArbitrationRule
 from factnode.core.arbitration import (
     Comparison,
     arbitrate,
@@ -45,10 +45,11 @@ from factnode.core.validation import (
 )
 
 __all__ = [
-    "ARBITRATION_RULES",
     "MICROS_PER_DAY",
     "MICROS_PER_SECOND",
+    "RULES",
     "Arbitrated",
+    "ArbitrationRule",
     "BeliefState",
     "Comparison",
     "Decision",

@@ -48,7 +48,7 @@ class Outcome(enum.StrEnum):
 class Rule(enum.StrEnum):
     """The named rule behind a decision or a verdict."""
 
-    # Arbitration, in order.
+    # Arbitration (in the order of `_rules.RULES`, which defines them).
     TRUST_ANCHOR = "trust_anchor"
     RECENCY = "recency"
     WORTH = "worth"
@@ -70,14 +70,6 @@ class Rule(enum.StrEnum):
     FEDERATION_CONSENSUS = "federation_consensus"
     # An operator's pin on a key under review (DESIGN §7).
     OPERATOR_RESOLUTION = "operator_resolution"
-
-
-ARBITRATION_RULES: tuple[Rule, ...] = (
-    Rule.TRUST_ANCHOR,
-    Rule.RECENCY,
-    Rule.WORTH,
-    Rule.CONFIDENCE,
-)
 
 
 class BeliefState(enum.StrEnum):

@@ -8,11 +8,10 @@ same evidence in any arrival order gives the same verdict.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from factnode.core._model import (
-    ARBITRATION_RULES,
     Evidence,
     Instant,
     Interval,
@@ -20,8 +19,8 @@ from factnode.core._model import (
     Rule,
     Verdict,
     VersionHistory,
-    iso,
 )
+from factnode.core._rules import BY_RULE, RULES, TIEBREAK_REASON, Metric, leads
 from factnode.core.policy import Policy
 
 
@@ -42,15 +41,13 @@ def covers(r: Evidence, e: Evidence) -> bool:
 def pairwise(a: Evidence, b: Evidence, policy: Policy) -> tuple[int, Rule]:
     """The rule order applied to two pieces of evidence: (1 if `a` comes first, -1 if `b`
     does, 0 on a tie) and the rule that decided (TIEBREAK on a tie)."""
-    strength = _strength(policy)
-    sa, sb = strength(a), strength(b)
-    margins = (0, 0, policy.worth_margin_milli, policy.confidence_margin_milli)
-    for i, rule in enumerate(ARBITRATION_RULES):
-        lead = sa[i] - sb[i]
-        if lead > margins[i]:
-            return 1, rule
-        if -lead > margins[i]:
-            return -1, rule
+    for row in RULES:
+        ma, mb = row.metric(a, policy), row.metric(b, policy)
+        margin = row.margin_milli(policy)
+        if leads(ma, mb, margin):
+            return 1, row.rule
+        if leads(mb, ma, margin):
+            return -1, row.rule
     return 0, Rule.TIEBREAK
 
 
@@ -127,30 +124,30 @@ def visible(
     return out
 
 
-def _strength(policy: Policy) -> Callable[[Evidence], tuple[int, int, int, int]]:
-    def strength(e: Evidence) -> tuple[int, int, int, int]:
-        return (
-            policy.anchor_value(e.attribution, e.anchor_cap),
-            e.valid_from,
-            e.worth_milli,
-            e.confidence_milli,
-        )
-
-    return strength
+def strength(e: Evidence, policy: Policy) -> tuple[Metric, ...]:
+    """Evidence's metric under each rule of `RULES`, in order: the strongest evidence of a
+    version is the greatest (margins aside, which only matter between versions)."""
+    return tuple([row.metric(e, policy) for row in RULES])
 
 
 def representatives(evidence: Iterable[Evidence], policy: Policy) -> dict[str, Evidence]:
-    """Each version's strongest evidence (ties go to the lowest evidence id)."""
-    strength = _strength(policy)
-    best: dict[str, Evidence] = {}
-    best_strength: dict[str, tuple[int, int, int, int]] = {}
-    for e in sorted(evidence, key=lambda e: e.evidence_id):
-        s = strength(e)
-        vid = e.version_id
-        if vid not in best or s > best_strength[vid]:
-            best[vid] = e
-            best_strength[vid] = s
-    return best
+    """Each version's strongest evidence: the greatest `strength`, ties to the lowest
+    evidence id. Found rule by rule like the verdict (without margins), so a rule's metric
+    is read only for the evidence still tied under the rules before it."""
+    by_version: dict[str, list[Evidence]] = defaultdict(list)
+    for e in evidence:
+        by_version[e.version_id].append(e)
+    return {vid: _strongest(by_version[vid], policy) for vid in sorted(by_version)}
+
+
+def _strongest(evs: list[Evidence], policy: Policy) -> Evidence:
+    for row in RULES:
+        if len(evs) == 1:
+            return evs[0]
+        metrics = [row.metric(e, policy) for e in evs]
+        best = max(metrics)
+        evs = [e for e, m in zip(evs, metrics, strict=True) if m == best]
+    return min(evs, key=lambda e: e.evidence_id)
 
 
 def arbitrate_reps(reps: Mapping[str, Evidence], policy: Policy) -> Verdict | None:
@@ -161,24 +158,21 @@ def arbitrate_reps(reps: Mapping[str, Evidence], policy: Policy) -> Verdict | No
     if len(survivors) == 1:
         only = survivors[0]
         return Verdict(only, reps[only].evidence_id, Rule.SOLE_VERSION, False)
-    # A version's strength lists its metric under each rule of ARBITRATION_RULES, in order.
-    strength = _strength(policy)
-    metrics = {v: strength(reps[v]) for v in survivors}
-    margins = (0, 0, policy.worth_margin_milli, policy.confidence_margin_milli)
     beaten: list[tuple[str, Rule]] = []
     decided: Rule | None = None
-    for i, rule in enumerate(ARBITRATION_RULES):
-        margin = margins[i]
-        best = max(metrics[v][i] for v in survivors)
+    for row in RULES:
+        metrics = {v: row.metric(reps[v], policy) for v in survivors}
+        margin = row.margin_milli(policy)
+        best = max(metrics.values())
         kept = []
         for v in survivors:
-            if best - metrics[v][i] <= margin:
-                kept.append(v)
+            if leads(best, metrics[v], margin):
+                beaten.append((v, row.rule))
             else:
-                beaten.append((v, rule))
+                kept.append(v)
         survivors = kept
         if len(survivors) == 1:
-            decided = rule
+            decided = row.rule
             break
     if decided is None:
         # Nothing discriminates: the lowest version id is the provisional belief.
@@ -196,8 +190,7 @@ def with_evidence(
     only `new` is looked at. `reps` is not changed (it is returned when `new` adds nothing)."""
     held = reps.get(new.version_id)
     if held is not None:
-        strength = _strength(policy)
-        s_new, s_held = strength(new), strength(held)
+        s_new, s_held = strength(new, policy), strength(held, policy)
         if s_new < s_held or (s_new == s_held and new.evidence_id > held.evidence_id):
             return reps
     return {**reps, new.version_id: new}
@@ -255,33 +248,10 @@ class Comparison:
     reason: str
 
 
-def _anchor_as_counted(e: Evidence, policy: Policy) -> str:
-    """ "agent_observed (60)", or for relayed evidence counted below its attribution,
-    "agent_observed capped at federation_received (20)"."""
-    value = policy.anchor_value(e.attribution, e.anchor_cap)
-    if e.anchor_cap is not None and value < policy.anchor_value(e.attribution, None):
-        return f"{e.attribution} capped at {e.anchor_cap} ({value})"
-    return f"{e.attribution} ({value})"
-
-
 def describe(rule: Rule, winner: Evidence, loser: Evidence, policy: Policy) -> str:
     """A one-line human reason for `winner` beating `loser` by `rule`."""
-    if rule is Rule.TRUST_ANCHOR:
-        return f"anchor {_anchor_as_counted(winner, policy)} outranks {_anchor_as_counted(loser, policy)}"
-    if rule is Rule.RECENCY:
-        return f"event time {iso(winner.valid_from)} is later than {iso(loser.valid_from)}"
-    if rule is Rule.WORTH:
-        return (
-            f"worth {winner.worth_milli / 1000:.3f} leads {loser.worth_milli / 1000:.3f} "
-            f"by more than the margin {policy.worth_margin_milli / 1000:.3f}"
-        )
-    if rule is Rule.CONFIDENCE:
-        return (
-            f"confidence {winner.confidence_milli / 1000:.3f} leads "
-            f"{loser.confidence_milli / 1000:.3f} by more than the margin "
-            f"{policy.confidence_margin_milli / 1000:.3f}"
-        )
-    return "no rule discriminates; the lowest version id is believed provisionally"
+    row = BY_RULE.get(rule)
+    return TIEBREAK_REASON if row is None else row.reason(winner, loser, policy)
 
 
 def explain(

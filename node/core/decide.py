@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 from factnode.core._model import Decision, Evidence, Outcome, Rule, Verdict
 from factnode.core.arbitration import (
-    _strength,
     arbitrate,
     believed_versions,
     covers,
     describe,
     pairwise,
     representatives,
+    strength,
     verdict_of,
     visible,
     with_evidence,
@@ -238,7 +238,7 @@ def _decide_retraction(
     standing = [e for e in after_visible if e.version_id in believed_before and covers(new, e)]
     earlier = [e for e in standing if e.valid_from <= new.valid_from]
     if earlier:
-        strongest = max(earlier, key=lambda e: (_strength(policy)(e), e.evidence_id))
+        strongest = max(earlier, key=lambda e: (strength(e, policy), e.evidence_id))
         _, rule = pairwise(new, strongest, policy)
         if rule is Rule.TIEBREAK:
             reason = "no rule discriminates, and a tie does not end a belief"

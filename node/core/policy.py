@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from factnode.core._model import MICROS_PER_DAY
+from factnode.core._rules import MARGIN_SETTINGS
 
 DEFAULT_ANCHORS: Mapping[str, int] = {
     "codebase_verified": 100,
@@ -82,6 +83,13 @@ class Policy:
             value = min(value, self.anchors[cap])
         return value
 
+    def margin_milli(self, setting: str) -> int:
+        """A rule's margin in thousandths, by its setting's name (`_rules.RULES`)."""
+        if setting not in MARGIN_SETTINGS:
+            raise KeyError(setting)
+        value: int = getattr(self, f"{setting}_milli")
+        return value
+
     def is_multi_valued(self, predicate: str) -> bool:
         """Multi-valued predicates never contradict: each value stands on its own."""
         return predicate in self.multi_valued
@@ -95,10 +103,6 @@ class Policy:
     def clock_skew_micros(self) -> int:
         """The clock-skew allowance in microseconds."""
         return self.clock_skew_seconds * 1_000_000
-
-    def is_protected(self, attribution: str) -> bool:
-        """A belief resting on a protected anchor is never overwritten by consensus."""
-        return self.anchors[attribution] >= self.anchors[self.protect_anchor]
 
 
 def _milli(name: str, value: Any) -> int:
@@ -142,8 +146,7 @@ _KNOWN_FIELDS = {
     "anchors",
     "half_life_days",
     "min_confidence",
-    "worth_margin",
-    "confidence_margin",
+    *MARGIN_SETTINGS,
     "multi_valued",
     "consensus_threshold",
     "vote_half_life_days",
@@ -188,7 +191,7 @@ def policy_from_mapping(data: Mapping[str, Any], base: Policy | None = None) -> 
         half_lives.setdefault(name, None)
 
     changes: dict[str, Any] = {"anchors": anchors, "half_life_days": half_lives}
-    for name in ("min_confidence", "worth_margin", "confidence_margin"):
+    for name in ("min_confidence", *MARGIN_SETTINGS):
         if name in data:
             changes[f"{name}_milli"] = _milli(name, data[name])
     if "multi_valued" in data:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from factnode.core import (
     MICROS_PER_DAY,
@@ -41,8 +41,10 @@ def fact(
     corrects: str | None = None,
     contradicts: Key | None = None,
     policy: Policy = POLICY,
+    cap: str | None = None,
 ) -> Evidence:
-    """Evidence that `key` is `obj` from event day `day`, recorded on day `at` (default: `day`)."""
+    """Evidence that `key` is `obj` from event day `day`, recorded on day `at` (default: `day`);
+    with `cap`, as relayed from peer n2 under that anchor ceiling."""
     recorded = at if at is not None else (day if day is not None else 0)
     sub = Submission(
         key.namespace,
@@ -57,7 +59,8 @@ def fact(
         corrects,
         contradicts,
     )
-    return make_evidence(sub, policy, recorded_at=recorded * DAY, origin_node="n1")
+    e = make_evidence(sub, policy, recorded_at=recorded * DAY, origin_node="n1")
+    return e if cap is None else replace(e, origin_node="n2", anchor_cap=cap)
 
 
 def retraction(
@@ -71,10 +74,11 @@ def retraction(
     confidence: float = 0.9,
     key: Key = LIVES_IN,
     policy: Policy = POLICY,
+    cap: str | None = None,
 ) -> Evidence:
     """A retraction of `obj` (None: every value of `key`) from event day `day`, recorded on
-    day `at` (default: `day`)."""
-    return make_retraction(
+    day `at` (default: `day`); with `cap`, as relayed from peer n2 under that ceiling."""
+    r = make_retraction(
         key,
         obj,
         attribution=anchor,
@@ -86,6 +90,7 @@ def retraction(
         recorded_at=(day if at is None else at) * DAY,
         origin_node="n1",
     )
+    return r if cap is None else replace(r, origin_node="n2", anchor_cap=cap)
 
 
 @dataclass

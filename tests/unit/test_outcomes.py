@@ -15,7 +15,9 @@ from factnode.core import (
     arbitrate,
     belief_at,
     decide,
+    explain,
     history,
+    policy_from_mapping,
     visible,
 )
 from factnode.core.arbitration import describe
@@ -36,6 +38,7 @@ R, D, C, A, S, H, X, M = (
 )
 
 PORTO = fact("Porto", day=1)
+FED = "federation_received"
 
 # (id, evidence already held, new evidence, erased, outcome, rule, candidate)
 CASES: list[tuple[str, list[Evidence], Evidence, bool, Outcome, Rule, bool | None]] = [
@@ -122,6 +125,76 @@ CASES: list[tuple[str, list[Evidence], Evidence, bool, Outcome, Rule, bool | Non
         True,
     ),
     ("ambiguous", [PORTO], fact("Lisbon"), False, M, Rule.TIEBREAK, True),
+    # DESIGN §5 rule 1: a cap lowers a peer's claims as a whole and never reorders them; where
+    # the capped values tie, the anchors as stated decide, before recency.
+    (
+        "relayed-user-stated-supersedes-newer-relayed-llm",
+        [fact("Lisbon", day=5, anchor="llm_generated", cap=FED)],
+        fact("Porto", day=1, at=6, cap=FED),
+        False,
+        S,
+        Rule.TRUST_ANCHOR,
+        True,
+    ),
+    (
+        "newer-relayed-llm-disbelieved-against-relayed-user-stated",
+        [fact("Porto", day=1, cap=FED)],
+        fact("Lisbon", day=5, anchor="llm_generated", cap=FED),
+        False,
+        X,
+        Rule.TRUST_ANCHOR,
+        True,
+    ),
+    # Capped values decide first: 40 first-party against codebase_verified capped at 20.
+    (
+        "first-party-agent-inferred-beats-relayed-codebase-verified",
+        [fact("Lisbon", day=5, anchor="codebase_verified", cap=FED)],
+        fact("Porto", day=1, at=6, anchor="agent_inferred"),
+        False,
+        S,
+        Rule.TRUST_ANCHOR,
+        True,
+    ),
+    (
+        "relayed-codebase-verified-disbelieved-against-first-party-llm",
+        [fact("Porto", day=1, anchor="llm_generated")],
+        fact("Lisbon", day=5, anchor="codebase_verified", cap=FED),
+        False,
+        X,
+        Rule.TRUST_ANCHOR,
+        True,
+    ),
+    # The spec's words taken as they stand: a first-party federation_received counts 20, as
+    # does a relayed user_stated under the default cap; the stated 90 then decides.
+    (
+        "relayed-user-stated-beats-first-party-federation-received",
+        [fact("Lisbon", day=5, anchor="federation_received")],
+        fact("Porto", day=1, at=6, cap=FED),
+        False,
+        S,
+        Rule.TRUST_ANCHOR,
+        True,
+    ),
+    # Same stated anchor under the same cap: nothing to reorder, recency decides as before.
+    (
+        "relayed-alike-newer-supersedes-by-recency",
+        [fact("Porto", day=1, cap=FED)],
+        fact("Lisbon", day=5, cap=FED),
+        False,
+        S,
+        Rule.RECENCY,
+        True,
+    ),
+    # A cap above the attribution lowers nothing.
+    (
+        "high-cap-lowers-nothing",
+        [fact("Porto", day=1, anchor="api_response", cap="codebase_verified")],
+        fact("Lisbon", day=5, anchor="api_response"),
+        False,
+        S,
+        Rule.RECENCY,
+        True,
+    ),
 ]
 
 
@@ -432,4 +505,31 @@ def test_trust_anchor_reason_names_a_peers_cap_where_it_lowers_the_anchor() -> N
     low = fact("Mei", anchor="llm_generated")
     assert describe(Rule.TRUST_ANCHOR, high_cap, low, POLICY) == (
         "anchor agent_observed (60) outranks llm_generated (30)"
+    )
+
+
+def test_trust_anchor_reason_says_when_the_stated_anchors_decided_a_capped_tie() -> None:
+    """Where both count alike here, the reason says so and names the anchors as stated that
+    decided; explain gives that reason for a relayed user_stated over a relayed llm_generated."""
+    porto = fact("Porto", day=1, cap=FED)
+    lisbon = fact("Lisbon", day=5, anchor="llm_generated", cap=FED)
+    tied = (
+        "both count as federation_received (20) here; "
+        "user_stated (90) outranks llm_generated (30) as stated"
+    )
+    assert describe(Rule.TRUST_ANCHOR, porto, lisbon, POLICY) == tied
+    verdict, [comparison] = explain([porto, lisbon], POLICY)
+    assert verdict is not None and verdict.version_id == porto.version_id
+    assert (comparison.object, comparison.rule, comparison.reason) == (
+        "Lisbon",
+        Rule.TRUST_ANCHOR,
+        tied,
+    )
+    # Counted alike through different anchors: both names are given.
+    policy = policy_from_mapping({"anchors": {"internal_note": 30}})
+    note = fact("Lisbon", anchor="internal_note", policy=policy)
+    capped = fact("Porto", cap="llm_generated", policy=policy)
+    assert describe(Rule.TRUST_ANCHOR, capped, note, policy) == (
+        "both count as 30 (internal_note and llm_generated) here; "
+        "user_stated (90) outranks internal_note (30) as stated"
     )

@@ -82,15 +82,6 @@ def test_default_half_lives(anchor: str, days: int | None) -> None:
     assert Policy().half_life_micros(anchor) == expected
 
 
-@pytest.mark.parametrize(
-    ("anchor", "protected"),
-    [("codebase_verified", True), ("user_confirmed", True), ("api_response", False)],
-)
-def test_protected_anchors_are_user_confirmed_and_above(anchor: str, protected: bool) -> None:
-    """By default beliefs resting on user_confirmed or higher are protected."""
-    assert Policy().is_protected(anchor) is protected
-
-
 def test_relayed_anchor_is_capped() -> None:
     """Relayed evidence counts at most at its peer's anchor ceiling."""
     assert Policy().anchor_value("user_stated", "federation_received") == 20

@@ -28,13 +28,17 @@ FAST = settings(max_examples=150, deadline=None)
 
 
 ANCHORS = ["user_stated", "api_response", "llm_generated"]
+# First-party (None) or relayed under a peer's cap: federation_received brings every anchor
+# to one counted value, agent_observed some of them, so the stated anchors must decide ties.
+CAPS = [None, None, "federation_received", "agent_observed"]
 
 
 @st.composite
 def evidence_and_retractions(draw: st.DrawFn) -> list[Evidence]:
     """A small mix over two keys of evidence (some gated, some correcting, some naming the
-    other key in `contradicts`, in both directions), resubmissions of a statement with
-    other worths, and retractions of one value or of a whole key, of every strength."""
+    other key in `contradicts`, in both directions, some relayed under a cap), resubmissions
+    of a statement with other worths, and retractions of one value or of a whole key, of
+    every strength."""
     out: list[Evidence] = []
     seen: set[str] = set()
 
@@ -63,6 +67,7 @@ def evidence_and_retractions(draw: st.DrawFn) -> list[Evidence]:
             confidence=draw(st.sampled_from([0.3, 0.5, 0.8, 0.9])),
             corrects=corrects,
             contradicts=other if draw(st.integers(0, 5)) == 0 else None,
+            cap=draw(st.sampled_from(CAPS)),
         )
         add(e)
         if draw(st.integers(0, 4)) == 0:
@@ -82,6 +87,7 @@ def evidence_and_retractions(draw: st.DrawFn) -> list[Evidence]:
                 source=draw(st.sampled_from(["ana", "bob", ""])),
                 worth=draw(st.sampled_from([0.1, 0.5, 0.9])),
                 confidence=draw(st.sampled_from([0.3, 0.5, 0.9])),
+                cap=draw(st.sampled_from(CAPS)),
             )
         )
     return out
@@ -100,6 +106,7 @@ def replace_worth(e: Evidence, worth: float) -> Evidence:
         confidence=e.confidence_milli / 1000,
         corrects=e.corrects,
         contradicts=e.contradicts,
+        cap=e.anchor_cap,
     )
 
 
@@ -162,9 +169,10 @@ def test_replayed_belief_equals_arbitration_of_the_set(data: st.DataObject) -> N
 
 @st.composite
 def competing_evidence(draw: st.DrawFn) -> list[Evidence]:
-    """One key's evidence with few values and coarse metrics, so that versions often hold
-    several pieces of equal strength and the lowest evidence id must decide."""
-    return [
+    """One key's evidence with few values and coarse metrics, some relayed under a cap, so
+    that versions often hold several pieces of equal strength and the lowest evidence id
+    must decide."""
+    drawn = [
         fact(
             draw(st.sampled_from(["Porto", "Lisbon"])),
             day=draw(st.integers(0, 1)),
@@ -172,9 +180,15 @@ def competing_evidence(draw: st.DrawFn) -> list[Evidence]:
             source=draw(st.sampled_from(["ana", "bob", "cid", "dee"])),
             worth=draw(st.sampled_from([0.5, 0.7])),
             confidence=0.9,
+            cap=draw(st.sampled_from(CAPS)),
         )
         for _ in range(draw(st.integers(1, 8)))
     ]
+    # One id is one piece of evidence: a node holds a statement under one cap (its origin's).
+    first: dict[str, Evidence] = {}
+    for e in drawn:
+        first.setdefault(e.evidence_id, e)
+    return [e for e in drawn if first[e.evidence_id] == e]
 
 
 @FAST

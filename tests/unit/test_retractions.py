@@ -161,3 +161,18 @@ def test_history_names_what_ended_each_version_and_only_what_outranks_it() -> No
     # Known at a time before the strong retraction was recorded, nothing had ended Porto.
     (before,) = history([PORTO], [weak, strong], POLICY, known_at=4 * DAY)
     assert before.ended_by == ()
+
+
+def test_a_relayed_retraction_is_weighed_by_its_stated_anchor_where_the_caps_tie() -> None:
+    """Under the same cap a relayed llm_generated retraction cannot end a relayed user_stated
+    belief, and a relayed user_stated retraction ends a relayed agent_observed one, by
+    trust_anchor (a cap never reorders a peer's claims), whatever the dates."""
+    fed = "federation_received"
+    stated = fact("Porto", day=1, cap=fed)
+    guess = retraction("Porto", day=5, anchor="llm_generated", cap=fed)
+    assert pairwise(guess, stated, POLICY) == (-1, Rule.TRUST_ANCHOR)
+    assert not ends(guess, stated, POLICY)
+    observed = fact("Porto", day=4, anchor="agent_observed", cap=fed)
+    firm = retraction("Porto", day=5, anchor="user_stated", cap=fed)
+    assert pairwise(firm, observed, POLICY) == (1, Rule.TRUST_ANCHOR)
+    assert belief_at([observed], [firm], POLICY) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from _fednet import (
@@ -16,6 +17,7 @@ from _fednet import (
     peer_channel,
     unique_ns,
 )
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
@@ -78,6 +80,29 @@ def test_a_fact_reaches_every_node_within_a_bounded_number_of_rounds(fed: Federa
             "n1",
         )
         assert ev.anchor_cap == "federation_received"
+
+
+def test_a_relayed_user_stated_beats_a_newer_relayed_llm_generated(fed: Federation) -> None:
+    """The demo's case between real nodes: on n2 and n3 n1's user_stated 'Porto' and newer
+    llm_generated 'Lisbon' both count as federation_received, and the stated anchors decide
+    that tie, so every node serves Porto and the peers' own arbitration disbelieves Lisbon."""
+    k = key(unique_ns("caps"), "ana", "lives_in")
+    now = datetime.now(UTC).replace(microsecond=0)
+    for value, anchor, source, days_ago in (
+        ("Porto", "user_stated", "ana", 200),
+        ("Lisbon", "llm_generated", "scraper", 10),
+    ):
+        at = Timestamp()
+        at.FromDatetime(now - timedelta(days=days_ago))
+        fed["n1"].submit(k, value, source=source, attribution=anchor, valid_from=at)
+    served_within_rounds(fed, k, {n.node_id: ("Porto", BELIEVED, CONSENSUS) for n in fed})
+    for peer in ("n2", "n3"):
+        history = fed[peer].history(k)
+        assert history is not None
+        assert {v.object: v.status for v in history.versions} == {
+            "Porto": pb.VERSION_STATUS_BELIEVED,
+            "Lisbon": pb.VERSION_STATUS_DISBELIEVED,  # lost on trust_anchor, not on recency
+        }, peer
 
 
 def test_a_restarted_node_catches_up_with_what_it_missed(fed: Federation) -> None:

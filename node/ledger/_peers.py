@@ -9,7 +9,12 @@ from dataclasses import replace
 from factnode.core import Evidence, Key, Rule, ids
 from factnode.core.consensus import Vote, hour_of, newer
 from factnode.core.peer_checks import latest_per_key, tombstone_problem, vote_problem
-from factnode.core.validation import describe_violations, relayed_violations
+from factnode.core.validation import (
+    describe_violations,
+    quoted,
+    relayed_violations,
+    text_problem,
+)
 from factnode.ledger._forgetting import Forgetting
 from factnode.ledger._model import Committed, Received
 from factnode.ledger._writing import Writing
@@ -65,13 +70,32 @@ class PeerInput(Writing, Forgetting):
         accepted = 0
         now = self.clock.now()
         fx = Committed()
+        # Every item is checked before any of it reaches a query: a refused item's text
+        # (a NUL, say) must not fail the transaction that carries the good ones.
+        good_tombstones: list[Tombstone] = []
+        for t in tombstones:
+            problem = tombstone_problem(t, now, self.policy.clock_skew_micros)
+            if problem:
+                rejected.append((_shown(t.erasure_id), problem))
+            else:
+                good_tombstones.append(t)
+        good_evidence: list[Evidence] = []
+        for e in evidence:
+            problems = relayed_violations(e, self.policy)
+            if problems:
+                rejected.append((_shown(e.evidence_id), describe_violations(problems)))
+            else:
+                good_evidence.append(e)
+        checked_votes: list[Vote] = []
+        for v in votes:
+            problem = vote_problem(v, self.policy, now)
+            if problem:
+                rejected.append((_vote_item(v), problem))
+            else:
+                checked_votes.append(v)
         with self.repo.write() as tx:
-            known = tx.known_erasures([t.erasure_id for t in tombstones])
-            for t in tombstones:
-                problem = tombstone_problem(t, now, self.policy.clock_skew_micros)
-                if problem:
-                    rejected.append((t.erasure_id, problem))
-                    continue
+            known = tx.known_erasures([t.erasure_id for t in good_tombstones])
+            for t in good_tombstones:
                 accepted += 1
                 if t.erasure_id in known:
                     continue
@@ -82,12 +106,8 @@ class PeerInput(Writing, Forgetting):
             # Evidence held already (in any status) was decided when it first arrived: a
             # replayed or repeated item is taken as held, not decided and logged again, so
             # no peer can grow the decision log by resending what it sent.
-            held_ids = tx.stored_evidence_ids({e.evidence_id for e in evidence})
-            for e in evidence:
-                problems = relayed_violations(e, self.policy)
-                if problems:
-                    rejected.append((e.evidence_id, describe_violations(problems)))
-                    continue
+            held_ids = tx.stored_evidence_ids({e.evidence_id for e in good_evidence})
+            for e in good_evidence:
                 if e.evidence_id in held_ids:
                     accepted += 1
                     continue
@@ -114,14 +134,14 @@ class PeerInput(Writing, Forgetting):
                 else:
                     accepted += 1
 
-            named = [v.evidence_id for v in votes if v.version_id is not None]
+            named = [v.evidence_id for v in checked_votes if v.version_id is not None]
             erased = tx.erased_ids(named)
             held = tx.evidence(named)
             good: list[Vote] = []
             room: int | None = None  # how many more of this peer's votes may wait
-            for v in votes:
-                problem = vote_problem(v, self.policy, now)
-                if not problem and v.version_id is not None:
+            for v in checked_votes:
+                problem = ""
+                if v.version_id is not None:
                     named_evidence = held.get(v.evidence_id)
                     if v.evidence_id in erased:
                         problem = "the vote rests on erased evidence"
@@ -141,7 +161,7 @@ class PeerInput(Writing, Forgetting):
                     ):
                         problem = "unknown version: the evidence it names is for another version"
                 if problem:
-                    rejected.append((ids.key_id(v.key), problem))
+                    rejected.append((_vote_item(v), problem))
                     continue
                 good.append(replace(v, voter=peer_id))
             good = latest_per_key(good)
@@ -193,3 +213,16 @@ class PeerInput(Writing, Forgetting):
                 keys = {v.key for v in tx.all_votes()}
             self._refresh(tx, tx.key_states(keys), self.clock.now(), fx)
         self._after(fx)
+
+
+def _shown(item_id: str) -> str:
+    """An item's id as a refusal names it: ids are short hex, a peer's could be anything."""
+    return item_id if len(item_id) <= 64 and not text_problem(item_id) else quoted(item_id)
+
+
+def _vote_item(v: Vote) -> str:
+    """How a refusal names a vote: its key's id, or its text when that cannot be hashed."""
+    try:
+        return ids.key_id(v.key)
+    except UnicodeEncodeError:
+        return "vote with a key that is not text"

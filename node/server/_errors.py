@@ -36,17 +36,23 @@ class Unauthenticated(Exception):
 
 
 # A status travels in trailers, which clients cap (grpc: 16 KiB); echoed input is cut short.
-MAX_MESSAGE_CHARS = 1024
-MAX_DESCRIPTION_CHARS = 200
+# In UTF-8 bytes: the message goes out percent-encoded (up to three bytes for each), and
+# the details base64-encoded, so a bound in characters let 1,024 emoji overflow the cap.
+MAX_MESSAGE_BYTES = 1024
+MAX_DESCRIPTION_BYTES = 200
 MAX_VIOLATIONS = 20
 
 
 def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """`text` cut to at most `limit` UTF-8 bytes, marked with an ellipsis where it was cut."""
+    raw = text.encode("utf-8", "backslashreplace")
+    if len(raw) <= limit:
+        return text
+    return raw[: limit - 3].decode("utf-8", "ignore") + "…"
 
 
 def _status(code: int, message: str, details: Sequence[Message] = ()) -> grpc.Status:
-    proto = status_pb2.Status(code=code, message=_short(message, MAX_MESSAGE_CHARS))
+    proto = status_pb2.Status(code=code, message=_short(message, MAX_MESSAGE_BYTES))
     for d in details:
         packed = any_pb2.Any()
         packed.Pack(d)
@@ -64,8 +70,8 @@ def _status_of(exc: BaseException, extra: list[Message]) -> grpc.Status:
         bad = error_details_pb2.BadRequest(
             field_violations=[
                 error_details_pb2.BadRequest.FieldViolation(
-                    field=_short(v.field, MAX_DESCRIPTION_CHARS),
-                    description=_short(v.reason, MAX_DESCRIPTION_CHARS),
+                    field=_short(v.field, MAX_DESCRIPTION_BYTES),
+                    description=_short(v.reason, MAX_DESCRIPTION_BYTES),
                 )
                 for v in exc.violations[:MAX_VIOLATIONS]
             ]

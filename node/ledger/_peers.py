@@ -17,8 +17,8 @@ from factnode.core.validation import (
 )
 from factnode.ledger._forgetting import Forgetting
 from factnode.ledger._model import Committed, Received
-from factnode.ledger._writing import Writing
-from factnode.store import Tombstone
+from factnode.ledger._writing import Writing, isolating
+from factnode.store import RefusedData, Tombstone
 
 
 class PeerInput(Writing, Forgetting):
@@ -64,7 +64,49 @@ class PeerInput(Writing, Forgetting):
 
         `votes_complete_under` names key-id prefixes under which `votes` are all the peer's
         votes (a pull answers with every vote the peer holds there): a vote of the peer's held
-        under them and not sent is one the peer withdrew, and it stops counting."""
+        under them and not sent is one the peer withdrew, and it stops counting.
+
+        An item whose data the database refuses (so that the delta's transaction fails) is
+        refused alone, and the rest are applied without it (`isolating`); withdrawals then
+        wait for the next delta, as only a part holding every vote sent may infer them."""
+        items: list[Tombstone | Evidence | Vote] = [*tombstones, *evidence, *votes]
+
+        def apply(part: Sequence[Tombstone | Evidence | Vote]) -> list[Received]:
+            every_vote = len([i for i in part if isinstance(i, Vote)]) == len(votes)
+            return [
+                self._receive(
+                    peer_id,
+                    peer_cap,
+                    [i for i in part if isinstance(i, Tombstone)],
+                    [i for i in part if isinstance(i, Evidence)],
+                    [i for i in part if isinstance(i, Vote)],
+                    votes_complete_under if every_vote else (),
+                )
+            ]
+
+        def refused(item: Tombstone | Evidence | Vote, exc: RefusedData) -> Received:
+            name = (
+                _vote_item(item)
+                if isinstance(item, Vote)
+                else _shown(item.erasure_id if isinstance(item, Tombstone) else item.evidence_id)
+            )
+            return Received(0, [(name, "this node's database refused its data")])
+
+        if not items:
+            return self._receive(peer_id, peer_cap, [], [], [], votes_complete_under)
+        parts = isolating(apply, items, refused)
+        return Received(sum(r.accepted for r in parts), [x for r in parts for x in r.rejected])
+
+    def _receive(
+        self,
+        peer_id: str,
+        peer_cap: str | None,
+        tombstones: Sequence[Tombstone],
+        evidence: Sequence[Evidence],
+        votes: Sequence[Vote],
+        votes_complete_under: Collection[str],
+    ) -> Received:
+        """`receive` in one transaction."""
         cap_name = peer_cap or self.policy.default_max_anchor
         rejected: list[tuple[str, str]] = []
         accepted = 0

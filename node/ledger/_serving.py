@@ -33,7 +33,7 @@ from factnode.core.consensus import (
     transition,
 )
 from factnode.core.peer_checks import counted_vote
-from factnode.core.validation import check_instant, check_key
+from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_key, check_text
 from factnode.ledger._model import Belief, Committed, belief_from_rows, served_of
 from factnode.store import Repository, StoredBelief
 from factnode.store.repository import Transaction
@@ -68,6 +68,18 @@ class _Representatives:
             state = self._state
             self._all = representatives(state.visible(self._policy), self._policy)
         return self._all.get(version_id)
+
+
+def check_filters(**filters: str | None) -> None:
+    """Raises InvalidInput naming each list filter (a namespace or subject; None or "" for
+    none) that breaks the text rule or is longer than a key part may be: the filter
+    reaches a query, and a NUL there failed it on PostgreSQL."""
+    out: list[FieldViolation] = []
+    for name, value in filters.items():
+        if value:
+            check_text(out, name, value, MAX_KEY_PART_BYTES, required=False)
+    if out:
+        raise InvalidInput(out)
 
 
 def check_key_input(key: Key) -> None:

@@ -15,6 +15,7 @@ from grpc_status import rpc_status
 
 from factnode.core import InvalidInput
 from factnode.ledger import NotFound
+from factnode.store import RefusedData
 
 log = logging.getLogger("factnode.server")
 
@@ -77,6 +78,13 @@ def _status_of(exc: BaseException, extra: list[Message]) -> grpc.Status:
             ]
         )
         return _status(code_pb2.INVALID_ARGUMENT, f"invalid request: {exc}", [bad, *extra])
+    if isinstance(exc, RefusedData):
+        # Its item alone: a batch it was in was committed without it (`Ledger.ingest_each`).
+        return _status(
+            code_pb2.INVALID_ARGUMENT,
+            "the database refused a value this request carries; nothing of it was written",
+            extra,
+        )
     if isinstance(exc, NotFound):
         return _status(code_pb2.NOT_FOUND, str(exc), extra)
     if isinstance(exc, PermissionDenied):

@@ -144,7 +144,7 @@ class Node:
         server = grpc.aio.server(options=options)
         access = Access(s)
         changes = Changes()
-        self.writer = GroupCommit(self.ledger.ingest, self._committed(changes))
+        self.writer = GroupCommit(self.ledger.ingest_each, self._committed(changes))
         self.writer.start()
         ctx = NodeContext(
             self.ledger,

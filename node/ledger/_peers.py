@@ -3,7 +3,8 @@ sent (tombstones, relayed evidence, votes), each item checked, never believed.""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
 from factnode.core import Evidence, Key, Rule, ids
@@ -46,6 +47,11 @@ class PeerInput(Writing, Forgetting):
             votes = tx.votes_under(self.node_id, prefixes.get("votes", []))
         relayed = [replace(e, origin_recorded_at=e.first_recorded_at) for e in evidence]
         return tombstones, relayed, votes
+
+    def on_refused(self, observer: Callable[[Mapping[str, int]], None]) -> None:
+        """Calls `observer` after each delta received with its refused items by kind
+        ("tombstone", "evidence", "vote"), pushed or pulled alike; not for a delta without any."""
+        self._refusal_observers.append(observer)
 
     def receive(
         self,
@@ -90,12 +96,29 @@ class PeerInput(Writing, Forgetting):
                 if isinstance(item, Vote)
                 else _shown(item.erasure_id if isinstance(item, Tombstone) else item.evidence_id)
             )
-            return Received(0, [(name, "this node's database refused its data")])
+            kind = (
+                "vote"
+                if isinstance(item, Vote)
+                else "tombstone"
+                if isinstance(item, Tombstone)
+                else "evidence"
+            )
+            return Received(0, [(name, "this node's database refused its data")], {kind: 1})
 
         if not items:
             return self._receive(peer_id, peer_cap, [], [], [], votes_complete_under)
         parts = isolating(apply, items, refused)
-        return Received(sum(r.accepted for r in parts), [x for r in parts for x in r.rejected])
+        total: Counter[str] = Counter()
+        for r in parts:
+            total.update(r.refused)
+        if total:
+            for observer in self._refusal_observers:
+                observer(dict(total))
+        return Received(
+            sum(r.accepted for r in parts),
+            [x for r in parts for x in r.rejected],
+            dict(total),
+        )
 
     def _receive(
         self,
@@ -109,6 +132,7 @@ class PeerInput(Writing, Forgetting):
         """`receive` in one transaction."""
         cap_name = peer_cap or self.policy.default_max_anchor
         rejected: list[tuple[str, str]] = []
+        kinds: Counter[str] = Counter()
         accepted = 0
         now = self.clock.now()
         fx = Committed()
@@ -119,6 +143,7 @@ class PeerInput(Writing, Forgetting):
             problem = tombstone_problem(t, now, self.policy.clock_skew_micros)
             if problem:
                 rejected.append((_shown(t.erasure_id), problem))
+                kinds["tombstone"] += 1
             else:
                 good_tombstones.append(t)
         good_evidence: list[Evidence] = []
@@ -126,6 +151,7 @@ class PeerInput(Writing, Forgetting):
             problems = relayed_violations(e, self.policy)
             if problems:
                 rejected.append((_shown(e.evidence_id), describe_violations(problems)))
+                kinds["evidence"] += 1
             else:
                 good_evidence.append(e)
         checked_votes: list[Vote] = []
@@ -133,6 +159,7 @@ class PeerInput(Writing, Forgetting):
             problem = vote_problem(v, self.policy, now)
             if problem:
                 rejected.append((_vote_item(v), problem))
+                kinds["vote"] += 1
             else:
                 checked_votes.append(v)
         with self.repo.write() as tx:
@@ -173,6 +200,7 @@ class PeerInput(Writing, Forgetting):
             for e, ruling in self._ingest_in(tx, items, fx)[0]:
                 if ruling.decision.rule is Rule.ERASED:
                     rejected.append((e.evidence_id, "covered by an erasure"))
+                    kinds["evidence"] += 1
                 else:
                     accepted += 1
 
@@ -204,6 +232,7 @@ class PeerInput(Writing, Forgetting):
                         problem = "unknown version: the evidence it names is for another version"
                 if problem:
                     rejected.append((_vote_item(v), problem))
+                    kinds["vote"] += 1
                     continue
                 good.append(replace(v, voter=peer_id))
             good = latest_per_key(good)
@@ -236,7 +265,7 @@ class PeerInput(Writing, Forgetting):
         if fx.erasures_added:
             # As after a local erase: the erased bytes must not linger in the WAL or old pages.
             self.repo.after_erase()
-        return Received(accepted, rejected)
+        return Received(accepted, rejected, dict(kinds))
 
     def reconsider_if_hour_changed(self) -> bool:
         """Vote weights move with the UTC hour: recount every voted key once per hour."""

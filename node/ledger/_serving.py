@@ -109,6 +109,8 @@ class Serving:
         self.node_id = node_id
         self.clock = clock
         self._observers: list[Callable[[Committed], None]] = []
+        # Told, after each delta a peer sent, how many of its items of each kind were refused.
+        self._refusal_observers: list[Callable[[Mapping[str, int]], None]] = []
 
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """Calls `observer` after every committed write with what it changed (the federation

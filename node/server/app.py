@@ -73,6 +73,7 @@ class Node:
         node_id = ensure_node_id(self.repo, settings.node_id, f"node-{uuid.uuid4().hex[:12]}")
         self.ledger = Ledger(self.repo, settings.policy, node_id, clock or SystemClock())
         self.metrics = Metrics()
+        self.ledger.on_refused(self.metrics.peer_refused)
         # grpc-stubs' grpc_health stubs omit the `aio` submodule that grpcio-health-checking has.
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         self.server: grpc.aio.Server | None = None

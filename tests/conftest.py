@@ -79,3 +79,12 @@ def module_postgres_url() -> Iterator[str | None]:
         return
     with postgres_schema() as url:
         yield url
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test; skipped when PostgreSQL is not set."""
+    if not os.environ.get(POSTGRES_ENV):
+        pytest.skip(f"{POSTGRES_ENV} is not set: PostgreSQL tests skipped")
+    with postgres_schema() as url:
+        yield url

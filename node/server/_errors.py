@@ -42,6 +42,11 @@ class Unauthenticated(Exception):
 MAX_MESSAGE_BYTES = 1024
 MAX_DESCRIPTION_BYTES = 200
 MAX_VIOLATIONS = 20
+MAX_VIOLATION_BYTES = 4096  # all field violations together
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "backslashreplace"))
 
 
 def _short(text: str, limit: int) -> str:
@@ -68,15 +73,15 @@ def status_for(exc: BaseException, extra: Sequence[Message] = ()) -> grpc.Status
 
 def _status_of(exc: BaseException, extra: list[Message]) -> grpc.Status:
     if isinstance(exc, InvalidInput):
-        bad = error_details_pb2.BadRequest(
-            field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(
-                    field=_short(v.field, MAX_DESCRIPTION_BYTES),
-                    description=_short(v.reason, MAX_DESCRIPTION_BYTES),
-                )
-                for v in exc.violations[:MAX_VIOLATIONS]
-            ]
-        )
+        bad = error_details_pb2.BadRequest()
+        budget = MAX_VIOLATION_BYTES
+        for v in exc.violations[:MAX_VIOLATIONS]:
+            field = _short(v.field, MAX_DESCRIPTION_BYTES)
+            description = _short(v.reason, MAX_DESCRIPTION_BYTES)
+            budget -= _size(field) + _size(description)
+            if budget < 0 and bad.field_violations:
+                break  # the first ones are named; the message lists on as far as it fits
+            bad.field_violations.add(field=field, description=description)
         return _status(code_pb2.INVALID_ARGUMENT, f"invalid request: {exc}", [bad, *extra])
     if isinstance(exc, RefusedData):
         # Its item alone: a batch it was in was committed without it (`Ledger.ingest_each`).

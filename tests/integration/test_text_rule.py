@@ -177,7 +177,7 @@ async def test_corrects_that_is_not_an_evidence_id_is_invalid_argument(
 
 class Refusing:
     """Calls the ledger's real ingest, but refuses (as the database would) every batch that
-    holds the poisoned evidence; records each batch's size."""
+    holds the poisoned evidence (by id or subject); records each batch's size."""
 
     def __init__(self, ledger: Ledger, poisoned: str) -> None:
         self.real = ledger.ingest
@@ -186,9 +186,60 @@ class Refusing:
 
     def __call__(self, items: Sequence[tuple[Evidence, str | None]]) -> list[Submitted]:
         self.batches.append(len(items))
-        if any(e.evidence_id == self.poisoned for e, _ in items):
+        if any(self.poisoned in (e.evidence_id, e.key.subject) for e, _ in items):
             raise RefusedData("the database refused a value (DataError)")
         return self.real(items)
+
+
+async def test_a_stream_item_whose_data_is_refused_fails_alone(
+    repository_url: str, tmp_path: Path
+) -> None:
+    """When the database refuses item 100 of a 300-item SubmitFacts stream, that item alone
+    gets an INVALID_ARGUMENT item error; the 299 others are decided, reported and stored."""
+    node = await _node(repository_url, tmp_path)
+    refusing = Refusing(node.ledger, "s100")
+    node.ledger.ingest = refusing  # type: ignore[method-assign]
+
+    async def items() -> AsyncIterator[pb.SubmitFactRequest]:
+        for i in range(300):
+            yield _fact(f"s{i}")
+
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{node.port}") as channel:
+            reply = await pb_grpc.FactServiceStub(channel).SubmitFacts(items(), timeout=WAIT)
+        counts = await asyncio.to_thread(node.ledger.counts)
+    finally:
+        await node.stop(0)
+    assert (reply.decided_count, reply.invalid_count) == (299, 1)
+    [refused] = [r for r in reply.results if r.WhichOneof("result") == "error"]
+    assert (refused.index, refused.error.code) == (100, grpc.StatusCode.INVALID_ARGUMENT.value[0])
+    assert "SQL" not in refused.error.message and "DataError" not in refused.error.message
+    assert max(refusing.batches) == 256  # the refused item was isolated from a full batch
+    assert counts.evidence == 299
+
+
+async def test_group_commit_on_postgresql_fails_only_the_submission_with_a_nul(
+    postgres_url: str,
+) -> None:
+    """Below the text rule: of 40 concurrent group-committed submissions, the one whose NUL
+    PostgreSQL refuses gets RefusedData; the 39 others in its batches are committed."""
+    repo = SqlRepository(postgres_url)
+    ledger = Ledger(repo, Policy(), "node-test", FakeClock())
+    evidence = [_evidence(ledger, f"s{i}") for i in range(40)]
+    evidence[20] = _bypassing_the_rule(evidence[20], NUL)
+    writer = GroupCommit(ledger.ingest_each)
+    writer.start()
+    try:
+        outcomes = await asyncio.gather(
+            *(writer.submit(e, None) for e in evidence), return_exceptions=True
+        )
+        stored = ledger.counts().evidence
+    finally:
+        await writer.stop()
+        repo.close()
+    assert isinstance(outcomes.pop(20), RefusedData)
+    assert all(isinstance(o, Submitted) for o in outcomes)
+    assert stored == 39
 
 
 async def test_group_commit_fails_only_the_submission_whose_data_is_refused(

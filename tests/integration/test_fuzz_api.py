@@ -191,6 +191,7 @@ INTERESTING_TEXT = [
     tokens.key_position(HEX_ID, HEX_ID),
     tokens.seq_position(1),
     tokens.seq_position(2**63 - 1),
+    tokens.seq_position(2**31),
     tokens.seq_position(1, tokens.CHANGES),
     "MTpjaGFuZ2VzOjk5OTk5OTk5OTk5OTk5OTk5OTk5OTk5",  # 1:changes:<25 digits>
     "MTpkZWNpc2lvbnM6LTE",  # 1:decisions:-1
@@ -492,6 +493,37 @@ def _violated_fields(err: grpc.RpcError) -> list[str]:
             detail.Unpack(bad)
             out.extend(v.field for v in bad.field_violations)
     return out
+
+
+@pytest.mark.parametrize(
+    ("rpc", "request_", "field"),
+    [
+        ("FactService/ListDecisions", {"page_token": tokens.seq_position(2**31)}, "page_token"),
+        (
+            "FactService/WatchBeliefs",
+            {"resume_token": tokens.seq_position(2**31, tokens.CHANGES)},
+            "resume_token",
+        ),
+    ],
+)
+def test_a_position_beyond_postgresqls_integer_seq_is_invalid_on_every_backend(
+    nodes: list[RunningNode], rpc: str, request_: dict[str, str], field: str
+) -> None:
+    """A decision-log or change position past 2**31 - 1 (PostgreSQL's INTEGER seq) is
+    INVALID_ARGUMENT on its token on both backends (it was INTERNAL on PostgreSQL alone)."""
+    service, name = rpc.split("/")
+    method = pb.DESCRIPTOR.services_by_name[service].methods_by_name[name]
+    msg = _request_class(method)()
+    json_format.ParseDict(request_, msg)
+    for node in nodes:
+        with pytest.raises(grpc.RpcError) as err:
+            call = node.client.unary_stream if method.server_streaming else node.client.unary_unary
+            reply = call(f"/factnode.v1.{rpc}")(msg.SerializeToString(), timeout=RPC_TIMEOUT)
+            if method.server_streaming:
+                for _ in reply:  # type: ignore[union-attr]
+                    pass
+        assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert _violated_fields(err.value) == [field]
 
 
 @pytest.mark.parametrize(

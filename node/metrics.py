@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -25,11 +25,23 @@ class Metrics:
             "Evidence whose effective confidence has decayed.",
             registry=self.registry,
         )
+        self.peer_items_refused = Counter(
+            "factnode_peer_items_refused",
+            "Items peers sent that this node refused, one by one, by kind "
+            "(tombstone, evidence, vote).",
+            ["kind"],
+            registry=self.registry,
+        )
         self.tombstoned = Counter(
             "memory_tombstoned",
             "Evidence turned into a tombstone by decay.",
             registry=self.registry,
         )
+
+    def peer_refused(self, by_kind: Mapping[str, int]) -> None:
+        """Counts items a peer sent that this node refused, by kind."""
+        for kind, n in by_kind.items():
+            self.peer_items_refused.labels(kind).inc(n)
 
     def decided(self, decisions: Iterable[Decision]) -> None:
         for d in decisions:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Mapping
 from typing import TypeVar
 
 from google.protobuf.message import Message
@@ -13,7 +14,7 @@ from factnode.config import Peer
 from factnode.core import MICROS_PER_DAY, Instant, Policy
 from factnode.federation.sync import FederationEndpoint, Syncer
 from factnode.ledger import Ledger
-from factnode.store import SqlRepository
+from factnode.store import Repository, SqlRepository
 
 M = TypeVar("M", bound=Message)
 
@@ -112,9 +113,16 @@ class Federation:
         policy: Policy | None = None,
         fanout: int = 0,
         seed: int = 0,
+        repositories: Mapping[str, Repository] | None = None,
     ) -> None:
         self.clock = clock or FakeClock()
-        self.ledgers = {n: memory_ledger(policy, self.clock, n) for n in node_ids}
+        stores = repositories or {}
+        self.ledgers = {
+            n: Ledger(stores[n], policy or Policy(), n, self.clock)
+            if n in stores
+            else memory_ledger(policy, self.clock, n)
+            for n in node_ids
+        }
         peers = {n: [Peer(f"inproc:{p}", p) for p in node_ids if p != n] for n in node_ids}
         self.endpoints = {n: FederationEndpoint(self.ledgers[n], peers[n]) for n in node_ids}
         self.links = {

@@ -17,8 +17,11 @@ from factnode.core import FieldViolation, InvalidInput
 
 VERSION = "1"
 MAX_TOKEN_CHARS = 256
-# Decision-log positions are SQL BIGINTs.
-MAX_SEQ = 2**63 - 1
+# Decision-log and belief-change positions: their seq columns are INTEGER on PostgreSQL, so
+# a larger position could only fail its query there (INTERNAL, where SQLite answered OK).
+MAX_SEQ = 2**31 - 1
+# A review-queue position's time: BIGINT microseconds.
+MAX_SINCE = 2**63 - 1
 
 KEYS = "keys"  # a (key id, version id) position in key order: ListBeliefs
 QUEUE = "queue"  # a (since, key id, version id) position, oldest first: ListContested
@@ -73,7 +76,7 @@ def queue_position(since: int, key_id: str, version_id: str) -> str:
 def decode_queue_position(token: str, field: str = "page_token") -> tuple[int, str, str]:
     """The (since, key id, version id) a review-queue token names; InvalidInput otherwise."""
     since, key_id, version_id = _decode(token, QUEUE, field, 3)
-    if not _SEQ.fullmatch(since) or int(since) > MAX_SEQ or not _HEX_ID.fullmatch(key_id):
+    if not _SEQ.fullmatch(since) or int(since) > MAX_SINCE or not _HEX_ID.fullmatch(key_id):
         raise InvalidInput([FieldViolation(field, "is not a token this node issued")])
     if not (version_id == "" or _HEX_ID.fullmatch(version_id)):
         raise InvalidInput([FieldViolation(field, "is not a token this node issued")])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,16 @@ def repository_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[s
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/factnode.db"
         return
-    base = os.environ.get(POSTGRES_ENV)
-    if not base:
+    if not os.environ.get(POSTGRES_ENV):
         pytest.skip(f"{POSTGRES_ENV} is not set: PostgreSQL store tests skipped")
+    with postgres_schema() as url:
+        yield url
+
+
+@contextmanager
+def postgres_schema() -> Iterator[str]:
+    """A URL on a fresh PostgreSQL schema (dropped on exit); FACTNODE_TEST_POSTGRES_URL must be set."""
+    base = os.environ[POSTGRES_ENV]
     schema = f"t_{uuid.uuid4().hex[:16]}"
     admin = create_engine(base)
     try:
@@ -61,3 +69,22 @@ def repository(repository_url: str) -> Iterator[SqlRepository]:
 def ledger(repository: SqlRepository, clock: FakeClock) -> Ledger:
     """A ledger with the default policy on `repository`, driven by `clock`."""
     return Ledger(repository, Policy(), "node-test", clock)
+
+
+@pytest.fixture(scope="module")
+def module_postgres_url() -> Iterator[str | None]:
+    """A fresh PostgreSQL schema shared by one module's tests; None when PostgreSQL is not set."""
+    if not os.environ.get(POSTGRES_ENV):
+        yield None
+        return
+    with postgres_schema() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test; skipped when PostgreSQL is not set."""
+    if not os.environ.get(POSTGRES_ENV):
+        pytest.skip(f"{POSTGRES_ENV} is not set: PostgreSQL tests skipped")
+    with postgres_schema() as url:
+        yield url

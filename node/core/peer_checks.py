@@ -20,6 +20,8 @@ from factnode.core.validation import (
     check_key,
     check_node_id,
     describe_violations,
+    quoted,
+    text_problem,
 )
 
 ERASURE_SCOPES = ("evidence", "key", "subject")
@@ -40,13 +42,17 @@ class ErasureRecord(Protocol):
     def evidence_ids(self) -> tuple[str, ...]: ...
     @property
     def origin_node(self) -> str: ...
+    @property
+    def operator(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
 
 
 def tombstone_problem(t: ErasureRecord, now: Instant, skew: int) -> str:
     """Why a peer's tombstone is refused, or "" when it may be applied. One dated beyond
     this node's clock plus the skew allowance is refused: no peer can block a key for ever."""
     if t.scope not in ERASURE_SCOPES:
-        return f"unknown erasure scope {t.scope!r}"
+        return f"unknown erasure scope {quoted(t.scope)}"
     if (
         not _is_id(t.erasure_id)
         or not _is_id(t.scope_hash)
@@ -54,6 +60,10 @@ def tombstone_problem(t: ErasureRecord, now: Instant, skew: int) -> str:
     ):
         return "erasure ids must be 32 lowercase hex digits"
     out: list[FieldViolation] = []
+    for name, text in (("operator", t.operator), ("reason", t.reason)):
+        problem = text_problem(text)
+        if problem:
+            out.append(FieldViolation(name, problem))
     check_instant(out, "erased_at", t.erased_at)
     if t.origin_node:  # older peers send none
         check_node_id(out, "origin_node", t.origin_node)

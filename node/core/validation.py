@@ -17,6 +17,8 @@ MAX_OBJECT_BYTES = 4096
 MAX_SOURCE_BYTES = 1024
 MAX_IDEMPOTENCY_KEY_BYTES = 128
 MAX_REASON_BYTES = 1024
+# How much of a bad value an error may quote: errors travel in a status's trailers.
+MAX_QUOTED_CHARS = 40
 # The range of google.protobuf.Timestamp: 0001-01-01 to 9999-12-31.
 MIN_INSTANT: Instant = -62_135_596_800_000_000
 MAX_INSTANT: Instant = 253_402_300_799_999_999
@@ -71,14 +73,40 @@ class Submission:
         return Key(self.namespace, self.subject, self.predicate)
 
 
+def quoted(value: str) -> str:
+    """`value` as an error may quote it: a bounded prefix, repr'd (so a NUL shows as \\x00)."""
+    if len(value) <= MAX_QUOTED_CHARS:
+        return repr(value)
+    return f"{value[:MAX_QUOTED_CHARS]!r}…"
+
+
+def text_problem(value: str) -> str:
+    """Why `value` breaks the text rule (README, "Limits"), or "" when any backend stores it.
+
+    Stored text is Unicode without U+0000: PostgreSQL's text refuses NUL, and a lone
+    surrogate is not Unicode (protobuf cannot carry one; code paths inside the node could)."""
+    if "\x00" in value:
+        return "must not contain NUL (U+0000)"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "must not contain a lone surrogate (U+D800..U+DFFF)"
+    return ""
+
+
 def _check_text(
     out: list[FieldViolation], name: str, value: str, limit: int, required: bool
 ) -> None:
     if not isinstance(value, str):
         out.append(FieldViolation(name, "must be a string"))
+        return
+    problem = text_problem(value)
+    if problem:
+        out.append(FieldViolation(name, problem))
     elif required and not value.strip():
         out.append(FieldViolation(name, "is required"))
-    elif len(value.encode("utf-8", "surrogatepass")) > limit:
+    elif len(value) * 4 > limit and len(value.encode("utf-8")) > limit:
         out.append(FieldViolation(name, f"is longer than {limit} bytes"))
 
 
@@ -115,7 +143,8 @@ def _check_statement(
         out.append(
             FieldViolation(
                 "attribution",
-                f"unknown trust anchor {attribution!r}; known: {', '.join(sorted(policy.anchors))}",
+                f"unknown trust anchor {quoted(attribution)}; "
+                f"known: {', '.join(sorted(policy.anchors))}",
             )
         )
 
@@ -152,8 +181,8 @@ def violations_of(sub: Submission, policy: Policy) -> list[FieldViolation]:
     _check_unit(out, "worth", sub.worth)
     _check_unit(out, "confidence", sub.confidence)
     check_instant(out, "valid_from", sub.valid_from)
-    if sub.corrects is not None:
-        _check_text(out, "corrects", sub.corrects, 64, True)
+    if sub.corrects is not None and not _is_id(sub.corrects):
+        out.append(FieldViolation("corrects", "is not an evidence id (32 lowercase hex digits)"))
     if sub.contradicts is not None:
         check_key(out, sub.contradicts, "contradicts.")
         if sub.contradicts == sub.key:
@@ -279,14 +308,14 @@ def relayed_violations(e: Evidence, policy: Policy) -> list[FieldViolation]:
             FieldViolation("retracts", "a retraction names neither corrects nor contradicts")
         )
     if e.anchor_cap is not None and e.anchor_cap not in policy.anchors:
-        out.append(FieldViolation("anchor_cap", f"unknown trust anchor {e.anchor_cap!r}"))
+        out.append(FieldViolation("anchor_cap", f"unknown trust anchor {quoted(e.anchor_cap)}"))
     for name, value in (("worth_milli", e.worth_milli), ("confidence_milli", e.confidence_milli)):
         if not 0 <= value <= 1000:
             out.append(FieldViolation(name, "must be in 0..1000"))
     check_instant(out, "valid_from", e.valid_from)
     check_instant(out, "recorded_at", e.first_recorded_at)
     if e.corrects is not None and not _is_id(e.corrects):
-        out.append(FieldViolation("corrects", "is not an evidence id"))
+        out.append(FieldViolation("corrects", "is not an evidence id (32 lowercase hex digits)"))
     if e.contradicts is not None:
         check_key(out, e.contradicts, "contradicts.")
         if e.contradicts == e.key:

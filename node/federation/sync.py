@@ -409,7 +409,10 @@ def _describe(exc: BaseException) -> str:
         return f"{code().name}: {details()}"[:300]
     if isinstance(exc, TimeoutError):
         return "timed out"
-    return f"{type(exc).__name__}: {exc}"[:300]
+    if isinstance(exc, InvalidInput):
+        return f"invalid: {exc}"[:300]
+    # The type only: a database error's text quotes SQL and the values it carried.
+    return f"{type(exc).__name__} on this node"
 
 
 def _differs(bucket: pb.Bucket, mine: SetDigest) -> bool:

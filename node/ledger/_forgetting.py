@@ -17,7 +17,14 @@ from factnode.core import (
     effective_confidence_milli,
     ids,
 )
-from factnode.core.validation import check_key
+from factnode.core.validation import (
+    MAX_KEY_PART_BYTES,
+    MAX_NODE_ID_BYTES,
+    MAX_REASON_BYTES,
+    check_id,
+    check_key,
+    check_text,
+)
 from factnode.ledger._model import Committed, DecayReport, ErasureReport
 from factnode.ledger._serving import Serving, bearing_on
 from factnode.store import Tombstone
@@ -43,10 +50,15 @@ class Forgetting(Serving):
             out.append(FieldViolation("scope", "give exactly one of evidence_id, key or subject"))
         if key is not None:
             check_key(out, key)
+        if evidence_id is not None:
+            check_id(out, "evidence_id", evidence_id)
         if subject is not None and not (subject[0].strip() and subject[1].strip()):
             out.append(FieldViolation("subject", "needs both namespace and subject"))
-        if not operator.strip():
-            out.append(FieldViolation("operator", "is required"))
+        if subject is not None:
+            check_text(out, "subject.namespace", subject[0], MAX_KEY_PART_BYTES, required=False)
+            check_text(out, "subject.subject", subject[1], MAX_KEY_PART_BYTES, required=False)
+        check_text(out, "operator", operator, MAX_NODE_ID_BYTES, required=True)
+        check_text(out, "reason", reason, MAX_REASON_BYTES, required=False)
         if out:
             raise InvalidInput(out)
         if evidence_id is not None:

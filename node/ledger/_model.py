@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -87,6 +87,8 @@ class Received:
 
     accepted: int
     rejected: list[tuple[str, str]]
+    # How many items of each kind ("tombstone", "evidence", "vote") were refused.
+    refused: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,17 +3,23 @@ sent (tombstones, relayed evidence, votes), each item checked, never believed.""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
 from factnode.core import Evidence, Key, Rule, ids
 from factnode.core.consensus import Vote, hour_of, newer
 from factnode.core.peer_checks import latest_per_key, tombstone_problem, vote_problem
-from factnode.core.validation import describe_violations, relayed_violations
+from factnode.core.validation import (
+    describe_violations,
+    quoted,
+    relayed_violations,
+    text_problem,
+)
 from factnode.ledger._forgetting import Forgetting
 from factnode.ledger._model import Committed, Received
-from factnode.ledger._writing import Writing
-from factnode.store import Tombstone
+from factnode.ledger._writing import Writing, isolating
+from factnode.store import RefusedData, Tombstone
 
 
 class PeerInput(Writing, Forgetting):
@@ -42,6 +48,11 @@ class PeerInput(Writing, Forgetting):
         relayed = [replace(e, origin_recorded_at=e.first_recorded_at) for e in evidence]
         return tombstones, relayed, votes
 
+    def on_refused(self, observer: Callable[[Mapping[str, int]], None]) -> None:
+        """Calls `observer` after each delta received with its refused items by kind
+        ("tombstone", "evidence", "vote"), pushed or pulled alike; not for a delta without any."""
+        self._refusal_observers.append(observer)
+
     def receive(
         self,
         peer_id: str,
@@ -59,19 +70,101 @@ class PeerInput(Writing, Forgetting):
 
         `votes_complete_under` names key-id prefixes under which `votes` are all the peer's
         votes (a pull answers with every vote the peer holds there): a vote of the peer's held
-        under them and not sent is one the peer withdrew, and it stops counting."""
+        under them and not sent is one the peer withdrew, and it stops counting.
+
+        An item whose data the database refuses (so that the delta's transaction fails) is
+        refused alone, and the rest are applied without it (`isolating`); withdrawals then
+        wait for the next delta, as only a part holding every vote sent may infer them."""
+        items: list[Tombstone | Evidence | Vote] = [*tombstones, *evidence, *votes]
+
+        def apply(part: Sequence[Tombstone | Evidence | Vote]) -> list[Received]:
+            every_vote = len([i for i in part if isinstance(i, Vote)]) == len(votes)
+            return [
+                self._receive(
+                    peer_id,
+                    peer_cap,
+                    [i for i in part if isinstance(i, Tombstone)],
+                    [i for i in part if isinstance(i, Evidence)],
+                    [i for i in part if isinstance(i, Vote)],
+                    votes_complete_under if every_vote else (),
+                )
+            ]
+
+        def refused(item: Tombstone | Evidence | Vote, exc: RefusedData) -> Received:
+            name = (
+                _vote_item(item)
+                if isinstance(item, Vote)
+                else _shown(item.erasure_id if isinstance(item, Tombstone) else item.evidence_id)
+            )
+            kind = (
+                "vote"
+                if isinstance(item, Vote)
+                else "tombstone"
+                if isinstance(item, Tombstone)
+                else "evidence"
+            )
+            return Received(0, [(name, "this node's database refused its data")], {kind: 1})
+
+        if not items:
+            return self._receive(peer_id, peer_cap, [], [], [], votes_complete_under)
+        parts = isolating(apply, items, refused)
+        total: Counter[str] = Counter()
+        for r in parts:
+            total.update(r.refused)
+        if total:
+            for observer in self._refusal_observers:
+                observer(dict(total))
+        return Received(
+            sum(r.accepted for r in parts),
+            [x for r in parts for x in r.rejected],
+            dict(total),
+        )
+
+    def _receive(
+        self,
+        peer_id: str,
+        peer_cap: str | None,
+        tombstones: Sequence[Tombstone],
+        evidence: Sequence[Evidence],
+        votes: Sequence[Vote],
+        votes_complete_under: Collection[str],
+    ) -> Received:
+        """`receive` in one transaction."""
         cap_name = peer_cap or self.policy.default_max_anchor
         rejected: list[tuple[str, str]] = []
+        kinds: Counter[str] = Counter()
         accepted = 0
         now = self.clock.now()
         fx = Committed()
+        # Every item is checked before any of it reaches a query: a refused item's text
+        # (a NUL, say) must not fail the transaction that carries the good ones.
+        good_tombstones: list[Tombstone] = []
+        for t in tombstones:
+            problem = tombstone_problem(t, now, self.policy.clock_skew_micros)
+            if problem:
+                rejected.append((_shown(t.erasure_id), problem))
+                kinds["tombstone"] += 1
+            else:
+                good_tombstones.append(t)
+        good_evidence: list[Evidence] = []
+        for e in evidence:
+            problems = relayed_violations(e, self.policy)
+            if problems:
+                rejected.append((_shown(e.evidence_id), describe_violations(problems)))
+                kinds["evidence"] += 1
+            else:
+                good_evidence.append(e)
+        checked_votes: list[Vote] = []
+        for v in votes:
+            problem = vote_problem(v, self.policy, now)
+            if problem:
+                rejected.append((_vote_item(v), problem))
+                kinds["vote"] += 1
+            else:
+                checked_votes.append(v)
         with self.repo.write() as tx:
-            known = tx.known_erasures([t.erasure_id for t in tombstones])
-            for t in tombstones:
-                problem = tombstone_problem(t, now, self.policy.clock_skew_micros)
-                if problem:
-                    rejected.append((t.erasure_id, problem))
-                    continue
+            known = tx.known_erasures([t.erasure_id for t in good_tombstones])
+            for t in good_tombstones:
                 accepted += 1
                 if t.erasure_id in known:
                     continue
@@ -82,12 +175,8 @@ class PeerInput(Writing, Forgetting):
             # Evidence held already (in any status) was decided when it first arrived: a
             # replayed or repeated item is taken as held, not decided and logged again, so
             # no peer can grow the decision log by resending what it sent.
-            held_ids = tx.stored_evidence_ids({e.evidence_id for e in evidence})
-            for e in evidence:
-                problems = relayed_violations(e, self.policy)
-                if problems:
-                    rejected.append((e.evidence_id, describe_violations(problems)))
-                    continue
+            held_ids = tx.stored_evidence_ids({e.evidence_id for e in good_evidence})
+            for e in good_evidence:
                 if e.evidence_id in held_ids:
                     accepted += 1
                     continue
@@ -111,17 +200,18 @@ class PeerInput(Writing, Forgetting):
             for e, ruling in self._ingest_in(tx, items, fx)[0]:
                 if ruling.decision.rule is Rule.ERASED:
                     rejected.append((e.evidence_id, "covered by an erasure"))
+                    kinds["evidence"] += 1
                 else:
                     accepted += 1
 
-            named = [v.evidence_id for v in votes if v.version_id is not None]
+            named = [v.evidence_id for v in checked_votes if v.version_id is not None]
             erased = tx.erased_ids(named)
             held = tx.evidence(named)
             good: list[Vote] = []
             room: int | None = None  # how many more of this peer's votes may wait
-            for v in votes:
-                problem = vote_problem(v, self.policy, now)
-                if not problem and v.version_id is not None:
+            for v in checked_votes:
+                problem = ""
+                if v.version_id is not None:
                     named_evidence = held.get(v.evidence_id)
                     if v.evidence_id in erased:
                         problem = "the vote rests on erased evidence"
@@ -141,7 +231,8 @@ class PeerInput(Writing, Forgetting):
                     ):
                         problem = "unknown version: the evidence it names is for another version"
                 if problem:
-                    rejected.append((ids.key_id(v.key), problem))
+                    rejected.append((_vote_item(v), problem))
+                    kinds["vote"] += 1
                     continue
                 good.append(replace(v, voter=peer_id))
             good = latest_per_key(good)
@@ -174,7 +265,7 @@ class PeerInput(Writing, Forgetting):
         if fx.erasures_added:
             # As after a local erase: the erased bytes must not linger in the WAL or old pages.
             self.repo.after_erase()
-        return Received(accepted, rejected)
+        return Received(accepted, rejected, dict(kinds))
 
     def reconsider_if_hour_changed(self) -> bool:
         """Vote weights move with the UTC hour: recount every voted key once per hour."""
@@ -206,3 +297,16 @@ class PeerInput(Writing, Forgetting):
                 self._refresh(tx, tx.key_states(keys), self.clock.now(), fx)
         self._after(fx)
         return len(keys)
+
+
+def _shown(item_id: str) -> str:
+    """An item's id as a refusal names it: ids are short hex, a peer's could be anything."""
+    return item_id if len(item_id) <= 64 and not text_problem(item_id) else quoted(item_id)
+
+
+def _vote_item(v: Vote) -> str:
+    """How a refusal names a vote: its key's id, or its text when that cannot be hashed."""
+    try:
+        return ids.key_id(v.key)
+    except UnicodeEncodeError:
+        return "vote with a key that is not text"

@@ -31,7 +31,7 @@ from factnode.ledger._model import (
     belief_from_rows,
     belief_from_verdict,
 )
-from factnode.ledger._serving import Serving, check_key_input, check_times
+from factnode.ledger._serving import Serving, check_filters, check_key_input, check_times
 from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief
 from factnode.store.repository import Transaction
 
@@ -102,6 +102,7 @@ class Reading(Serving):
         self, namespace: str, subject: str | None = None, page_size: int = 0, page_token: str = ""
     ) -> Page[Belief]:
         """Current beliefs of a namespace (and subject), a page at a time, in key order."""
+        check_filters(namespace=namespace, subject=subject)
         after = tokens.decode_key_position(page_token) if page_token else None
 
         def rows(tx: Transaction, limit: int) -> list[StoredBelief]:
@@ -117,6 +118,7 @@ class Reading(Serving):
     ) -> Page[Belief]:
         """Every key whose served state is CONTESTED or AMBIGUOUS, and only those, oldest
         first (by when its served belief last changed)."""
+        check_filters(namespace=namespace)
         after = tokens.decode_queue_position(page_token) if page_token else None
 
         def rows(tx: Transaction, limit: int) -> list[StoredBelief]:
@@ -278,6 +280,7 @@ class Reading(Serving):
         """The decision log, oldest first, optionally for one key or namespace."""
         if key is not None:
             check_key_input(key)
+        check_filters(namespace=namespace)
         size = _page_size(page_size)
         after = tokens.decode_seq_position(page_token) if page_token else 0
         with self.repo.read() as tx:
@@ -290,6 +293,7 @@ class Reading(Serving):
         self, namespace: str = "", after_seq: int = 0, limit: int = 100
     ) -> list[BeliefChange]:
         """Belief changes after a resume point, oldest first."""
+        check_filters(namespace=namespace)
         with self.repo.read() as tx:
             return tx.belief_changes(namespace or None, after_seq, limit)
 

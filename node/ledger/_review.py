@@ -13,6 +13,13 @@ from factnode.core import (
     Rule,
     ids,
 )
+from factnode.core.validation import (
+    MAX_NODE_ID_BYTES,
+    MAX_OBJECT_BYTES,
+    MAX_REASON_BYTES,
+    check_id,
+    check_text,
+)
 from factnode.ledger._model import Committed, NotFound, Resolution, Submitted
 from factnode.ledger._reading import Reading
 from factnode.ledger._serving import check_key_input
@@ -33,10 +40,12 @@ class Review(Writing, Reading):
         out: list[FieldViolation] = []
         if (version_id is None) == (obj is None):
             out.append(FieldViolation("choice", "give exactly one of version_id or object"))
-        if not operator.strip():
-            out.append(FieldViolation("operator", "is required"))
-        if not reason.strip():
-            out.append(FieldViolation("reason", "is required"))
+        if version_id is not None:
+            check_id(out, "version_id", version_id)
+        if obj is not None:
+            check_text(out, "object", obj, MAX_OBJECT_BYTES, required=True)
+        check_text(out, "operator", operator, MAX_NODE_ID_BYTES, required=True)
+        check_text(out, "reason", reason, MAX_REASON_BYTES, required=True)
         if out:
             raise InvalidInput(out)
         chosen = version_id if version_id is not None else ids.version_id(key, obj or "")

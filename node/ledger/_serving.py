@@ -33,7 +33,7 @@ from factnode.core.consensus import (
     transition,
 )
 from factnode.core.peer_checks import counted_vote
-from factnode.core.validation import check_instant, check_key
+from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_key, check_text
 from factnode.ledger._model import Belief, Committed, belief_from_rows, served_of
 from factnode.store import Repository, StoredBelief
 from factnode.store.repository import Transaction
@@ -70,6 +70,18 @@ class _Representatives:
         return self._all.get(version_id)
 
 
+def check_filters(**filters: str | None) -> None:
+    """Raises InvalidInput naming each list filter (a namespace or subject; None or "" for
+    none) that breaks the text rule or is longer than a key part may be: the filter
+    reaches a query, and a NUL there failed it on PostgreSQL."""
+    out: list[FieldViolation] = []
+    for name, value in filters.items():
+        if value:
+            check_text(out, name, value, MAX_KEY_PART_BYTES, required=False)
+    if out:
+        raise InvalidInput(out)
+
+
 def check_key_input(key: Key) -> None:
     """Raises InvalidInput naming each bad part of a key."""
     out: list[FieldViolation] = []
@@ -97,6 +109,8 @@ class Serving:
         self.node_id = node_id
         self.clock = clock
         self._observers: list[Callable[[Committed], None]] = []
+        # Told, after each delta a peer sent, how many of its items of each kind were refused.
+        self._refusal_observers: list[Callable[[Mapping[str, int]], None]] = []
 
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """Calls `observer` after every committed write with what it changed (the federation

@@ -4,9 +4,10 @@ recorded."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from factnode.core import (
     Arbitrated,
@@ -30,7 +31,7 @@ from factnode.core.arbitration import serves_alike
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger._model import Belief, Committed, NotFound, Submitted, belief_from_rows
 from factnode.ledger._serving import Serving, bearing_on, check_key_input
-from factnode.store.repository import StoredBelief, Transaction
+from factnode.store.repository import RefusedData, StoredBelief, Transaction
 
 
 @dataclass(slots=True)
@@ -71,6 +72,28 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def isolating(
+    apply: Callable[[Sequence[T]], list[R]],
+    items: Sequence[T],
+    refused: Callable[[T, RefusedData], R],
+) -> list[R]:
+    """`apply(items)` in one transaction; where the database refuses one item's data (and so
+    the whole transaction), the items are halved until the bad one stands alone: it gets
+    `refused(item, error)` and every other item is applied, in the same order. Other errors
+    (the database being down, say) are the batch's and propagate."""
+    try:
+        return apply(items)
+    except RefusedData as exc:
+        if len(items) == 1:
+            return [refused(items[0], exc)]
+    middle = len(items) // 2
+    return isolating(apply, items[:middle], refused) + isolating(apply, items[middle:], refused)
 
 
 def _erased_key(key: Key) -> Key:
@@ -119,6 +142,20 @@ class Writing(Serving):
             Submitted(ruling.decision, e.evidence_id, e.version_id, beliefs.get(e.key))
             for e, ruling in rulings
         ]
+
+    def ingest_each(
+        self, items: Sequence[tuple[Evidence, str | None]]
+    ) -> list[Submitted | RefusedData]:
+        """`ingest`, except that an item whose data the database refuses gets the error as its
+        answer alone, and the others are decided and committed as if it had not been sent."""
+
+        def apply(chunk: Sequence[tuple[Evidence, str | None]]) -> list[Submitted | RefusedData]:
+            return [*self.ingest(chunk)]
+
+        def refused(item: tuple[Evidence, str | None], exc: RefusedData) -> RefusedData:
+            return exc
+
+        return isolating(apply, items, refused)
 
     def _ingest_in(
         self,

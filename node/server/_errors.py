@@ -15,6 +15,7 @@ from grpc_status import rpc_status
 
 from factnode.core import InvalidInput
 from factnode.ledger import NotFound
+from factnode.store import RefusedData
 
 log = logging.getLogger("factnode.server")
 
@@ -40,17 +41,28 @@ class FailedPrecondition(Exception):
 
 
 # A status travels in trailers, which clients cap (grpc: 16 KiB); echoed input is cut short.
-MAX_MESSAGE_CHARS = 1024
-MAX_DESCRIPTION_CHARS = 200
+# In UTF-8 bytes: the message goes out percent-encoded (up to three bytes for each), and
+# the details base64-encoded, so a bound in characters let 1,024 emoji overflow the cap.
+MAX_MESSAGE_BYTES = 1024
+MAX_DESCRIPTION_BYTES = 200
 MAX_VIOLATIONS = 20
+MAX_VIOLATION_BYTES = 4096  # all field violations together
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "backslashreplace"))
 
 
 def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """`text` cut to at most `limit` UTF-8 bytes, marked with an ellipsis where it was cut."""
+    raw = text.encode("utf-8", "backslashreplace")
+    if len(raw) <= limit:
+        return text
+    return raw[: limit - 3].decode("utf-8", "ignore") + "…"
 
 
 def _status(code: int, message: str, details: Sequence[Message] = ()) -> grpc.Status:
-    proto = status_pb2.Status(code=code, message=_short(message, MAX_MESSAGE_CHARS))
+    proto = status_pb2.Status(code=code, message=_short(message, MAX_MESSAGE_BYTES))
     for d in details:
         packed = any_pb2.Any()
         packed.Pack(d)
@@ -65,16 +77,23 @@ def status_for(exc: BaseException, extra: Sequence[Message] = ()) -> grpc.Status
 
 def _status_of(exc: BaseException, extra: list[Message]) -> grpc.Status:
     if isinstance(exc, InvalidInput):
-        bad = error_details_pb2.BadRequest(
-            field_violations=[
-                error_details_pb2.BadRequest.FieldViolation(
-                    field=_short(v.field, MAX_DESCRIPTION_CHARS),
-                    description=_short(v.reason, MAX_DESCRIPTION_CHARS),
-                )
-                for v in exc.violations[:MAX_VIOLATIONS]
-            ]
-        )
+        bad = error_details_pb2.BadRequest()
+        budget = MAX_VIOLATION_BYTES
+        for v in exc.violations[:MAX_VIOLATIONS]:
+            field = _short(v.field, MAX_DESCRIPTION_BYTES)
+            description = _short(v.reason, MAX_DESCRIPTION_BYTES)
+            budget -= _size(field) + _size(description)
+            if budget < 0 and bad.field_violations:
+                break  # the first ones are named; the message lists on as far as it fits
+            bad.field_violations.add(field=field, description=description)
         return _status(code_pb2.INVALID_ARGUMENT, f"invalid request: {exc}", [bad, *extra])
+    if isinstance(exc, RefusedData):
+        # Its item alone: a batch it was in was committed without it (`Ledger.ingest_each`).
+        return _status(
+            code_pb2.INVALID_ARGUMENT,
+            "the database refused a value this request carries; nothing of it was written",
+            extra,
+        )
     if isinstance(exc, NotFound):
         return _status(code_pb2.NOT_FOUND, str(exc), extra)
     if isinstance(exc, PermissionDenied):

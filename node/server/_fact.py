@@ -6,8 +6,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from google.rpc import code_pb2
-
 from factnode import _wire as cv
 from factnode import tokens
 from factnode.api.v1 import factnode_pb2 as pb
@@ -26,6 +24,7 @@ from factnode.server._errors import (
     unary,
 )
 from factnode.server._requests import check
+from factnode.store import RefusedData
 
 STREAM_BATCH = 256  # SubmitFacts commits in batches of this many valid items
 WATCH_POLL_SECONDS = 1.0
@@ -66,9 +65,13 @@ class FactServicer(pb_grpc.FactServiceServicer):
         # The batch being committed while the next one is read off the stream (at most one).
         committing: tuple[list[tuple[int, Evidence, str | None]], asyncio.Task[Any]] | None = None
 
-        def decided(batch: list[tuple[int, Evidence, str | None]], done: list[Submitted]) -> None:
-            self.ctx.metrics.decided([d.decision for d in done])
-            results.extend((i, d.decision) for (i, _, _), d in zip(batch, done, strict=True))
+        def decided(
+            batch: list[tuple[int, Evidence, str | None]], done: list[Submitted | RefusedData]
+        ) -> None:
+            self.ctx.metrics.decided([d.decision for d in done if isinstance(d, Submitted)])
+            for (i, _, _), d in zip(batch, done, strict=True):
+                # An item whose data the database refused is that item's error alone.
+                results.append((i, d.decision if isinstance(d, Submitted) else _item_error(d)))
             self.ctx.changes.notify()
 
         async def settle() -> None:
@@ -87,7 +90,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
                 batch = pending.copy()
                 pending.clear()
                 items = [(e, k) for _, e, k in batch]
-                committing = (batch, asyncio.ensure_future(run(self.ctx.ledger.ingest, items)))
+                committing = (batch, asyncio.ensure_future(run(self.ctx.ledger.ingest_each, items)))
 
         index = 0
         try:
@@ -287,7 +290,6 @@ def _item_error(exc: Exception) -> pb.ItemError:
         if isinstance(exc, InvalidInput)
         else []
     )
-    code = (
-        code_pb2.INVALID_ARGUMENT if isinstance(exc, InvalidInput) else code_pb2.PERMISSION_DENIED
+    return pb.ItemError(
+        code=status.code.value[0], message=status.details, field_violations=violations
     )
-    return pb.ItemError(code=code, message=status.details, field_violations=violations)

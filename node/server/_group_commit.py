@@ -18,7 +18,8 @@ log = logging.getLogger("factnode.server")
 
 MAX_BATCH = 256  # submissions per write transaction
 
-Ingest = Callable[[Sequence[tuple[Evidence, str | None]]], list[Submitted]]
+# One answer per submission, in order: its decision, or the error that is its alone.
+Ingest = Callable[[Sequence[tuple[Evidence, str | None]]], Sequence[Submitted | Exception]]
 
 
 class WriterClosed(Exception):
@@ -35,8 +36,10 @@ class _Pending:
 class GroupCommit:
     """One writer thread per node drains the queue in arrival order; each drained batch (up
     to `max_batch`) goes to `ingest`, i.e. one write transaction. A caller's future resolves
-    after that commit; if the batch fails, every caller in it gets the exception. Nothing
-    waits to fill a batch: while one commits, the next ones queue.
+    after that commit; an error `ingest` answers for one submission (`Ledger.ingest_each`:
+    the database refused its data, and the rest were committed without it) goes to that
+    caller only; if the batch fails, every caller in it gets the exception. Nothing waits
+    to fill a batch: while one commits, the next ones queue.
 
     The writer is a thread of its own rather than a task handing each batch to a pool: after
     a commit it takes the next batch at once, without waiting for the event loop to resume
@@ -159,12 +162,16 @@ class GroupCommit:
 
     # -- back on the event loop -------------------------------------------------------
 
-    def _settle(self, batch: list[_Pending], done: list[Submitted]) -> None:
-        for p, submitted in zip(batch, done, strict=True):
-            if not p.done.done():
-                p.done.set_result(submitted)
+    def _settle(self, batch: list[_Pending], done: Sequence[Submitted | Exception]) -> None:
+        for p, answer in zip(batch, done, strict=True):
+            if p.done.done():
+                continue
+            if isinstance(answer, Exception):
+                p.done.set_exception(answer)
+            else:
+                p.done.set_result(answer)
         try:
-            self._on_commit(done)
+            self._on_commit([d for d in done if not isinstance(d, Exception)])
         except Exception as exc:
             # Committed and acknowledged already; the type only, as a message could quote a fact.
             log.error("after-commit hook failed: %s", type(exc).__name__)

@@ -97,6 +97,7 @@ class Node:
         )
         self.ledger = Ledger(self.repo, settings.policy, node_id, clock or SystemClock())
         self.metrics = Metrics()
+        self.ledger.on_refused(self.metrics.peer_refused)
         # grpc-stubs' grpc_health stubs omit the `aio` submodule that grpcio-health-checking has.
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         self.server: grpc.aio.Server | None = None
@@ -211,7 +212,7 @@ class Node:
         server = grpc.aio.server(options=options)
         access = Access(s)
         changes = Changes()
-        self.writer = GroupCommit(self.ledger.ingest, self._committed(changes))
+        self.writer = GroupCommit(self.ledger.ingest_each, self._committed(changes))
         self.writer.start()
         ctx = NodeContext(
             self.ledger,

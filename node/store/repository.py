@@ -73,6 +73,12 @@ class Tombstone:
     origin_node: str = ""  # the node where the erasure was made ("" from older peers)
 
 
+class RefusedData(Exception):
+    """The database refused a value a write carried (PostgreSQL's DataError: a NUL in text,
+    say): the transaction wrote nothing. Raised in place of the driver's error, whose text
+    quotes SQL and the values it carried."""
+
+
 @dataclass(frozen=True, slots=True)
 class Counts:
     """Sizes for status and metrics."""

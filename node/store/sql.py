@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
+import sqlalchemy.exc
 from sqlalchemy import Connection
 
 from factnode.core import Key, ids
@@ -36,6 +37,7 @@ from factnode.store._tombstones import ANY_ERASURE, SqlTombstones
 from factnode.store._votes import SqlVotes, vote_query
 from factnode.store.cache import DEFAULT_CACHE_KEYS, KeyCache, ServedMemory, Touched, by_voter
 from factnode.store.migrations import upgrade
+from factnode.store.repository import RefusedData
 
 __all__ = ["SqlRepository", "SqlTransaction", "make_engine"]
 
@@ -121,6 +123,11 @@ class SqlRepository:
         self._read_engine = make_engine(url, unpooled=True) if self.is_sqlite_file else None
         # A SQLite file's checkpoints run beside the writer, not inside its commits.
         self.checkpoints = Checkpoints(self.engine) if self.is_sqlite_file else None
+        # What a refused value raises: through SQLAlchemy, or from the hand-built SQL's cursors.
+        self._data_errors: tuple[type[Exception], ...] = (
+            sqlalchemy.exc.DataError,
+            self.engine.dialect.loaded_dbapi.DataError,
+        )
 
     @property
     def is_sqlite(self) -> bool:
@@ -134,6 +141,16 @@ class SqlRepository:
     @contextmanager
     def write(
         self, keys: Collection[Key] = (), evidence_ids: Collection[str] = ()
+    ) -> Iterator[SqlTransaction]:
+        try:
+            with self._write(keys, evidence_ids) as tx:
+                yield tx
+        except self._data_errors as exc:
+            raise RefusedData(f"the database refused a value ({type(exc).__name__})") from exc
+
+    @contextmanager
+    def _write(
+        self, keys: Collection[Key], evidence_ids: Collection[str]
     ) -> Iterator[SqlTransaction]:
         cache = self._cache
         touched = Touched()

@@ -164,6 +164,7 @@ def test_empty_operator_is_the_callers_identity(running: RunningNode) -> None:
         tokens.key_position("0" * 32, "0" * 32) + "A",
         tokens.key_position("0" * 32, "0" * 32).lower(),
         tokens.seq_position(2**63),
+        tokens.seq_position(tokens.MAX_SEQ + 1),  # beyond PostgreSQL's INTEGER seq
         tokens.seq_position(1, tokens.CHANGES),
         "MTpkZWNpc2lvbnM6MDE",  # 1:decisions:01, not canonical
         "٣" * 4,
@@ -179,6 +180,8 @@ def test_tampered_decision_token_is_invalid_input(token: str) -> None:
 
 def test_tokens_round_trip() -> None:
     """Every position a token encodes decodes back to itself."""
-    assert tokens.decode_seq_position(tokens.seq_position(2**63 - 1)) == 2**63 - 1
+    assert tokens.decode_seq_position(tokens.seq_position(tokens.MAX_SEQ)) == tokens.MAX_SEQ
+    since = (tokens.MAX_SINCE, "a" * 32, "b" * 32)
+    assert tokens.decode_queue_position(tokens.queue_position(*since)) == since
     key = ("a" * 32, "")
     assert tokens.decode_key_position(tokens.key_position(*key)) == key

@@ -2,7 +2,9 @@
 
 Every RPC gets raw bytes and generated messages. The node must answer each with a status
 other than INTERNAL or UNKNOWN, must write nothing for a request it refuses, and must
-still serve afterwards. The counts per status code are printed at the end (run with -s).
+still serve afterwards. With FACTNODE_TEST_POSTGRES_URL set, every case goes to a SQLite
+node and to a PostgreSQL node fed the same requests, and both must answer it with the same
+status code (`same_outcome`). The counts per status code are printed at the end (run with -s).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import message_factory
+from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import inspect, text
@@ -60,7 +64,7 @@ STATUS_COUNTS: collections.Counter[str] = collections.Counter()
 class RunningNode:
     """A Node served on its own event loop thread, with sync channels to both ports."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, database_url: str | None = None) -> None:
         certs = tmp / "certs"
         ensure_ca(certs)
         node_cert, node_key = issue_node_cert(certs, NODE_ID)
@@ -68,6 +72,7 @@ class RunningNode:
         self.settings = Settings(
             listen="127.0.0.1:0",
             data_dir=tmp / "data",
+            database_url=database_url,
             node_id=NODE_ID,
             peers=(Peer(address="127.0.0.1:1", node_id=PEER_ID),),
             federation_listen="127.0.0.1:0",
@@ -120,10 +125,8 @@ class RunningNode:
         self.loop.close()
 
 
-@pytest.fixture(scope="module")
-def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
-    """One node with a few beliefs, a contested key and an erasure to find."""
-    node = RunningNode(tmp_path_factory.mktemp("fuzz"))
+def _seeded(node: RunningNode) -> RunningNode:
+    """`node` with a few beliefs and a contested key to find."""
     submit = node.client.unary_unary(
         "/factnode.v1.FactService/SubmitFact",
         request_serializer=pb.SubmitFactRequest.SerializeToString,
@@ -137,8 +140,29 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
             source="fuzz seed",
         )
         submit(pb.SubmitFactRequest(fact=fact), timeout=RPC_TIMEOUT)
-    yield node
-    node.close()
+    return node
+
+
+@pytest.fixture(scope="module")
+def nodes(
+    tmp_path_factory: pytest.TempPathFactory, module_postgres_url: str | None
+) -> Iterator[list[RunningNode]]:
+    """The same seeded node on SQLite and, where PostgreSQL is set, on PostgreSQL."""
+    out = [_seeded(RunningNode(tmp_path_factory.mktemp("fuzz")))]
+    try:
+        if module_postgres_url is not None:
+            pg = RunningNode(tmp_path_factory.mktemp("fuzz-pg"), module_postgres_url)
+            out.append(_seeded(pg))
+        yield out
+    finally:
+        for node in out:
+            node.close()
+
+
+@pytest.fixture(scope="module")
+def running(nodes: list[RunningNode]) -> RunningNode:
+    """The SQLite node (the one other modules' tests share)."""
+    return nodes[0]
 
 
 # -- generated messages -----------------------------------------------------------
@@ -160,11 +184,14 @@ INTERESTING_TEXT = [
     "F" * 32,
     "not-an-id",
     "\x00",
+    "a\x00b",
+    "user:ana\x00",
     "x" * 300,
     "é" * 200,
     tokens.key_position(HEX_ID, HEX_ID),
     tokens.seq_position(1),
     tokens.seq_position(2**63 - 1),
+    tokens.seq_position(2**31),
     tokens.seq_position(1, tokens.CHANGES),
     "MTpjaGFuZ2VzOjk5OTk5OTk5OTk5OTk5OTk5OTk5OTk5",  # 1:changes:<25 digits>
     "MTpkZWNpc2lvbnM6LTE",  # 1:decisions:-1
@@ -266,15 +293,30 @@ def _call(channel: grpc.Channel, method: MethodDescriptor, payloads: Sequence[by
     return grpc.StatusCode.OK.name
 
 
+def same_outcome(method: MethodDescriptor, codes: Sequence[str]) -> bool:
+    """Whether the backends' status codes for one case agree. The one documented difference:
+    a live watch ends by its deadline (DEADLINE_EXCEEDED) or, if the deadline passes while
+    the server is answering, OK; both mean the watch was accepted."""
+    if method.server_streaming:
+        codes = ["OK" if c == "DEADLINE_EXCEEDED" else c for c in codes]
+    return len(set(codes)) == 1
+
+
 def _fuzz_once(
-    running: RunningNode, channel: grpc.Channel, method: MethodDescriptor, payloads: list[bytes]
+    nodes: Sequence[RunningNode], method: MethodDescriptor, payloads: list[bytes]
 ) -> None:
-    before = running.counts()
-    code = _call(channel, method, payloads)
-    STATUS_COUNTS[code] += 1
-    # A live watch ends by its deadline: that is the client giving up, not a refusal.
-    if code not in ("OK", "DEADLINE_EXCEEDED"):
-        assert running.counts() == before, f"{method.full_name} refused with {code} but wrote"
+    codes = []
+    for node in nodes:
+        before = node.counts()
+        code = _call(_channel_for(node, method), method, payloads)
+        STATUS_COUNTS[code] += 1
+        codes.append(code)
+        # A live watch ends by its deadline: that is the client giving up, not a refusal.
+        if code not in ("OK", "DEADLINE_EXCEEDED"):
+            assert node.counts() == before, f"{method.full_name} refused with {code} but wrote"
+    assert same_outcome(method, codes), (
+        f"{method.full_name}: SQLite {codes[0]}, PostgreSQL {codes[1]}"
+    )
 
 
 def _request_class(method: MethodDescriptor) -> type[Message]:
@@ -300,27 +342,29 @@ ALL_METHODS = [*CLIENT_METHODS, *FEDERATION_METHODS]
 
 
 @pytest.mark.parametrize("method", ALL_METHODS, ids=_ids(ALL_METHODS))
-def test_raw_bytes_never_crash_the_node(running: RunningNode, method: MethodDescriptor) -> None:
-    """Arbitrary request bytes get a status other than INTERNAL/UNKNOWN and, refused, write nothing."""
+def test_raw_bytes_never_crash_the_node(nodes: list[RunningNode], method: MethodDescriptor) -> None:
+    """Arbitrary request bytes get a status other than INTERNAL/UNKNOWN, the same on every
+    backend, and, refused, write nothing."""
 
     @FUZZ
     @given(st.lists(st.binary(max_size=120), min_size=1, max_size=4))
     def fuzz(payloads: list[bytes]) -> None:
-        _fuzz_once(running, _channel_for(running, method), method, payloads)
+        _fuzz_once(nodes, method, payloads)
 
     fuzz()
 
 
 @pytest.mark.parametrize("method", ALL_METHODS, ids=_ids(ALL_METHODS))
 def test_generated_messages_never_crash_the_node(
-    running: RunningNode, method: MethodDescriptor
+    nodes: list[RunningNode], method: MethodDescriptor
 ) -> None:
-    """Generated requests get a status other than INTERNAL/UNKNOWN and, refused, write nothing."""
+    """Generated requests get a status other than INTERNAL/UNKNOWN, the same on every
+    backend, and, refused, write nothing."""
 
     @FUZZ
     @given(_payloads(method))
     def fuzz(payloads: list[bytes]) -> None:
-        _fuzz_once(running, _channel_for(running, method), method, payloads)
+        _fuzz_once(nodes, method, payloads)
 
     fuzz()
 
@@ -342,3 +386,225 @@ def test_node_still_serves_after_the_fuzzing(running: RunningNode) -> None:
     total = sum(STATUS_COUNTS.values())
     summary = ", ".join(f"{code} {n}" for code, n in STATUS_COUNTS.most_common())
     print(f"\nfuzz: {total} calls; by status: {summary}")
+
+
+# -- the text rule: a NUL in any stored string field ---------------------------------
+
+NUL = "a\x00b"
+_KEY = {"namespace": "user:ana", "subject": "ana", "predicate": "lives_in"}
+_FACT = {"key": _KEY, "object": "Porto", "attribution": "user_stated", "source": "nul test"}
+# Each RPC's valid request, and its stored (or queried) string fields: the request path set
+# to a NUL, and the field the violation names.
+_KEY_FIELDS = [(f"key.{p}", f"key.{p}") for p in _KEY]
+NUL_CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
+    (
+        "FactService/SubmitFact",
+        {
+            "fact": {**_FACT, "corrects": HEX_ID, "contradicts": {**_KEY, "subject": "rui"}},
+            "idempotency_key": "nul-test",
+        },
+        [
+            *[(f"fact.key.{p}", p) for p in _KEY],
+            *[(f"fact.{f}", f) for f in ("object", "attribution", "source", "corrects")],
+            *[(f"fact.contradicts.{p}", f"contradicts.{p}") for p in _KEY],
+            ("idempotency_key", "idempotency_key"),
+        ],
+    ),
+    ("FactService/GetBelief", {"key": _KEY}, _KEY_FIELDS),
+    ("FactService/GetHistory", {"key": _KEY}, _KEY_FIELDS),
+    ("FactService/Explain", {"key": _KEY}, _KEY_FIELDS),
+    (
+        "FactService/ListBeliefs",
+        {"namespace": "user:ana", "subject": "ana"},
+        [("namespace", "namespace"), ("subject", "subject")],
+    ),
+    (
+        "FactService/Retract",
+        {
+            "key": _KEY,
+            "object": "Porto",
+            "reason": "moved",
+            "attribution": "user_stated",
+            "source": "nul test",
+        },
+        [*_KEY_FIELDS, *[(f, f) for f in ("object", "reason", "attribution", "source")]],
+    ),
+    (
+        "FactService/ListDecisions",
+        {"key": _KEY, "namespace": "user:ana"},
+        [*_KEY_FIELDS, ("namespace", "namespace")],
+    ),
+    ("FactService/WatchBeliefs", {"namespace": "user:ana"}, [("namespace", "namespace")]),
+    ("ReviewService/ListContested", {"namespace": "user:ana"}, [("namespace", "namespace")]),
+    ("ReviewService/GetContested", {"key": _KEY}, _KEY_FIELDS),
+    (
+        "ReviewService/ResolveContested",
+        {"key": _KEY, "object": "Porto", "reason": "checked", "operator": "ops"},
+        [*_KEY_FIELDS, *[(f, f) for f in ("object", "reason", "operator")]],
+    ),
+    (
+        "ReviewService/ResolveContested",
+        {"key": _KEY, "version_id": HEX_ID, "reason": "checked", "operator": "ops"},
+        [("version_id", "version_id")],
+    ),
+    (
+        "AdminService/Erase",
+        {"evidence_id": HEX_ID, "reason": "gdpr", "operator": "ops"},
+        [("evidence_id", "evidence_id"), ("reason", "reason"), ("operator", "operator")],
+    ),
+    ("AdminService/Erase", {"key": _KEY, "reason": "gdpr"}, _KEY_FIELDS),
+    (
+        "AdminService/Erase",
+        {"subject": {"namespace": "user:ana", "subject": "ana"}, "reason": "gdpr"},
+        [("subject.namespace", "subject.namespace"), ("subject.subject", "subject.subject")],
+    ),
+    ("AdminService/SyncNow", {"peer_node_id": PEER_ID}, [("peer_node_id", "peer_node_id")]),
+]
+
+
+def _with(base: dict[str, Any], path: str, value: str) -> dict[str, Any]:
+    """`base` with the field at the dotted `path` set to `value`."""
+    head, _, rest = path.partition(".")
+    out = dict(base)
+    out[head] = _with(base[head], rest, value) if rest else value
+    return out
+
+
+def _nul_requests() -> list[tuple[str, bytes, str]]:
+    out = []
+    for rpc, base, fields in NUL_CASES:
+        service, name = rpc.split("/")
+        method = pb.DESCRIPTOR.services_by_name[service].methods_by_name[name]
+        cls = _request_class(method)
+        for path, field in fields:
+            msg = cls()
+            json_format.ParseDict(_with(base, path, NUL), msg)
+            out.append((rpc, msg.SerializeToString(), field))
+    return out
+
+
+def _violated_fields(err: grpc.RpcError) -> list[str]:
+    status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    assert status is not None, "no rich status"
+    out = []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            out.extend(v.field for v in bad.field_violations)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("rpc", "request_", "field"),
+    [
+        ("FactService/ListDecisions", {"page_token": tokens.seq_position(2**31)}, "page_token"),
+        (
+            "FactService/WatchBeliefs",
+            {"resume_token": tokens.seq_position(2**31, tokens.CHANGES)},
+            "resume_token",
+        ),
+    ],
+)
+def test_a_position_beyond_postgresqls_integer_seq_is_invalid_on_every_backend(
+    nodes: list[RunningNode], rpc: str, request_: dict[str, str], field: str
+) -> None:
+    """A decision-log or change position past 2**31 - 1 (PostgreSQL's INTEGER seq) is
+    INVALID_ARGUMENT on its token on both backends (it was INTERNAL on PostgreSQL alone)."""
+    service, name = rpc.split("/")
+    method = pb.DESCRIPTOR.services_by_name[service].methods_by_name[name]
+    msg = _request_class(method)()
+    json_format.ParseDict(request_, msg)
+    for node in nodes:
+        with pytest.raises(grpc.RpcError) as err:
+            call = node.client.unary_stream if method.server_streaming else node.client.unary_unary
+            reply = call(f"/factnode.v1.{rpc}")(msg.SerializeToString(), timeout=RPC_TIMEOUT)
+            if method.server_streaming:
+                for _ in reply:  # type: ignore[union-attr]
+                    pass
+        assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert _violated_fields(err.value) == [field]
+
+
+@pytest.mark.parametrize(
+    ("rpc", "payload", "field"),
+    _nul_requests(),
+    ids=[f"{rpc}:{field}" for rpc, _, field in _nul_requests()],
+)
+def test_a_nul_in_a_stored_string_field_is_invalid_argument_on_every_backend(
+    nodes: list[RunningNode], rpc: str, payload: bytes, field: str
+) -> None:
+    """A NUL in any string field that is stored or queried gets INVALID_ARGUMENT naming that
+    field, on SQLite and PostgreSQL alike, and writes nothing."""
+    service, name = rpc.split("/")
+    method = pb.DESCRIPTOR.services_by_name[service].methods_by_name[name]
+    path = f"/factnode.v1.{rpc}"
+    for node in nodes:
+        before = node.counts()
+        with pytest.raises(grpc.RpcError) as err:
+            if method.server_streaming:
+                for _ in node.client.unary_stream(path)(payload, timeout=RPC_TIMEOUT):
+                    pass
+            else:
+                node.client.unary_unary(path)(payload, timeout=RPC_TIMEOUT)
+        where = node.settings.db_url.split(":")[0]
+        assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT, (where, err.value.details())
+        assert field in _violated_fields(err.value), (where, _violated_fields(err.value))
+        assert node.counts() == before, f"{where}: refused but wrote"
+
+
+def test_a_nul_item_in_a_submitfacts_stream_is_refused_alone_on_every_backend(
+    nodes: list[RunningNode],
+) -> None:
+    """In a SubmitFacts stream, an item with a NUL in a stored field is refused as invalid,
+    naming the field, and the items around it are decided, on every backend."""
+    good = pb.SubmitFactRequest()
+    json_format.ParseDict({"fact": {**_FACT, "key": {**_KEY, "subject": "stream"}}}, good)
+    bad = pb.SubmitFactRequest()
+    json_format.ParseDict({"fact": {**_FACT, "source": NUL}}, bad)
+    for node in nodes:
+        call = node.client.stream_unary(
+            "/factnode.v1.FactService/SubmitFacts",
+            response_deserializer=pb.SubmitFactsResponse.FromString,
+        )
+        reply = call(iter([good.SerializeToString(), bad.SerializeToString()]), timeout=RPC_TIMEOUT)
+        assert (reply.decided_count, reply.invalid_count) == (1, 1)
+        assert [v.field for v in reply.results[1].error.field_violations] == ["source"]
+
+
+def test_a_nul_in_pushed_evidence_or_tombstone_is_refused_alone_on_every_backend(
+    nodes: list[RunningNode],
+) -> None:
+    """A peer's evidence or tombstone with a NUL in a stored field is refused item by item
+    (the delta itself is answered OK) on SQLite and PostgreSQL alike."""
+    evidence = pb.RelayedEvidence(
+        evidence_id=HEX_ID,
+        key=pb.Key(**_KEY),
+        object=NUL,
+        attribution="user_stated",
+        source="peer",
+        worth_milli=500,
+        confidence_milli=500,
+        origin_node=PEER_ID,
+    )
+    tombstone = pb.ErasureTombstone(
+        erasure_id=HEX_ID,
+        scope=pb.ERASURE_SCOPE_EVIDENCE,
+        scope_hash=HEX_ID,
+        evidence_ids=[HEX_ID],
+        operator="ops",
+        reason=NUL,
+        origin_node=PEER_ID,
+    )
+    for node in nodes:
+        before = node.counts()
+        push = node.federation.unary_unary(
+            "/factnode.v1.FederationService/PushDelta",
+            request_serializer=pb.Delta.SerializeToString,
+            response_deserializer=pb.PushDeltaResponse.FromString,
+        )
+        reply = push(pb.Delta(evidence=[evidence], tombstones=[tombstone]), timeout=RPC_TIMEOUT)
+        reasons = sorted(r.reason for r in reply.rejected)
+        assert reply.accepted == 0
+        assert len(reasons) == 2 and all("NUL" in r for r in reasons), reasons
+        assert node.counts() == before

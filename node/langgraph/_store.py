@@ -288,6 +288,11 @@ class AsyncFactnodeStore(BaseStore):
         self._client: AsyncClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
+    @property
+    def namespace(self) -> str:
+        """The factnode namespace that holds the store's items."""
+        return self._options.root
+
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         loop = asyncio.get_running_loop()
         if self._client is None:
@@ -366,6 +371,11 @@ class FactnodeStore(BaseStore):
         )
         self._thread.start()
         self._client: AsyncClient = self._on_loop(self._open())
+
+    @property
+    def namespace(self) -> str:
+        """The factnode namespace that holds the store's items."""
+        return self._options.root
 
     async def _open(self) -> AsyncClient:
         return self._options.client()

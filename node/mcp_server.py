@@ -47,6 +47,7 @@ INSTRUCTIONS = (
     "then the later event time, then worth, then confidence. Use remember_fact to record what "
     "you learn, recall to read what is believed, why to see which rule decided it, history for "
     "every value a key has had, and forget when a value stopped being true."
+    " recall_about lists what is believed about a subject when you do not know its keys."
 )
 
 Namespace = Annotated[
@@ -153,6 +154,52 @@ def version_text(v: Version) -> str:
     lines = [f"{v.object!r} ({v.status}){': held ' + spans if spans else ''}"]
     lines += [f"  - {_provenance(e)}" for e in v.evidence]
     return "\n".join(lines)
+
+
+def recall_line(b: Belief) -> str:
+    """One belief of a subject, for recall_about: predicate, value, state, rule and anchor."""
+    value = ", ".join(repr(v) for v in sorted(b.values)) if len(b.values) > 1 else repr(b.object)
+    line = f"- {b.key.predicate}: {value} ({b.state}" + (f" by rule {b.rule})" if b.rule else ")")
+    e = b.evidence
+    if e is not None:
+        line += (
+            f"; {e.attribution} from {e.source or 'no source'}, valid from {_iso(e.valid_from)}, "
+            f"confidence {e.confidence:g}"
+        )
+    return line
+
+
+def add_recall_about(server: MCPServer[Any], client: AsyncClient) -> None:
+    """The tool that lists a subject's beliefs, for a model that does not know the keys."""
+
+    @server.tool(
+        description=(
+            "Everything the node currently believes about a subject in a namespace: each "
+            "predicate with its value, state, deciding rule and trust anchor (e.g. 'what do we "
+            "know about Ana?'). Use it before recall when you do not know which predicates exist."
+        )
+    )
+    async def recall_about(
+        namespace: Namespace,
+        subject: Subject,
+        limit: Annotated[
+            int, Field(description="At most this many beliefs (1 to 1000; default 50).")
+        ] = 50,
+    ) -> str:
+        if not 1 <= limit <= 1000:
+            raise ToolError(f"invalid input: limit: must be between 1 and 1000, got {limit}")
+        try:
+            found = await client.recall(namespace, subject, limit=limit + 1)
+        except ClientError as err:
+            raise ToolError(field_text(err, client.address)) from None
+        if not found:
+            return f"nothing is believed about {subject!r} in {namespace}."
+        shown = found[:limit]
+        lines = [f"{namespace}/{subject}: {len(shown)} belief(s)"]
+        lines += [recall_line(b) for b in shown]
+        if len(found) > limit:
+            lines.append(f"(more beliefs not shown: raise limit above {limit})")
+        return "\n".join(lines)
 
 
 def build_server(client: AsyncClient) -> MCPServer[Any]:
@@ -345,6 +392,7 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
             raise ResourceError(field_text(err, client.address)) from None
         return json.dumps(belief_json(found))
 
+    add_recall_about(server, client)
     return server
 
 

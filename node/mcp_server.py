@@ -10,10 +10,14 @@ the reason, and the session goes on. Needs the `mcp` extra (`pip install 'factno
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
+import signal
+import socket
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -32,6 +36,7 @@ from factnode.client import (
     Unavailable,
     Version,
 )
+from factnode.config import is_loopback
 from factnode.core.policy import DEFAULT_ANCHORS
 
 R = TypeVar("R")
@@ -412,4 +417,142 @@ def main(address: str, *, token: str | None, ca_cert: str | None, timeout: float
     except OSError as exc:
         print(f"factnode mcp: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+# --- Streamable HTTP (`factnode mcp --http`) ---------------------------------------------
+
+MCP_PATH = "/mcp"  # the MCP SDK's default Streamable HTTP endpoint
+DEFAULT_HTTP_LISTEN = "127.0.0.1:7430"
+
+
+class BearerTokens:
+    """ASGI wrapper: an HTTP request without `Authorization: Bearer <one of tokens>` gets 401.
+
+    The SDK's own auth is an OAuth resource server (an issuer URL, protected-resource
+    metadata, a token verifier); fixed tokens need only this constant-time comparison."""
+
+    def __init__(self, app: Any, tokens: frozenset[str]) -> None:
+        self.app = app
+        self.tokens = tuple(t.encode() for t in tokens)
+
+    def allows(self, header: bytes) -> bool:
+        scheme, _, token = header.partition(b" ")
+        if scheme.lower() != b"bearer" or not token.strip():
+            return False
+        # Every token is compared, so the time taken does not say which one nearly matched.
+        matched = [hmac.compare_digest(token.strip(), t) for t in self.tokens]
+        return any(matched)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self.tokens:
+            header = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not self.allows(header):
+                body = b'{"error": "unauthorized: send Authorization: Bearer <MCP token>"}'
+                await send({
+                    "type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"www-authenticate", b'Bearer realm="factnode-mcp"'),
+                                (b"content-length", str(len(body)).encode())],
+                })  # fmt: skip
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(client: AsyncClient, host: str, tokens: frozenset[str]) -> Any:
+    """The MCP server over the SDK's Streamable HTTP transport at MCP_PATH, behind tokens.
+
+    On a loopback host the SDK also refuses requests whose Host or Origin header is not a
+    loopback name (DNS rebinding)."""
+    app = build_server(client).streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    return BearerTokens(app, tokens)
+
+
+def read_tokens(path: str | None, env: str | None) -> frozenset[str]:
+    """MCP tokens from a file (one per line; blank lines and # comments skipped) and from
+    a comma-separated list (FACTNODE_MCP_TOKENS)."""
+    out: set[str] = set()
+    if path:
+        for line in Path(path).read_text().splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                out.add(line.strip())
+    out.update(t.strip() for t in (env or "").split(",") if t.strip())
+    return frozenset(out)
+
+
+async def serve_http(
+    address: str, *, token: str | None, ca_cert: str | None, timeout: float, host: str,
+    port: int, tokens: frozenset[str], announce: Callable[[str], None],
+) -> None:  # fmt: skip
+    """Serves MCP over Streamable HTTP on host:port (0: a free port) until SIGINT/SIGTERM."""
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    client = AsyncClient(address, token=token, ca_cert=ca_cert, timeout=timeout)
+    try:
+        app = http_app(client, host, tokens)
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
+        )
+        server = uvicorn.Server(config)
+        auth = "bearer tokens required" if tokens else "no MCP tokens: loopback only"
+        announce(
+            f"factnode mcp on http://{shown}:{sock.getsockname()[1]}{MCP_PATH} "
+            f"({auth}) for the node at {address}"
+        )
+        await server.serve(sockets=[sock])
+    finally:
+        await client.close()
+        sock.close()
+
+
+def _exit_ok(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+def main_http(
+    address: str, *, token: str | None, ca_cert: str | None, timeout: float, listen: str,
+    token_file: str | None, tokens_env: str | None,
+) -> int:  # fmt: skip
+    """`factnode mcp --http`: usage errors (a bad --listen, unreadable files, a non-loopback
+    listen without MCP tokens, a port in use) exit 2 naming the option."""
+    host, sep, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit():
+        print(f"factnode mcp: --listen must be HOST:PORT, got {listen!r}", file=sys.stderr)
+        return 2
+    try:
+        tokens = read_tokens(token_file, tokens_env)
+    except OSError as exc:
+        print(f"factnode mcp: --mcp-token-file: {exc}", file=sys.stderr)
+        return 2
+    if token_file and not tokens:
+        print(f"factnode mcp: --mcp-token-file {token_file!r} holds no token", file=sys.stderr)
+        return 2
+    if not tokens and not is_loopback(listen):
+        print(
+            f"factnode mcp: --listen {listen} is not loopback: give the tokens MCP clients must "
+            "send (--mcp-token-file or FACTNODE_MCP_TOKENS)",
+            file=sys.stderr,
+        )
+        return 2
+    serving = serve_http(
+        address, token=token, ca_cert=ca_cert, timeout=timeout, host=host, port=int(port),
+        tokens=tokens, announce=lambda line: print(line, flush=True),
+    )  # fmt: skip
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler that
+    # was in place before it: this one makes that a clean exit 0, as for Ctrl-C.
+    signal.signal(signal.SIGTERM, _exit_ok)
+    try:
+        asyncio.run(serving)
+    except OSError as exc:
+        print(f"factnode mcp: cannot listen on {listen}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
     return 0

@@ -1,6 +1,7 @@
-"""`factnode mcp`: the Model Context Protocol over stdio, so an LLM agent can use a node.
+"""`factnode mcp`: the Model Context Protocol over stdio (or Streamable HTTP with `--http`),
+so an LLM agent can use a node.
 
-Tools `remember_fact`, `recall`, `why`, `history` and `forget`, and the resource template
+Tools `remember_fact`, `recall`, `recall_about`, `why`, `history` and `forget`, and the resource template
 `factnode://belief/{namespace}/{subject}/{predicate}`. Everything goes through
 `factnode.AsyncClient`; whatever the node refuses (a bad field, an unknown key, a missing
 role, an unreachable node) comes back to the model as tool error text naming the field and

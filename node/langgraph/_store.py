@@ -244,10 +244,12 @@ class _Batch:
         d = self.o.defaults
         # NotFound: nothing believed; deleting an absent item changes nothing, as in LangGraph.
         with contextlib.suppress(NotFound):
-            await self.client.retract(
+            decision, _ = await self.client.retract(
                 key, f"LangGraph store delete of {item_key!r}", attribution=d.attribution,
                 source=d.source, worth=d.worth, confidence=d.confidence,
             )  # fmt: skip
+            if decision.outcome == "REJECTED":
+                raise Rejected(namespace, item_key, decision.rule, decision.detail)
 
 
 class AsyncFactnodeStore(BaseStore):

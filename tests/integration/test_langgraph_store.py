@@ -142,6 +142,25 @@ def test_a_weaker_anchor_does_not_replace_a_stronger_one(store: FactnodeStore) -
     assert reference.get(ns, "home").value == {"city": "Porto"}  # type: ignore[union-attr]
 
 
+def test_an_older_event_time_does_not_replace_a_newer_one(store: FactnodeStore) -> None:
+    """A later put saying when its value became true, earlier than the belief's, is history:
+    the belief keeps the value with the later event time (recency), unlike InMemoryStore."""
+    store.put(("m",), "home", {"city": "Lisbon", "_factnode": {"valid_from": "2025-06-01"}})
+    store.put(("m",), "home", {"city": "Porto", "_factnode": {"valid_from": "2024-01-01"}})
+    assert store.get(("m",), "home").value == {"city": "Lisbon"}  # type: ignore[union-attr]
+
+
+def test_a_rejected_delete_raises_naming_the_rule(node: InProcessNode) -> None:
+    """A delete is a retraction with the store's provenance: below the confidence floor it
+    is REJECTED, says so, and the item stays."""
+    with FactnodeStore(node.address, namespace=_root(), token=OPERATOR, confidence=0.1) as s:
+        s.put(("m",), "k", {"v": 1, "_factnode": {"confidence": 0.9}})
+        with pytest.raises(Rejected) as err:
+            s.delete(("m",), "k")
+        assert err.value.rule == "min_confidence"
+        assert s.get(("m",), "k").value == {"v": 1}  # type: ignore[union-attr]
+
+
 def test_put_keeps_every_version(node: InProcessNode, store: FactnodeStore) -> None:
     """Each put is evidence: the key's history holds every value put, the belief the last."""
     store.put(("a",), "k", {"v": 1})

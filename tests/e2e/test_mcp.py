@@ -167,7 +167,7 @@ async def test_unreachable_node_is_tool_error_text(tmp_path: Path) -> None:
         async with mcp_session(address, tmp_path) as session:
             result = await call(session, "recall", namespace="n", subject="s", predicate="p")
             assert result.is_error and "unreachable" in text(result), text(result)
-            assert len((await session.list_tools()).tools) == 5
+            assert len((await session.list_tools()).tools) == 6
 
 
 async def test_token_without_the_role_is_permission_denied_text(tmp_path: Path) -> None:

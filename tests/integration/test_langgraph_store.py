@@ -334,6 +334,29 @@ async def test_sync_store_async_methods(store: FactnodeStore) -> None:
     assert item is not None and item.value == {"v": 3}
 
 
+def test_a_closed_store_says_so(node: InProcessNode) -> None:
+    """After close, the blocking store's loop thread is gone and a call says the store is
+    closed instead of hanging."""
+    s = FactnodeStore(node.address, namespace=_root(), token=OPERATOR)
+    s.close()
+    s.close()  # closing twice is harmless
+    with pytest.raises(RuntimeError, match="closed"):
+        s.get(("a",), "k")
+
+
+async def test_recall_lists_a_langgraph_namespace(node: InProcessNode) -> None:
+    """A LangGraph namespace is a subject: the client's recall lists its items' facts."""
+    async with AsyncFactnodeStore(node.address, namespace=_root(), token=OPERATOR) as s:
+        await s.aput(("memories", "ana"), "tea", {"content": "likes tea"})
+        await s.aput(("memories", "ana"), "home", {"content": "Porto"})
+        await s.aput(("memories", "bo"), "home", {"content": "Oslo"})
+        with Client(node.address, token=READER) as client:
+            found = await asyncio.to_thread(client.recall, s.namespace, "memories.ana")
+    assert sorted((b.key.predicate, b.object) for b in found) == [
+        ("home", '{"content":"Porto"}'), ("tea", '{"content":"likes tea"}'),
+    ]  # fmt: skip
+
+
 # --- LangMem's memory tools -------------------------------------------------------------
 
 

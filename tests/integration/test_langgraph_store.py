@@ -27,6 +27,7 @@ CALL_TIMEOUT = 10.0  # seconds for one call to the node
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessNode]:
+    """A node served in-process on a loopback port chosen by the kernel."""
     n = InProcessNode(tmp_path_factory.mktemp("langgraph-node"))
     yield n
     n.close()
@@ -38,6 +39,7 @@ def _root() -> str:
 
 @pytest.fixture
 def store(node: InProcessNode) -> Iterator[FactnodeStore]:
+    """A blocking store in a factnode namespace of its own, closed at teardown."""
     with FactnodeStore(node.address, namespace=_root(), token=OPERATOR, timeout=CALL_TIMEOUT) as s:
         yield s
 

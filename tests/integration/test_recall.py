@@ -21,6 +21,7 @@ SESSION_TIMEOUT = 30.0  # seconds for one in-process MCP session
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessNode]:
+    """A node served in-process on a loopback port chosen by the kernel."""
     n = InProcessNode(tmp_path_factory.mktemp("recall-node"))
     yield n
     n.close()

@@ -59,7 +59,14 @@ filters = st.one_of(
     st.builds(lambda n: {"n": {"$gte": n}}, st.integers(0, 3)),
     st.builds(lambda s: {"s": {"$ne": s}}, st.text("xy", max_size=1)),
 )
+names = st.tuples(st.sampled_from(NAMESPACES), st.sampled_from(KEYS))
+batch_ops = st.one_of(
+    st.builds(lambda nk, v: PutOp(*nk, v), names, values | st.none()),
+    st.builds(lambda nk: GetOp(*nk), names),
+    st.builds(lambda p, f: SearchOp(p, f, 100), st.sampled_from(PREFIXES), filters),
+)
 operations = st.one_of(
+    st.tuples(st.just("batch"), st.lists(batch_ops, min_size=1, max_size=5)),
     st.tuples(st.just("put"), st.sampled_from(NAMESPACES), st.sampled_from(KEYS), values),
     st.tuples(st.just("delete"), st.sampled_from(NAMESPACES), st.sampled_from(KEYS)),
     st.tuples(st.just("get"), st.sampled_from(NAMESPACES), st.sampled_from(KEYS)),
@@ -90,6 +97,12 @@ def _apply(s: Any, op: tuple[Any, ...]) -> Any:
         return None if item is None else (tuple(item.namespace), item.key, item.value)
     if kind == "search":
         return _rows(s.search(args[0], filter=args[1], limit=100))
+    if kind == "batch":
+        return [
+            _rows(r) if isinstance(r, list) else None if r is None else
+            (tuple(r.namespace), r.key, r.value)
+            for r in s.batch(args[0])
+        ]  # fmt: skip
     if kind == "namespaces":
         if isinstance(s, InMemoryStore):
             # InMemoryStore lists a namespace once any op named it, even with no item left
@@ -107,9 +120,9 @@ def _apply(s: Any, op: tuple[Any, ...]) -> Any:
 def test_one_writer_agrees_with_in_memory_store(
     node: InProcessNode, ops: list[tuple[Any, ...]]
 ) -> None:
-    """With one writer and one anchor, every get, search and list_namespaces answer equals
-    InMemoryStore's (search compared in the factnode store's order, namespace then key;
-    namespaces those holding items), and each limit/offset page is that page of the order."""
+    """With one writer and one anchor, every get, search, list_namespaces and mixed batch
+    answer equals InMemoryStore's (search compared in the factnode store's order, namespace
+    then key; namespaces those holding items), and each limit/offset page is that page."""
     reference = InMemoryStore()
     with FactnodeStore(node.address, namespace=_root(), token=OPERATOR) as ours:
         for op in ops:

@@ -252,17 +252,11 @@ class _Batch:
                 raise Rejected(namespace, item_key, decision.rule, decision.detail)
 
 
-class AsyncFactnodeStore(BaseStore):
-    """A LangGraph store on a factnode, for asyncio: every version kept, `get` the belief.
-
-    Items live in the factnode namespace `namespace`; a LangGraph namespace tuple is the
-    subject (labels joined with "."), the key is the predicate, the value is the object as
-    canonical JSON. A put is evidence with the store's provenance (`attribution`, `source`,
-    `worth`, `confidence`) or the one its value names under "_factnode"; a delete is a
-    retraction. Its blocking methods work from other threads while its loop runs."""
+class _FactnodeStore(BaseStore):
+    """What both stores share: their options, built once from the constructor's arguments."""
 
     supports_ttl = False
-    __slots__ = ("_client", "_loop", "_options")
+    __slots__ = ("_options",)
 
     def __init__(
         self,
@@ -287,13 +281,34 @@ class AsyncFactnodeStore(BaseStore):
             worth=worth, confidence=confidence, multi_valued=multi_valued,
             unindexed_query=unindexed_query,
         )  # fmt: skip
-        self._client: AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._connect()
+
+    def _connect(self) -> None:
+        """Prepares the store's connection to the node (each store in its own way)."""
+        raise NotImplementedError
 
     @property
     def namespace(self) -> str:
         """The factnode namespace that holds the store's items."""
         return self._options.root
+
+
+class AsyncFactnodeStore(_FactnodeStore):
+    """A LangGraph store on a factnode, for asyncio: every version kept, `get` the belief.
+
+    Items live in the factnode namespace `namespace`; a LangGraph namespace tuple is the
+    subject (labels joined with "."), the key is the predicate, the value is the object as
+    canonical JSON. A put is evidence with the store's provenance (`attribution`, `source`,
+    `worth`, `confidence`) or the one its value names under "_factnode"; a delete is a
+    retraction. Its blocking methods work from other threads while its loop runs."""
+
+    __slots__ = ("_client", "_loop")
+
+    def _connect(self) -> None:
+        # The client opens on the loop of the first async call (a grpc.aio channel belongs
+        # to one event loop).
+        self._client: AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         loop = asyncio.get_running_loop()
@@ -337,47 +352,23 @@ class AsyncFactnodeStore(BaseStore):
         await self.aclose()
 
 
-class FactnodeStore(BaseStore):
+class FactnodeStore(_FactnodeStore):
     """A LangGraph store on a factnode for blocking code: AsyncFactnodeStore's mapping and
     options, run on an event loop thread the store owns (its async methods hop onto it)."""
 
-    supports_ttl = False
-    __slots__ = ("_client", "_loop", "_options", "_thread")
+    __slots__ = ("_client", "_loop", "_thread")
 
-    def __init__(
-        self,
-        address: str,
-        *,
-        namespace: str = "langgraph",
-        token: str | None = None,
-        ca_cert: str | Path | None = None,
-        client_cert: str | Path | None = None,
-        client_key: str | Path | None = None,
-        timeout: float = 10.0,
-        attribution: str = "agent_inferred",
-        source: str = "langgraph",
-        worth: float | None = None,
-        confidence: float | None = None,
-        multi_valued: Iterable[str] = DEFAULT_MULTI_VALUED,
-        unindexed_query: UnindexedQuery = "refuse",
-    ) -> None:
-        self._options = _Options(
-            address, namespace=namespace, token=token, ca_cert=ca_cert, client_cert=client_cert,
-            client_key=client_key, timeout=timeout, attribution=attribution, source=source,
-            worth=worth, confidence=confidence, multi_valued=multi_valued,
-            unindexed_query=unindexed_query,
-        )  # fmt: skip
+    def _connect(self) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="factnode-store", daemon=True
         )
         self._thread.start()
-        self._client: AsyncClient = self._on_loop(self._open())
-
-    @property
-    def namespace(self) -> str:
-        """The factnode namespace that holds the store's items."""
-        return self._options.root
+        try:
+            self._client: AsyncClient = self._on_loop(self._open())
+        except BaseException:  # an unreadable certificate file: leave no thread behind
+            self._stop_loop()
+            raise
 
     async def _open(self) -> AsyncClient:
         return self._options.client()
@@ -404,6 +395,9 @@ class FactnodeStore(BaseStore):
         if not self._thread.is_alive():
             return
         self._on_loop(self._client.close())
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()

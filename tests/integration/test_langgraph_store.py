@@ -6,6 +6,7 @@ stronger one)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -357,6 +358,14 @@ def test_a_closed_store_says_so(node: InProcessNode) -> None:
     s.close()  # closing twice is harmless
     with pytest.raises(RuntimeError, match="closed"):
         s.get(("a",), "k")
+
+
+def test_an_unreadable_certificate_fails_the_constructor(tmp_path: Path) -> None:
+    """A ca_cert that cannot be read raises at construction and leaves no loop thread."""
+    before = {t.ident for t in threading.enumerate()}
+    with pytest.raises(OSError):
+        FactnodeStore("127.0.0.1:1", ca_cert=tmp_path / "missing.pem")
+    assert not [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
 
 
 async def test_recall_lists_a_langgraph_namespace(node: InProcessNode) -> None:

@@ -9,7 +9,7 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -304,6 +304,18 @@ def test_ttl_and_query_are_refused_clearly(node: InProcessNode, store: FactnodeS
     with FactnodeStore(node.address, namespace=root, token=OPERATOR, unindexed_query="ignore") as s:
         s.put(("a",), "k", {"v": 1})
         assert [i.value for i in s.search(("a",), query="tea")] == [{"v": 1}]
+
+
+def test_items_are_forgotten_by_decay_not_ttl(node: InProcessNode, store: FactnodeStore) -> None:
+    """In place of a ttl, decay forgets: an agent_inferred item whose confidence has decayed
+    below the floor leaves get and search after a decay pass; a user_stated one stays."""
+    later = datetime.now(UTC) + timedelta(days=20)
+    store.put(("m",), "guess", {"v": 1})
+    store.put(("m",), "told", {"v": 2, "_factnode": {"attribution": "user_stated"}})
+    with Client(node.address, token=OPERATOR) as client:
+        assert client.decay(now=later).tombstoned >= 1
+    assert store.get(("m",), "guess") is None
+    assert [i.key for i in store.search(("m",))] == ["told"]
 
 
 def test_a_reader_token_cannot_put(node: InProcessNode) -> None:

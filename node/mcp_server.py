@@ -1,6 +1,7 @@
-"""`factnode mcp`: the Model Context Protocol over stdio, so an LLM agent can use a node.
+"""`factnode mcp`: the Model Context Protocol over stdio (or Streamable HTTP with `--http`),
+so an LLM agent can use a node.
 
-Tools `remember_fact`, `recall`, `why`, `history` and `forget`, and the resource template
+Tools `remember_fact`, `recall`, `recall_about`, `why`, `history` and `forget`, and the resource template
 `factnode://belief/{namespace}/{subject}/{predicate}`. Everything goes through
 `factnode.AsyncClient`; whatever the node refuses (a bad field, an unknown key, a missing
 role, an unreachable node) comes back to the model as tool error text naming the field and
@@ -10,10 +11,14 @@ the reason, and the session goes on. Needs the `mcp` extra (`pip install 'factno
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
+import signal
+import socket
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -32,6 +37,7 @@ from factnode.client import (
     Unavailable,
     Version,
 )
+from factnode.config import is_loopback
 from factnode.core.policy import DEFAULT_ANCHORS
 
 R = TypeVar("R")
@@ -47,6 +53,7 @@ INSTRUCTIONS = (
     "then the later event time, then worth, then confidence. Use remember_fact to record what "
     "you learn, recall to read what is believed, why to see which rule decided it, history for "
     "every value a key has had, and forget when a value stopped being true."
+    " recall_about lists what is believed about a subject when you do not know its keys."
 )
 
 Namespace = Annotated[
@@ -153,6 +160,52 @@ def version_text(v: Version) -> str:
     lines = [f"{v.object!r} ({v.status}){': held ' + spans if spans else ''}"]
     lines += [f"  - {_provenance(e)}" for e in v.evidence]
     return "\n".join(lines)
+
+
+def recall_line(b: Belief) -> str:
+    """One belief of a subject, for recall_about: predicate, value, state, rule and anchor."""
+    value = ", ".join(repr(v) for v in sorted(b.values)) if len(b.values) > 1 else repr(b.object)
+    line = f"- {b.key.predicate}: {value} ({b.state}" + (f" by rule {b.rule})" if b.rule else ")")
+    e = b.evidence
+    if e is not None:
+        line += (
+            f"; {e.attribution} from {e.source or 'no source'}, valid from {_iso(e.valid_from)}, "
+            f"confidence {e.confidence:g}"
+        )
+    return line
+
+
+def add_recall_about(server: MCPServer[Any], client: AsyncClient) -> None:
+    """The tool that lists a subject's beliefs, for a model that does not know the keys."""
+
+    @server.tool(
+        description=(
+            "Everything the node currently believes about a subject in a namespace: each "
+            "predicate with its value, state, deciding rule and trust anchor (e.g. 'what do we "
+            "know about Ana?'). Use it before recall when you do not know which predicates exist."
+        )
+    )
+    async def recall_about(
+        namespace: Namespace,
+        subject: Subject,
+        limit: Annotated[
+            int, Field(description="At most this many beliefs (1 to 1000; default 50).")
+        ] = 50,
+    ) -> str:
+        if not 1 <= limit <= 1000:
+            raise ToolError(f"invalid input: limit: must be between 1 and 1000, got {limit}")
+        try:
+            found = await client.recall(namespace, subject, limit=limit + 1)
+        except ClientError as err:
+            raise ToolError(field_text(err, client.address)) from None
+        if not found:
+            return f"nothing is believed about {subject!r} in {namespace}."
+        shown = found[:limit]
+        lines = [f"{namespace}/{subject}: {len(shown)} belief(s)"]
+        lines += [recall_line(b) for b in shown]
+        if len(found) > limit:
+            lines.append(f"(more beliefs not shown: raise limit above {limit})")
+        return "\n".join(lines)
 
 
 def build_server(client: AsyncClient) -> MCPServer[Any]:
@@ -345,6 +398,7 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
             raise ResourceError(field_text(err, client.address)) from None
         return json.dumps(belief_json(found))
 
+    add_recall_about(server, client)
     return server
 
 
@@ -364,4 +418,142 @@ def main(address: str, *, token: str | None, ca_cert: str | None, timeout: float
     except OSError as exc:
         print(f"factnode mcp: {exc}", file=sys.stderr)
         return 2
+    return 0
+
+
+# --- Streamable HTTP (`factnode mcp --http`) ---------------------------------------------
+
+MCP_PATH = "/mcp"  # the MCP SDK's default Streamable HTTP endpoint
+DEFAULT_HTTP_LISTEN = "127.0.0.1:7430"
+
+
+class BearerTokens:
+    """ASGI wrapper: an HTTP request without `Authorization: Bearer <one of tokens>` gets 401.
+
+    The SDK's own auth is an OAuth resource server (an issuer URL, protected-resource
+    metadata, a token verifier); fixed tokens need only this constant-time comparison."""
+
+    def __init__(self, app: Any, tokens: frozenset[str]) -> None:
+        self.app = app
+        self.tokens = tuple(t.encode() for t in tokens)
+
+    def allows(self, header: bytes) -> bool:
+        scheme, _, token = header.partition(b" ")
+        if scheme.lower() != b"bearer" or not token.strip():
+            return False
+        # Every token is compared, so the time taken does not say which one nearly matched.
+        matched = [hmac.compare_digest(token.strip(), t) for t in self.tokens]
+        return any(matched)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self.tokens:
+            header = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not self.allows(header):
+                body = b'{"error": "unauthorized: send Authorization: Bearer <MCP token>"}'
+                await send({
+                    "type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"www-authenticate", b'Bearer realm="factnode-mcp"'),
+                                (b"content-length", str(len(body)).encode())],
+                })  # fmt: skip
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(client: AsyncClient, host: str, tokens: frozenset[str]) -> Any:
+    """The MCP server over the SDK's Streamable HTTP transport at MCP_PATH, behind tokens.
+
+    On a loopback host the SDK also refuses requests whose Host or Origin header is not a
+    loopback name (DNS rebinding)."""
+    app = build_server(client).streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    return BearerTokens(app, tokens)
+
+
+def read_tokens(path: str | None, env: str | None) -> frozenset[str]:
+    """MCP tokens from a file (one per line; blank lines and # comments skipped) and from
+    a comma-separated list (FACTNODE_MCP_TOKENS)."""
+    out: set[str] = set()
+    if path:
+        for line in Path(path).read_text().splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                out.add(line.strip())
+    out.update(t.strip() for t in (env or "").split(",") if t.strip())
+    return frozenset(out)
+
+
+async def serve_http(
+    address: str, *, token: str | None, ca_cert: str | None, timeout: float, host: str,
+    port: int, tokens: frozenset[str], announce: Callable[[str], None],
+) -> None:  # fmt: skip
+    """Serves MCP over Streamable HTTP on host:port (0: a free port) until SIGINT/SIGTERM."""
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    client = AsyncClient(address, token=token, ca_cert=ca_cert, timeout=timeout)
+    try:
+        app = http_app(client, host, tokens)
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
+        )
+        server = uvicorn.Server(config)
+        auth = "bearer tokens required" if tokens else "no MCP tokens: loopback only"
+        announce(
+            f"factnode mcp on http://{shown}:{sock.getsockname()[1]}{MCP_PATH} "
+            f"({auth}) for the node at {address}"
+        )
+        await server.serve(sockets=[sock])
+    finally:
+        await client.close()
+        sock.close()
+
+
+def _exit_ok(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+def main_http(
+    address: str, *, token: str | None, ca_cert: str | None, timeout: float, listen: str,
+    token_file: str | None, tokens_env: str | None,
+) -> int:  # fmt: skip
+    """`factnode mcp --http`: usage errors (a bad --listen, unreadable files, a non-loopback
+    listen without MCP tokens, a port in use) exit 2 naming the option."""
+    host, sep, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit():
+        print(f"factnode mcp: --listen must be HOST:PORT, got {listen!r}", file=sys.stderr)
+        return 2
+    try:
+        tokens = read_tokens(token_file, tokens_env)
+    except OSError as exc:
+        print(f"factnode mcp: --mcp-token-file: {exc}", file=sys.stderr)
+        return 2
+    if token_file and not tokens:
+        print(f"factnode mcp: --mcp-token-file {token_file!r} holds no token", file=sys.stderr)
+        return 2
+    if not tokens and not is_loopback(listen):
+        print(
+            f"factnode mcp: --listen {listen} is not loopback: give the tokens MCP clients must "
+            "send (--mcp-token-file or FACTNODE_MCP_TOKENS)",
+            file=sys.stderr,
+        )
+        return 2
+    serving = serve_http(
+        address, token=token, ca_cert=ca_cert, timeout=timeout, host=host, port=int(port),
+        tokens=tokens, announce=lambda line: print(line, flush=True),
+    )  # fmt: skip
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler that
+    # was in place before it: this one makes that a clean exit 0, as for Ctrl-C.
+    signal.signal(signal.SIGTERM, _exit_ok)
+    try:
+        asyncio.run(serving)
+    except OSError as exc:
+        print(f"factnode mcp: cannot listen on {listen}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
     return 0

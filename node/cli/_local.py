@@ -114,6 +114,12 @@ def mcp(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:  # the optional SDK
         print(f"factnode: {exc}; install it with: pip install 'factnode[mcp]'", file=sys.stderr)
         return EXIT_USAGE
+    if args.http:
+        return mcp_server.main_http(
+            args.address, token=args.token, ca_cert=args.ca_cert, timeout=args.timeout,
+            listen=args.listen, token_file=args.mcp_token_file,
+            tokens_env=os.environ.get("FACTNODE_MCP_TOKENS"),
+        )  # fmt: skip
     return mcp_server.main(
         args.address, token=args.token, ca_cert=args.ca_cert, timeout=args.timeout
     )

@@ -268,9 +268,25 @@ def revoke(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def mcp(sub: Any, common: argparse.ArgumentParser) -> None:
-    sub.add_parser(
-        "mcp", parents=[common], help="serve the Model Context Protocol on stdio for an LLM agent"
+    p = sub.add_parser(
+        "mcp", parents=[common],
+        help="serve the Model Context Protocol for an LLM agent (stdio; Streamable HTTP with --http)",
     )
+    p.add_argument(
+        "--http", action="store_true",
+        help="serve Streamable HTTP (at /mcp on --listen) instead of stdio",
+    )  # fmt: skip
+    p.add_argument(
+        "--listen", default=os.environ.get("FACTNODE_MCP_LISTEN", "127.0.0.1:7430"),
+        help="with --http: host:port to serve on (env FACTNODE_MCP_LISTEN; default "
+        "%(default)s, loopback only; port 0 picks a free one)",
+    )  # fmt: skip
+    p.add_argument(
+        "--mcp-token-file", default=os.environ.get("FACTNODE_MCP_TOKEN_FILE"), metavar="FILE",
+        help="with --http: bearer tokens MCP clients must send, one per line (env "
+        "FACTNODE_MCP_TOKEN_FILE; FACTNODE_MCP_TOKENS adds comma-separated ones); required "
+        "for a non-loopback --listen",
+    )  # fmt: skip
 
 
 def health(sub: Any, common: argparse.ArgumentParser) -> None:

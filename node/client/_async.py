@@ -122,6 +122,21 @@ class AsyncClient(c.Connection):
             c.BELIEFS, c.beliefs_request(namespace, subject, page_size, page_token)
         )
 
+    async def recall(
+        self, namespace: str, subject: str, *, limit: int = c.RECALL_LIMIT
+    ) -> tuple[t.Belief, ...]:
+        """Every current belief about a subject in a namespace (at most `limit`, in key order),
+        for an agent that knows whom it asks about but not which predicates the node holds."""
+        out: list[t.Belief] = []
+        token = ""
+        while True:
+            req = c.beliefs_request(namespace, subject, c.recall_page(limit, len(out)), token)
+            page = await self._send(c.BELIEFS, req)
+            out.extend(page.items)
+            token = page.next_page_token
+            if not token or len(out) >= limit:
+                return tuple(out[:limit])
+
     async def history(
         self, key: KeyLike, *, known_at: datetime | None = None
     ) -> tuple[t.Version, ...]:

@@ -340,6 +340,18 @@ def beliefs_request(
     return req
 
 
+# recall's default bound: a subject's beliefs fit a model's context, not a bulk export.
+RECALL_LIMIT = 100
+MAX_PAGE = 1000  # the node's largest page (factnode.ledger.MAX_PAGE_SIZE)
+
+
+def recall_page(limit: int, have: int) -> int:
+    """The page size for recall's next page, once `limit` is checked (at least 1)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        _refuse([FieldViolation("limit", f"must be a whole number >= 1, got {limit!r}")])
+    return min(limit - have, MAX_PAGE)
+
+
 def history_request(key: Key | tuple[str, str, str], known_at: datetime | None) -> Any:
     req = pb.GetHistoryRequest(key=key_pb(key))
     if known_at is not None:

@@ -65,7 +65,9 @@ async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path)
     with anyio.fail_after(SESSION_TIMEOUT):
         async with mcp_session(server.address, tmp_path) as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
-            assert set(tools) == {"remember_fact", "recall", "why", "history", "forget"}
+            assert set(tools) == {
+                "remember_fact", "recall", "recall_about", "why", "history", "forget",
+            }  # fmt: skip
             attribution = tools["remember_fact"].input_schema["properties"]["attribution"]
             assert "user_stated (90)" in attribution["description"]
 
@@ -165,7 +167,7 @@ async def test_unreachable_node_is_tool_error_text(tmp_path: Path) -> None:
         async with mcp_session(address, tmp_path) as session:
             result = await call(session, "recall", namespace="n", subject="s", predicate="p")
             assert result.is_error and "unreachable" in text(result), text(result)
-            assert len((await session.list_tools()).tools) == 5
+            assert len((await session.list_tools()).tools) == 6
 
 
 async def test_token_without_the_role_is_permission_denied_text(tmp_path: Path) -> None:

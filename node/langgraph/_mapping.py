@@ -1,0 +1,277 @@
+"""How LangGraph's store items map to factnode keys and back: pure functions, no I/O.
+
+A store lives in one factnode namespace (its `root`). A LangGraph namespace tuple becomes
+the subject, its labels joined with "." (LangGraph refuses "." in a label, so the join is
+reversible, as in LangGraph's own PostgresStore); the item's key becomes the predicate; the
+value becomes the object as canonical JSON. Provenance comes from the store's defaults or
+from the value's reserved key `PROVENANCE_KEY`, which is taken out before the value is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from factnode.core.validation import MAX_KEY_PART_BYTES, MAX_OBJECT_BYTES
+
+SEPARATOR = "."
+# The value's reserved key for per-put provenance: {"attribution": ..., "source": ..., ...}.
+PROVENANCE_KEY = "_factnode"
+
+
+class ItemError(ValueError):
+    """An item the store refuses before sending anything: `field` names the bad part."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Who says an item's value, and how strongly: what factnode arbitrates with."""
+
+    attribution: str = "agent_inferred"
+    source: str = "langgraph"
+    worth: float | None = None
+    confidence: float | None = None
+    valid_from: datetime | None = None
+
+
+_PROVENANCE_FIELDS = ("attribution", "source", "worth", "confidence", "valid_from")
+
+
+def _utf8_len(text: str, field: str) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ItemError(field, f"is not valid Unicode text ({exc.reason})") from None
+
+
+def _label_text(namespace: Sequence[str]) -> tuple[str, ...]:
+    for label in namespace:
+        if not isinstance(label, str) or not label:
+            raise ItemError("namespace", f"labels must be non-empty strings, got {label!r}")
+        if SEPARATOR in label:
+            raise ItemError("namespace", f"label {label!r} contains {SEPARATOR!r}")
+    return tuple(namespace)
+
+
+def subject_of(namespace: Sequence[str]) -> str:
+    """The factnode subject for a LangGraph namespace tuple."""
+    labels = _label_text(namespace)
+    if not labels:
+        raise ItemError("namespace", "must have at least one label")
+    subject = SEPARATOR.join(labels)
+    if _utf8_len(subject, "namespace") > MAX_KEY_PART_BYTES:
+        raise ItemError(
+            "namespace", f"joined with {SEPARATOR!r} is longer than {MAX_KEY_PART_BYTES} bytes"
+        )
+    return subject
+
+
+def namespace_of(subject: str) -> tuple[str, ...]:
+    """The LangGraph namespace tuple a subject encodes (subject_of's inverse)."""
+    return tuple(subject.split(SEPARATOR))
+
+
+def predicate_of(key: str, multi_valued: frozenset[str]) -> str:
+    """The factnode predicate for a LangGraph key; a multi-valued predicate is refused, since
+    the node would keep every value of it instead of one belief."""
+    if not isinstance(key, str) or not key.strip():
+        raise ItemError("key", "is required (a non-blank string)")
+    if _utf8_len(key, "key") > MAX_KEY_PART_BYTES:
+        raise ItemError("key", f"is longer than {MAX_KEY_PART_BYTES} bytes")
+    if key in multi_valued:
+        raise ItemError(
+            "key", f"{key!r} is a multi-valued predicate on the node; choose another key"
+        )
+    return key
+
+
+def object_of(value: Mapping[str, Any]) -> str:
+    """The value as canonical JSON (sorted keys, no spaces), within the node's object limit."""
+    if not isinstance(value, Mapping):
+        raise ItemError("value", f"must be a dict, got {type(value).__name__}")
+    try:
+        text = json.dumps(
+            dict(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+            allow_nan=False,
+        )  # fmt: skip
+    except (TypeError, ValueError) as exc:
+        raise ItemError("value", f"is not JSON: {exc}") from None
+    size = _utf8_len(text, "value")
+    if size > MAX_OBJECT_BYTES:
+        raise ItemError(
+            "value", f"is {size} bytes as canonical JSON; the node keeps at most {MAX_OBJECT_BYTES}"
+        )
+    return text
+
+
+def value_of(obj: str) -> dict[str, Any] | None:
+    """The item value an object holds; None when it is not a JSON object (a fact written by
+    something other than the store is not a store item)."""
+    try:
+        value = json.loads(obj)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def split_provenance(
+    value: Mapping[str, Any], defaults: Provenance
+) -> tuple[dict[str, Any], Provenance]:
+    """The value without its reserved provenance key, and the provenance it asks for."""
+    if not isinstance(value, Mapping):
+        raise ItemError("value", f"must be a dict, got {type(value).__name__}")
+    rest = {k: v for k, v in value.items() if k != PROVENANCE_KEY}
+    if PROVENANCE_KEY not in value:
+        return rest, defaults
+    return rest, provenance_of(value[PROVENANCE_KEY], defaults, f"value.{PROVENANCE_KEY}")
+
+
+def provenance_of(raw: Any, defaults: Provenance, field: str) -> Provenance:
+    """Provenance from a dict of its fields over `defaults`; bad fields are refused by name."""
+    if not isinstance(raw, Mapping):
+        raise ItemError(field, f"must be a dict of {', '.join(_PROVENANCE_FIELDS)}")
+    unknown = sorted(str(k) for k in raw if k not in _PROVENANCE_FIELDS)
+    if unknown:
+        raise ItemError(
+            f"{field}.{unknown[0]}", f"is not a provenance field ({', '.join(_PROVENANCE_FIELDS)})"
+        )
+    out = defaults
+    for name in ("attribution", "source"):
+        if name in raw and not isinstance(raw[name], str):
+            raise ItemError(f"{field}.{name}", "must be a string")
+    out = replace(
+        out,
+        attribution=raw.get("attribution", out.attribution),
+        source=raw.get("source", out.source),
+    )
+    for name in ("worth", "confidence"):
+        if name in raw:
+            number = raw[name]
+            if isinstance(number, bool) or not isinstance(number, int | float):
+                raise ItemError(f"{field}.{name}", "must be a number in [0, 1]")
+            if math.isnan(number) or not 0 <= number <= 1:
+                raise ItemError(f"{field}.{name}", f"must be in [0, 1], got {number}")
+            out = (
+                replace(out, worth=float(number))
+                if name == "worth"
+                else replace(out, confidence=float(number))
+            )
+    if "valid_from" in raw:
+        out = replace(out, valid_from=instant_of(raw["valid_from"], f"{field}.valid_from"))
+    return out
+
+
+def instant_of(raw: Any, field: str) -> datetime:
+    """An aware datetime from a datetime or an ISO 8601 text (UTC where it names no offset)."""
+    if isinstance(raw, str):
+        try:
+            raw = datetime.fromisoformat(raw)
+        except ValueError:
+            raise ItemError(field, f"{raw!r} is not an ISO 8601 date or time") from None
+    if not isinstance(raw, datetime):
+        raise ItemError(field, "must be a datetime or an ISO 8601 text")
+    return raw if raw.tzinfo else raw.replace(tzinfo=UTC)
+
+
+def matches_filter(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
+    """Whether an item's value passes a search filter, with InMemoryStore's semantics: each
+    field equals, or passes operators $eq, $ne, $gt, $gte, $lt, $lte; dicts match nested."""
+    if not filter:
+        return True
+    return all(_compare(value.get(k), v) for k, v in filter.items())
+
+
+def _compare(item: Any, wanted: Any) -> bool:
+    if isinstance(wanted, dict):
+        if any(k.startswith("$") for k in wanted):
+            return all(_operator(item, op, operand) for op, operand in wanted.items())
+        if not isinstance(item, dict):
+            return False
+        return all(_compare(item.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, list | tuple):
+        return (
+            isinstance(item, list | tuple)
+            and len(item) == len(wanted)
+            and all(_compare(i, w) for i, w in zip(item, wanted, strict=True))
+        )
+    return bool(item == wanted)
+
+
+def _operator(item: Any, op: str, operand: Any) -> bool:
+    if op == "$eq":
+        return bool(item == operand)
+    if op == "$ne":
+        return bool(item != operand)
+    if op in ("$gt", "$gte", "$lt", "$lte"):
+        b = _number(operand)
+        if b is None:
+            raise ItemError(f"filter.{op}", f"compares with a number, got {operand!r}")
+        a = _number(item)
+        if a is None:  # a missing or non-numeric field is not in range (InMemoryStore raises)
+            return False
+        return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
+    raise ItemError(f"filter.{op}", "is not an operator ($eq, $ne, $gt, $gte, $lt, $lte)")
+
+
+def _number(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, int | float | str):
+        return None
+    try:
+        return float(x)
+    except ValueError:
+        return None
+
+
+def matches_path(namespace: tuple[str, ...], path: Sequence[str], suffix: bool) -> bool:
+    """Whether a namespace starts (or ends) with `path`, where "*" matches any one label."""
+    if len(namespace) < len(path):
+        return False
+    labels = namespace[len(namespace) - len(path) :] if suffix else namespace[: len(path)]
+    return all(p in ("*", n) for n, p in zip(labels, path, strict=True))
+
+
+def listed_namespaces(
+    namespaces: Iterable[tuple[str, ...]],
+    conditions: Iterable[tuple[str, Sequence[str]]],
+    max_depth: int | None,
+    limit: int,
+    offset: int,
+) -> list[tuple[str, ...]]:
+    """list_namespaces' answer from the namespaces that hold items, as InMemoryStore gives it:
+    those matching every (match_type, path) condition, cut to `max_depth`, sorted, paged."""
+    conds = list(conditions)
+    for match_type, _ in conds:
+        if match_type not in ("prefix", "suffix"):
+            raise ItemError("match_conditions", f"{match_type!r} is not 'prefix' or 'suffix'")
+    kept = {ns for ns in namespaces if all(matches_path(ns, p, t == "suffix") for t, p in conds)}
+    if max_depth is not None:
+        kept = {ns[:max_depth] for ns in kept}
+    return sorted(kept)[offset : offset + limit]
+
+
+@dataclass(frozen=True, slots=True)
+class Stamped:
+    """When an item was created (its key's first evidence) and updated (the believed
+    value's latest evidence), both as the node recorded them."""
+
+    created_at: datetime
+    updated_at: datetime
+
+
+def stamps(
+    recorded: Iterable[tuple[str, datetime]], believed_version: str, fallback: datetime
+) -> Stamped:
+    """created_at and updated_at from (version_id, recorded_at) of a key's evidence."""
+    rows = list(recorded)
+    created = min((at for _, at in rows), default=fallback)
+    updated = max((at for v, at in rows if v == believed_version), default=fallback)
+    return Stamped(created, max(updated, created))

@@ -1,0 +1,409 @@
+"""FactnodeStore and AsyncFactnodeStore: LangGraph's BaseStore over factnode.AsyncClient.
+
+`put` submits evidence and the node's belief decides what `get` answers; nothing is
+overwritten. Both stores run the same coroutine, `_Batch.run`, on an AsyncClient: the async
+store on the caller's event loop, the blocking one on a loop thread of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Awaitable, Coroutine, Iterable
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    validate_op_namespace,
+)
+
+from factnode.client import AsyncClient, Belief, NotFound
+from factnode.core.policy import DEFAULT_MULTI_VALUED
+
+from . import _mapping as m
+
+R = TypeVar("R")
+UnindexedQuery = Literal["refuse", "ignore"]
+
+# Reads run concurrently within a batch, at most this many calls at a time.
+_CONCURRENT_CALLS = 16
+_PAGE = 100  # ListBeliefs page size for search and list_namespaces' scans
+
+
+class Rejected(ValueError):
+    """The node REJECTED a put (too low a confidence, no source, erased): nothing is believed
+    from it; the decision is in the node's log under `rule`."""
+
+    def __init__(self, namespace: tuple[str, ...], key: str, rule: str, detail: str) -> None:
+        super().__init__(f"put {namespace}/{key!r} was REJECTED by rule {rule}: {detail}")
+        self.rule = rule
+
+
+class _Options:
+    """What both stores are built from: the node's address and credentials, the store's
+    factnode namespace and default provenance, and how a semantic query is answered."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        namespace: str,
+        token: str | None,
+        ca_cert: str | Path | None,
+        client_cert: str | Path | None,
+        client_key: str | Path | None,
+        timeout: float,
+        attribution: str,
+        source: str,
+        worth: float | None,
+        confidence: float | None,
+        multi_valued: Iterable[str],
+        unindexed_query: UnindexedQuery,
+    ) -> None:
+        if not isinstance(namespace, str) or not namespace.strip():
+            raise m.ItemError("namespace", "the store's factnode namespace is required")
+        if unindexed_query not in ("refuse", "ignore"):
+            raise m.ItemError("unindexed_query", "must be 'refuse' or 'ignore'")
+        self.address = address
+        self.root = namespace
+        self.client_options: dict[str, Any] = {
+            "token": token, "ca_cert": ca_cert, "client_cert": client_cert,
+            "client_key": client_key, "timeout": timeout,
+        }  # fmt: skip
+        defaults = m.provenance_of(
+            {"attribution": attribution, "source": source}
+            | ({"worth": worth} if worth is not None else {})
+            | ({"confidence": confidence} if confidence is not None else {}),
+            m.Provenance(),
+            "provenance",
+        )
+        self.defaults = defaults
+        self.multi_valued = frozenset(multi_valued)
+        self.unindexed_query = unindexed_query
+
+    def client(self) -> AsyncClient:
+        return AsyncClient(self.address, **self.client_options)
+
+
+class _Batch:
+    """One batch of ops against the node. Reads see the store as it was before the batch's
+    puts, and of several puts to one item the last counts (as in InMemoryStore)."""
+
+    def __init__(self, options: _Options, client: AsyncClient) -> None:
+        self.o = options
+        self.client = client
+        self.gate = asyncio.Semaphore(_CONCURRENT_CALLS)
+
+    async def run(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:
+            if not isinstance(op, GetOp | SearchOp | ListNamespacesOp | PutOp):
+                raise m.ItemError("op", f"unknown operation type {type(op).__name__}")
+            validate_op_namespace(op)
+            if isinstance(op, PutOp):
+                self._check_put(op)
+                puts[(tuple(op.namespace), op.key)] = op
+            elif isinstance(op, SearchOp):
+                self._check_search(op)
+        results = await asyncio.gather(*(self._read(op) for op in ops))
+        for op in puts.values():
+            await self._put(op)
+        return list(results)
+
+    async def _call(self, coro: Awaitable[R]) -> R:
+        async with self.gate:
+            return await coro
+
+    def _check_put(self, op: PutOp) -> None:
+        """Refuses a put before anything is sent: every item of a batch is checked first."""
+        if op.ttl is not None:
+            raise NotImplementedError(
+                "ttl is not supported by the factnode store: evidence is forgotten by decay, "
+                "at the half-life of its trust anchor (set `attribution`), never by a timer"
+            )
+        m.subject_of(op.namespace)
+        m.predicate_of(op.key, self.o.multi_valued)
+        if op.value is not None:
+            value, _ = m.split_provenance(op.value, self.o.defaults)
+            m.object_of(value)
+
+    def _check_search(self, op: SearchOp) -> None:
+        if op.query and self.o.unindexed_query == "refuse":
+            raise NotImplementedError(
+                "the factnode store has no semantic index: search by namespace and filter "
+                "without `query`, or build the store with unindexed_query='ignore' to answer "
+                "a query as InMemoryStore without an index does (namespace and filter only)"
+            )
+        for name in ("limit", "offset"):
+            number = getattr(op, name)
+            if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+                raise m.ItemError(name, f"must be a whole number >= 0, got {number!r}")
+
+    async def _read(self, op: Op) -> Result:
+        if isinstance(op, GetOp):
+            return await self._get(op)
+        if isinstance(op, SearchOp):
+            return await self._search(op)
+        if isinstance(op, ListNamespacesOp):
+            return await self._list_namespaces(op)
+        return None
+
+    async def _get(self, op: GetOp) -> Item | None:
+        if not op.namespace:
+            return None
+        key = (self.o.root, m.subject_of(op.namespace), m.predicate_of(op.key, frozenset()))
+        try:
+            belief = await self._call(self.client.belief(key))
+        except NotFound:
+            return None
+        return await self._item(belief, Item)
+
+    async def _item(self, belief: Belief, kind: type[Item]) -> Item | None:
+        """The item a belief holds, stamped from its key's evidence; None if it is not one."""
+        value = m.value_of(belief.object) if belief.version_id else None
+        if value is None:
+            return None
+        versions = await self._call(self.client.history(belief.key))
+        recorded = [(v.version_id, e.recorded_at) for v in versions for e in v.evidence]
+        fallback = belief.evidence.recorded_at if belief.evidence else None
+        if fallback is None:
+            fallback = min((at for _, at in recorded), default=None)
+        if fallback is None:  # pragma: no cover - a belief always rests on evidence
+            raise m.ItemError("key", f"{belief.key} has a belief but no evidence")
+        stamped = m.stamps(recorded, belief.version_id, fallback)
+        namespace = m.namespace_of(belief.key.subject)
+        if kind is SearchItem:
+            return SearchItem(
+                namespace, belief.key.predicate, value, stamped.created_at, stamped.updated_at
+            )
+        return Item(
+            value=value, key=belief.key.predicate, namespace=namespace,
+            created_at=stamped.created_at, updated_at=stamped.updated_at,
+        )  # fmt: skip
+
+    async def _scan(self) -> list[tuple[tuple[str, ...], str, Belief, dict[str, Any]]]:
+        """Every item the store's namespace holds: (namespace, key, belief, value)."""
+        out = []
+        token = ""
+        while True:
+            page = await self._call(
+                self.client.beliefs(self.o.root, page_size=_PAGE, page_token=token)
+            )
+            for b in page.items:
+                value = m.value_of(b.object) if b.version_id else None
+                if value is not None:
+                    out.append((m.namespace_of(b.key.subject), b.key.predicate, b, value))
+            token = page.next_page_token
+            if not token:
+                return out
+
+    async def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        found = [
+            (ns, key, b)
+            for ns, key, b, value in await self._scan()
+            if ns[: len(prefix)] == prefix and m.matches_filter(value, op.filter)
+        ]
+        found.sort(key=lambda row: (row[0], row[1]))
+        page = found[op.offset : op.offset + op.limit]
+        items = await asyncio.gather(*(self._item(b, SearchItem) for _, _, b in page))
+        return [i for i in items if isinstance(i, SearchItem)]
+
+    async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        namespaces = {ns for ns, _, _, _ in await self._scan()}
+        conditions = [(c.match_type, tuple(c.path)) for c in op.match_conditions or ()]
+        return m.listed_namespaces(namespaces, conditions, op.max_depth, op.limit, op.offset)
+
+    async def _put(self, op: PutOp) -> None:
+        namespace = tuple(op.namespace)
+        key = (self.o.root, m.subject_of(namespace), m.predicate_of(op.key, self.o.multi_valued))
+        if op.value is None:
+            await self._retract(namespace, op.key, key)
+            return
+        value, p = m.split_provenance(op.value, self.o.defaults)
+        done = await self.client.submit(
+            key, m.object_of(value), p.attribution, source=p.source, worth=p.worth,
+            confidence=p.confidence, valid_from=p.valid_from,
+        )  # fmt: skip
+        if done.rejected:
+            raise Rejected(namespace, op.key, done.decision.rule, done.decision.detail)
+
+    async def _retract(self, namespace: tuple[str, ...], item_key: str, key: Any) -> None:
+        """A delete is a retraction with the store's provenance: it ends the belief unless
+        the belief outranks it (a weaker anchor cannot end a stronger one)."""
+        d = self.o.defaults
+        # NotFound: nothing believed; deleting an absent item changes nothing, as in LangGraph.
+        with contextlib.suppress(NotFound):
+            decision, _ = await self.client.retract(
+                key, f"LangGraph store delete of {item_key!r}", attribution=d.attribution,
+                source=d.source, worth=d.worth, confidence=d.confidence,
+            )  # fmt: skip
+            if decision.outcome == "REJECTED":
+                raise Rejected(namespace, item_key, decision.rule, decision.detail)
+
+
+class _FactnodeStore(BaseStore):
+    """What both stores share: their options, built once from the constructor's arguments."""
+
+    supports_ttl = False
+    __slots__ = ("_options",)
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        namespace: str = "langgraph",
+        token: str | None = None,
+        ca_cert: str | Path | None = None,
+        client_cert: str | Path | None = None,
+        client_key: str | Path | None = None,
+        timeout: float = 10.0,
+        attribution: str = "agent_inferred",
+        source: str = "langgraph",
+        worth: float | None = None,
+        confidence: float | None = None,
+        multi_valued: Iterable[str] = DEFAULT_MULTI_VALUED,
+        unindexed_query: UnindexedQuery = "refuse",
+    ) -> None:
+        self._options = _Options(
+            address, namespace=namespace, token=token, ca_cert=ca_cert, client_cert=client_cert,
+            client_key=client_key, timeout=timeout, attribution=attribution, source=source,
+            worth=worth, confidence=confidence, multi_valued=multi_valued,
+            unindexed_query=unindexed_query,
+        )  # fmt: skip
+        self._connect()
+
+    def _connect(self) -> None:
+        """Prepares the store's connection to the node (each store in its own way)."""
+        raise NotImplementedError
+
+    @property
+    def namespace(self) -> str:
+        """The factnode namespace that holds the store's items."""
+        return self._options.root
+
+
+class AsyncFactnodeStore(_FactnodeStore):
+    """A LangGraph store on a factnode, for asyncio: every version kept, `get` the belief.
+
+    Items live in the factnode namespace `namespace`; a LangGraph namespace tuple is the
+    subject (labels joined with "."), the key is the predicate, the value is the object as
+    canonical JSON. A put is evidence with the store's provenance (`attribution`, `source`,
+    `worth`, `confidence`) or the one its value names under "_factnode"; a delete is a
+    retraction. Its blocking methods work from other threads while its loop runs."""
+
+    __slots__ = ("_client", "_loop")
+
+    def _connect(self) -> None:
+        # The client opens on the loop of the first async call (a grpc.aio channel belongs
+        # to one event loop).
+        self._client: AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        loop = asyncio.get_running_loop()
+        if self._client is None:
+            self._client, self._loop = self._options.client(), loop
+        elif loop is not self._loop:
+            raise RuntimeError(
+                "AsyncFactnodeStore is bound to the event loop of its first call; "
+                "make one store per event loop"
+            )
+        return await _Batch(self._options, self._client).run(ops)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            raise RuntimeError(
+                "AsyncFactnodeStore's blocking methods need its event loop running in "
+                "another thread (await an async method first); use FactnodeStore for blocking code"
+            )
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError(
+                "AsyncFactnodeStore's blocking methods would block its own event loop: "
+                "use the async methods (aget, aput, asearch, ...) here"
+            )
+        return asyncio.run_coroutine_threadsafe(self.abatch(list(ops)), loop).result()
+
+    async def aclose(self) -> None:
+        """Closes the connection to the node."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def __aenter__(self) -> AsyncFactnodeStore:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+
+class FactnodeStore(_FactnodeStore):
+    """A LangGraph store on a factnode for blocking code: AsyncFactnodeStore's mapping and
+    options, run on an event loop thread the store owns (its async methods hop onto it)."""
+
+    __slots__ = ("_client", "_loop", "_thread")
+
+    def _connect(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="factnode-store", daemon=True
+        )
+        self._thread.start()
+        try:
+            self._client: AsyncClient = self._on_loop(self._open())
+        except BaseException:  # an unreadable certificate file: leave no thread behind
+            self._stop_loop()
+            raise
+
+    async def _open(self) -> AsyncClient:
+        return self._options.client()
+
+    def _on_loop(self, coro: Coroutine[Any, Any, R]) -> R:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def _run(self, ops: list[Op]) -> list[Result]:
+        return await _Batch(self._options, self._client).run(ops)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        if not self._thread.is_alive():
+            raise RuntimeError("the FactnodeStore is closed")
+        return self._on_loop(self._run(list(ops)))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        if not self._thread.is_alive():
+            raise RuntimeError("the FactnodeStore is closed")
+        future = asyncio.run_coroutine_threadsafe(self._run(list(ops)), self._loop)
+        return await asyncio.wrap_future(future)
+
+    def close(self) -> None:
+        """Closes the connection and stops the store's loop thread."""
+        if not self._thread.is_alive():
+            return
+        self._on_loop(self._client.close())
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    def __enter__(self) -> FactnodeStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()

@@ -1,0 +1,124 @@
+"""`factnode mcp --http`: the same tools over the MCP SDK's Streamable HTTP transport, through
+the SDK's own HTTP client, against a real served node; bearer tokens on the MCP side, and
+no non-loopback listen without them."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from _e2e import CLI_TIMEOUT, START_TIMEOUT, ServerProcess, factnode_command, isolated_env
+from _processes import stop_process
+from mcp import Client as McpClient
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
+from test_console_cli import first_line
+
+from factnode.mcp_server import BearerTokens
+
+SESSION_TIMEOUT = 60.0  # seconds for one whole MCP session
+TOKEN = "mcp-agent-token"
+
+
+@contextmanager
+def mcp_http(server: ServerProcess, home: Path, *options: str) -> Iterator[str]:
+    """`factnode mcp --http` on a free loopback port; yields the URL it announces."""
+    proc = subprocess.Popen(
+        factnode_command("mcp", "--address", server.address, "--http", "--listen",
+                         "127.0.0.1:0", *options),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        env=isolated_env(home),
+    )  # fmt: skip
+    try:
+        line = first_line(proc, START_TIMEOUT)
+        assert line.startswith("factnode mcp on http://127.0.0.1:"), line
+        assert line.endswith(f"for the node at {server.address}"), line
+        yield line.split()[3]
+    finally:
+        code = stop_process(proc, signal.SIGTERM)
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
+    assert code == 0
+
+
+def _text(result: object) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))  # type: ignore[attr-defined]
+
+
+async def test_tools_over_http_with_a_token(server: ServerProcess, tmp_path: Path) -> None:
+    """With MCP tokens, a client sending one lists and calls the tools over HTTP at /mcp;
+    requests without it, or with another, get 401 and change nothing."""
+    (tmp_path / "tokens").write_text(f"# agents\n{TOKEN}\n\nsecond-token\n")
+    with mcp_http(server, tmp_path / "home", "--mcp-token-file", str(tmp_path / "tokens")) as url:
+        assert url.endswith("/mcp"), url
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+            refused = httpx.post(url, json=ping, headers=headers, timeout=CLI_TIMEOUT)
+            assert refused.status_code == 401, (headers, refused.text)
+            assert refused.headers["www-authenticate"].startswith("Bearer")
+
+        key = {"namespace": "user:http", "subject": "ana", "predicate": "lives_in"}
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+        with anyio.fail_after(SESSION_TIMEOUT):
+            async with http, McpClient(streamable_http_client(url, http_client=http)) as session:
+                tools = {t.name for t in (await session.list_tools()).tools}
+                assert {"remember_fact", "recall", "recall_about", "forget"} <= tools
+                done = await session.call_tool(
+                    "remember_fact",
+                    {**key, "object": "Porto", "attribution": "user_stated", "source": "user:ana"},
+                )
+                assert not done.is_error and _text(done).startswith("ACCEPTED"), _text(done)
+                about = await session.call_tool(
+                    "recall_about", {"namespace": "user:http", "subject": "ana"}
+                )
+                assert "- lives_in: 'Porto' (BELIEVED" in _text(about), _text(about)
+
+
+async def test_loopback_without_tokens_serves_anyone_local(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Without MCP tokens a loopback listen serves local clients, and says so."""
+    with mcp_http(server, tmp_path / "home") as url, anyio.fail_after(SESSION_TIMEOUT):
+        async with McpClient(url) as session:
+            result = await session.call_tool(
+                "recall_about", {"namespace": "user:nobody", "subject": "ana"}
+            )
+            assert _text(result) == "nothing is believed about 'ana' in user:nobody."
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (("--listen", "0.0.0.0:0"), "--listen 0.0.0.0:0 is not loopback: give the tokens"),
+        (("--listen", "7430"), "--listen must be HOST:PORT"),
+        (("--mcp-token-file", "/nonexistent/tokens"), "--mcp-token-file:"),
+    ],
+)
+def test_usage_errors_exit_2_naming_the_option(
+    options: tuple[str, ...], message: str, tmp_path: Path
+) -> None:
+    """A non-loopback listen without MCP tokens, a bad --listen or an unreadable token file
+    exits 2 with a message naming the option, before serving anything."""
+    done = subprocess.run(
+        factnode_command("mcp", "--address", "127.0.0.1:1", "--http", *options),
+        capture_output=True, text=True, timeout=CLI_TIMEOUT, env=isolated_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    assert message in done.stderr, done.stderr
+
+
+def test_bearer_check_is_per_token_and_scheme() -> None:
+    """The scheme is case-insensitive; the token must equal one configured token exactly."""
+    gate = BearerTokens(app=None, tokens=frozenset({"alpha", "beta"}))
+    assert gate.allows(b"Bearer alpha") and gate.allows(b"bearer beta")
+    assert not gate.allows(b"Bearer alph") and not gate.allows(b"Bearer alphaa")
+    assert not gate.allows(b"Basic alpha") and not gate.allows(b"Bearer ") and not gate.allows(b"")

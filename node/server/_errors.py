@@ -14,7 +14,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from factnode.core import InvalidInput
-from factnode.ledger import NotFound
+from factnode.ledger import NotFound, NotUnderReview
 
 log = logging.getLogger("factnode.server")
 
@@ -73,6 +73,8 @@ def _status_of(exc: BaseException, extra: list[Message]) -> grpc.Status:
         return _status(code_pb2.INVALID_ARGUMENT, f"invalid request: {exc}", [bad, *extra])
     if isinstance(exc, NotFound):
         return _status(code_pb2.NOT_FOUND, str(exc), extra)
+    if isinstance(exc, NotUnderReview):
+        return _status(code_pb2.FAILED_PRECONDITION, str(exc), extra)
     if isinstance(exc, PermissionDenied):
         return _status(code_pb2.PERMISSION_DENIED, str(exc), extra)
     if isinstance(exc, Unauthenticated):

@@ -163,6 +163,7 @@ HTTP_STATUS = {
     "UNAUTHENTICATED": 401,
     "PERMISSION_DENIED": 403,
     "NOT_FOUND": 404,
+    "FAILED_PRECONDITION": 409,  # e.g. resolving a key that the rules settled meanwhile
     "UNAVAILABLE": 503,
     "DEADLINE_EXCEEDED": 504,
 }

@@ -252,8 +252,9 @@ def health(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def console(sub: Any, common: argparse.ArgumentParser) -> None:
+    # No --json: it serves web pages and prints nothing else.
     p = sub.add_parser(
-        "console", parents=[common], help="serve the operators' web console for a node"
+        "console", parents=[_common(json=False)], help="serve the operators' web console for a node"
     )
     p.add_argument(
         "--listen",

@@ -170,8 +170,10 @@ def test_a_malformed_address_is_a_usage_error_naming_it(address: str) -> None:
     assert repr(address) in str(err.value)
 
 
-def test_mcp_takes_no_json_flag() -> None:
-    """`factnode mcp --json` is a usage error: stdout carries the protocol, not a response."""
+@pytest.mark.parametrize("verb", ["mcp", "console"])
+def test_servers_take_no_json_flag(verb: str) -> None:
+    """`factnode mcp --json` (stdout carries the protocol) and `console --json` (it prints
+    no response) are usage errors rather than flags that do nothing."""
     with pytest.raises(SystemExit) as exited:
-        build_parser().parse_args(["mcp", "--json"])
+        build_parser().parse_args([verb, "--json"])
     assert exited.value.code == 2

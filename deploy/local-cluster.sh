@@ -1,27 +1,37 @@
 #!/usr/bin/env bash
 # Starts an N-node federation on this machine (loopback only), with development
-# certificates, and prints how to reach each node. Ctrl-C stops them all.
+# certificates, and prints how to reach each node. Ctrl-C stops them all and removes
+# the temporary directory (a DIR you give is kept).
 #   deploy/local-cluster.sh [N] [DIR]
 set -euo pipefail
 n="${1:-3}"
-dir="${2:-$(mktemp -d -t factnode-cluster-XXXX)}"
-factnode="${FACTNODE_BIN:-factnode}"
-base_port="${FACTNODE_BASE_PORT:-17400}"
-
 if ! [[ "$n" =~ ^[0-9]+$ ]] || (( n < 1 || n > 20 )); then
   echo "usage: $0 [N (1-20)] [DIR]" >&2
   exit 2
 fi
-ids=()
-for i in $(seq 1 "$n"); do ids+=("node-$i"); done
-"$factnode" certs --out "$dir/certs" "${ids[@]}" >/dev/null
-
+# A directory made here is removed on exit; one given as DIR is kept.
+made_dir=""
+if [[ -n "${2:-}" ]]; then
+  dir="$2"
+else
+  dir="$(mktemp -d -t factnode-cluster-XXXX)"
+  made_dir="$dir"
+fi
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  if [[ -n "$made_dir" ]]; then rm -rf -- "$made_dir"; fi
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+factnode="${FACTNODE_BIN:-factnode}"
+base_port="${FACTNODE_BASE_PORT:-17400}"
+
+ids=()
+for i in $(seq 1 "$n"); do ids+=("node-$i"); done
+"$factnode" certs --out "$dir/certs" "${ids[@]}" >/dev/null
 
 for i in $(seq 1 "$n"); do
   cfg="$dir/node-$i.toml"
@@ -57,5 +67,5 @@ for i in $(seq 1 "$n"); do
   "$factnode" health --address "$address" --timeout 1 >/dev/null 2>&1 \
     || { echo "node-$i did not start: see $dir/node-$i.log" >&2; exit 1; }
 done
-echo "all $n nodes serving; cluster files in $dir; Ctrl-C stops the nodes"
+echo "all $n nodes serving; cluster files in $dir; Ctrl-C stops the nodes${made_dir:+ and removes it}"
 wait

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _CLIENT_NAMES = frozenset(
-    {"AsyncClient", "Client", "ClientError", "InvalidFact", "NotFound", "PermissionDenied",
-     "Unavailable"}
+    {"AsyncClient", "Client", "ClientError", "FailedPrecondition", "InvalidFact", "NotFound",
+     "PermissionDenied", "Unavailable"}
 )  # fmt: skip
 
 if TYPE_CHECKING:
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         AsyncClient,
         Client,
         ClientError,
+        FailedPrecondition,
         InvalidFact,
         NotFound,
         PermissionDenied,
@@ -33,6 +34,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "AsyncClient", "Client", "ClientError", "InvalidFact", "NotFound", "PermissionDenied",
-    "Unavailable", "__version__",
+    "AsyncClient", "Client", "ClientError", "FailedPrecondition", "InvalidFact", "NotFound",
+    "PermissionDenied", "Unavailable", "__version__",
 ]  # fmt: skip

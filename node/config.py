@@ -10,6 +10,7 @@ import fnmatch
 import ipaddress
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -156,6 +157,28 @@ def _positive(name: str, value: Any) -> float:
     return float(value)
 
 
+# A bearer token must be long enough not to be guessed and exactly what a client sends:
+# clients strip the header value, so surrounding whitespace could never match.
+MIN_TOKEN_CHARS = 16
+# RFC 9110 header value characters without spaces (visible ASCII): a token is one word.
+_TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")
+
+
+def _token(where: str, value: Any) -> str:
+    """A configured bearer token, checked; the reason never quotes the secret itself."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(where, "must be a non-empty string")
+    if value != value.strip():
+        raise ConfigError(where, "has spaces or newlines around it, so no client could send it")
+    if len(value) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            where, f"is {len(value)} characters long; give at least {MIN_TOKEN_CHARS}"
+        )
+    if not _TOKEN_CHARS.fullmatch(value):
+        raise ConfigError(where, "may hold only visible ASCII characters (no spaces or controls)")
+    return value
+
+
 def _tokens(raw: Any) -> dict[str, TokenGrant]:
     if not isinstance(raw, list):
         raise ConfigError("tokens", "must be a list of tables with token and roles")
@@ -164,7 +187,9 @@ def _tokens(raw: Any) -> dict[str, TokenGrant]:
         where = f"tokens[{i}]"
         if not isinstance(item, Mapping):
             raise ConfigError(where, "must be a table with token and roles")
-        token = _str(f"{where}.token", item.get("token"))
+        token = _token(f"{where}.token", item.get("token"))
+        if token in out:
+            raise ConfigError(f"{where}.token", "is the same as an earlier token's")
         roles = item.get("roles")
         if not isinstance(roles, list) or not roles or any(r not in ROLES for r in roles):
             raise ConfigError(f"{where}.roles", f"must be a non-empty list of {', '.join(ROLES)}")

@@ -32,6 +32,10 @@ from factnode.server.app import Node
 
 NODES = ("alpha", "beta", "gamma")
 TIMEOUT = 10.0
+# The walkthrough syncs on demand; nodes kept for the user sync on their own as well, so
+# their peers' lag in `factnode status` stays a few seconds however long they run.
+WALKTHROUGH_SYNC_SECONDS = 3600.0
+KEPT_SYNC_SECONDS = 5.0
 
 
 def _free_port() -> int:
@@ -112,7 +116,9 @@ async def run_demo(say: Callable[[str], None] = print, keep: asyncio.Event | Non
                 federation_key=key,
                 federation_ca=root / "certs" / "ca.crt",
                 peers=tuple(Peer(f"127.0.0.1:{fed_ports[p]}", p) for p in NODES if p != n),
-                sync_interval_seconds=3600,  # the demo syncs on demand
+                sync_interval_seconds=(
+                    KEPT_SYNC_SECONDS if keep is not None else WALKTHROUGH_SYNC_SECONDS
+                ),
                 grace_seconds=1,
             )
             nodes[n] = Node(settings)
@@ -211,9 +217,12 @@ async def run_demo(say: Callable[[str], None] = print, keep: asyncio.Event | Non
             queue = await clients["alpha"].review.ListContested(
                 pb.ListContestedRequest(), timeout=TIMEOUT
             )
-            say(
-                f"  alpha's review queue: {', '.join(k.key.predicate + ' of ' + k.key.subject for k in queue.keys)}"
+            queued = ", ".join(
+                f"{k.key.namespace} / {k.key.subject} / {k.key.predicate}"
+                f" ({pb.BeliefState.Name(k.state).removeprefix('BELIEF_STATE_')})"
+                for k in queue.keys
             )
+            say(f"  alpha's review queue holds: {queued or 'nothing'}")
             say(
                 "  an operator would now run: factnode review resolve team:infra oncall lead --value Mei --reason ..."
             )

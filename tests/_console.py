@@ -4,6 +4,7 @@ and the console itself served by uvicorn on a loopback port chosen by the kernel
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import threading
 import time
@@ -20,8 +21,22 @@ from factnode.core import Policy
 from factnode.server.app import Node
 
 READER, OPERATOR = "console-reader-token", "console-operator-token"
+REPO = Path(__file__).resolve().parents[1]
+# The committed screenshots are rewritten only on purpose; otherwise they go to an ignored folder.
+UPDATE_SCREENSHOTS = "FACTNODE_UPDATE_SCREENSHOTS"
 START_TIMEOUT = 20.0  # seconds for a node or the console to start serving
 STOP_TIMEOUT = 10.0
+
+
+def screenshot_dir() -> Path:
+    """Where the browser tests save screenshots: build/screenshots/ (ignored by git), or the
+    committed docs/screenshots/ when FACTNODE_UPDATE_SCREENSHOTS=1."""
+    if os.environ.get(UPDATE_SCREENSHOTS) == "1":
+        folder = REPO / "docs" / "screenshots"
+    else:
+        folder = REPO / "build" / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def chromium_path() -> str | None:

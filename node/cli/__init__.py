@@ -8,7 +8,10 @@ a verb is a parser function and an entry there. May import any factnode package.
 
 Exit codes (for scripts): 0 success, 1 internal error, 2 usage or configuration error,
 3 node unreachable, 4 refused (authentication or permission), 5 not found, 6 invalid
-argument (the node named the bad fields), 7 a submitted fact was REJECTED.
+argument (the node named the bad fields), 7 a submitted fact was REJECTED, 8 the key is
+not in the state the command needs (FAILED_PRECONDITION: `review resolve` on a key not
+under review), 9 `sync` failed with at least one peer. With `--json` a failure prints an
+error object on stdout (`_json.error_json`) and exits with the same code.
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from factnode.client import Client, ClientError
 from . import _commands as commands
 from . import _local as local
 from . import _parser as grammar
-from ._exits import EXIT_ERROR, EXIT_USAGE, UsageError, fail, failed_call
+from ._exits import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    Failure,
+    UsageError,
+    check_address,
+    failed_call,
+    report,
+)
 from ._output import as_json
 
 Run = Callable[[argparse.Namespace], int]
@@ -43,20 +54,23 @@ def on_node(command: Callable[[Client, argparse.Namespace], commands.Reply]) -> 
 
     def run(args: argparse.Namespace) -> int:
         try:
+            check_address(args.address)
             node = Client(
                 args.address, token=args.token, ca_cert=args.ca_cert or None,
                 timeout=args.timeout, retries=0,
             )  # fmt: skip
+        except UsageError as exc:
+            report(Failure("USAGE", str(exc), EXIT_USAGE, named=False), json=args.json)
         except OSError as exc:  # e.g. an unreadable --ca-cert
-            fail(str(exc), EXIT_USAGE)
+            report(Failure("USAGE", str(exc), EXIT_USAGE, named=False), json=args.json)
         try:
             reply = command(node, args)
         except UsageError as exc:
-            fail(str(exc), EXIT_USAGE)
+            report(Failure("USAGE", str(exc), EXIT_USAGE, named=False), json=args.json)
         except ClientError as err:
-            failed_call(err, args.address)
+            report(failed_call(err, args.address), json=args.json)
         except OSError as exc:
-            fail(str(exc), EXIT_USAGE)
+            report(Failure("USAGE", str(exc), EXIT_USAGE, named=False), json=args.json)
         finally:
             node.close()
         print(as_json(reply.response) if args.json else reply.text)

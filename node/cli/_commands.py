@@ -16,13 +16,14 @@ from factnode.client import Client
 from factnode.client import _calls as calls
 
 from . import _output as out
-from ._exits import EXIT_OK, EXIT_REJECTED, UsageError
+from ._exits import EXIT_OK, EXIT_REJECTED, EXIT_SYNC_FAILED, UsageError
+from ._json import to_json
 
 
 class Reply(NamedTuple):
     """What a verb prints (the response as JSON with `--json`, else `text`) and its exit code."""
 
-    response: Message
+    response: Message | dict[str, Any]
     text: str
     exit_code: int = EXIT_OK
 
@@ -133,7 +134,8 @@ def review(node: Client, args: argparse.Namespace) -> Reply:
         return Reply(r, out.review_queue(r))
     if args.review_command == "show":
         r = node.send(calls.CONTESTED, pb.GetContestedRequest(key=_key(args)))
-        return Reply(r, out.contested(r))
+        h: Any = node.send(calls.HISTORY, pb.GetHistoryRequest(key=_key(args)))
+        return Reply({**to_json(r), "history": to_json(h)}, out.contested_detail(r, h))
     resolve = pb.ResolveContestedRequest(key=_key(args), reason=args.reason, operator=args.operator)
     if (args.version is None) == (args.value is None):
         raise UsageError("review resolve: give exactly one of --version or --value")
@@ -175,7 +177,8 @@ def status(node: Client, args: argparse.Namespace) -> Reply:
 
 def sync(node: Client, args: argparse.Namespace) -> Reply:
     r: Any = node.send(calls.SYNC, pb.SyncNowRequest(peer_node_id=args.peer or ""))
-    return Reply(r, out.synced(r))
+    failed = any(not p.ok for p in r.results)
+    return Reply(r, out.synced(r), EXIT_SYNC_FAILED if failed else EXIT_OK)
 
 
 def members(node: Client, args: argparse.Namespace) -> Reply:

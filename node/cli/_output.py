@@ -1,4 +1,10 @@
-"""How the CLI prints: node responses as text (or as JSON with `--json`), tables, times."""
+"""How the CLI prints: node responses as text (or as JSON with `--json`), tables, times.
+
+Every text printer passes what the node sent through `safe` (or `quoted`), so a value
+holding control characters (a newline, an ANSI escape) is shown escaped and can never
+move the cursor, clear the screen or forge a line of output. `--json` output is built
+by `as_json` from the response's descriptor (see `_json`), with the schemas under
+`docs/cli-json/`."""
 
 from __future__ import annotations
 
@@ -7,13 +13,28 @@ from collections.abc import Sequence
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
-from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from factnode.api.v1 import factnode_pb2 as pb
 
+from ._json import enum_name, to_json
+
 if TYPE_CHECKING:
     from google.protobuf.timestamp_pb2 import Timestamp
+
+
+def safe(text: object) -> str:
+    """`text` with every unprintable character (control, format, line separators) escaped
+    as Python writes it in a string literal (`\\n`, `\\x1b`, `\\u202e`)."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+
+
+def quoted(text: str) -> str:
+    """A value in quotes, escaped as `safe` does (Python's repr: it escapes the same set)."""
+    return repr(text)
 
 
 def show_time(ts: Timestamp | None) -> str:
@@ -23,60 +44,63 @@ def show_time(ts: Timestamp | None) -> str:
     return ts.ToDatetime(tzinfo=UTC).isoformat().replace("+00:00", "Z")
 
 
-def _enum(value: int, enum: Any, prefix: str) -> str:
-    return str(enum.Name(value)).removeprefix(prefix)
-
-
 def outcome(d: pb.Decision) -> str:
-    return _enum(d.outcome, pb.Outcome, "OUTCOME_")
+    return enum_name(pb.Outcome.DESCRIPTOR, d.outcome)
 
 
 def state(value: int) -> str:
-    return _enum(value, pb.BeliefState, "BELIEF_STATE_")
+    return enum_name(pb.BeliefState.DESCRIPTOR, value)
 
 
 def key_text(k: pb.Key) -> str:
-    return f"{k.namespace} / {k.subject} / {k.predicate}"
+    return f"{safe(k.namespace)} / {safe(k.subject)} / {safe(k.predicate)}"
 
 
 def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> str:
-    """A plain aligned text table."""
-    cells = [list(headers), *[[str(c) for c in r] for r in rows]]
+    """A plain aligned text table; every cell escaped by `safe`."""
+    cells = [list(headers), *[[safe(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
 
-def as_json(msg: Message) -> str:
-    """A response as `--json` prints it: proto field names, sorted keys."""
-    return json.dumps(
-        json_format.MessageToDict(msg, preserving_proto_field_name=True), indent=2, sort_keys=True
+def as_json(doc: Message | dict[str, Any]) -> str:
+    """A response as `--json` prints it (see `_json.to_json`), keys sorted."""
+    value = to_json(doc) if isinstance(doc, Message) else doc
+    # ASCII only: a value's control or non-ASCII characters come as \\u escapes, never raw.
+    return json.dumps(value, indent=2, sort_keys=True)
+
+
+def evidence_line(e: pb.Evidence) -> str:
+    """One piece of evidence: id, anchor, source, worth, confidence, event time, origin."""
+    return (
+        f"evidence {safe(e.evidence_id)}: {safe(e.attribution)} from {quoted(e.source)}, "
+        f"worth {e.worth:.3f}, confidence {e.confidence:.3f}, valid from {show_time(e.valid_from)}"
+        + (" (defaulted to ingestion time)" if e.valid_from_defaulted else "")
+        + (f", origin {safe(e.origin_node)}" if e.origin_node else "")
     )
 
 
 def belief_lines(b: pb.Belief) -> list[str]:
     lines = [f"{key_text(b.key)}"]
     if b.believed_values:
-        lines.append("  values:  " + ", ".join(repr(v.object) for v in b.believed_values))
+        lines.append("  values:  " + ", ".join(quoted(v.object) for v in b.believed_values))
     else:
-        lines.append(f"  value:   {b.object!r}")
-    e = b.evidence
+        lines.append(f"  value:   {quoted(b.object)}")
     lines += [
         f"  state:   {state(b.state)}",
-        f"  rule:    {b.rule}",
-        f"  version: {b.version_id}",
-        f"  evidence {e.evidence_id}: {e.attribution} from {e.source!r}, worth {e.worth:.3f}, "
-        f"confidence {e.confidence:.3f}, valid from {show_time(e.valid_from)}"
-        + (" (defaulted to ingestion time)" if e.valid_from_defaulted else ""),
+        f"  rule:    {safe(b.rule)}",
+        f"  version: {safe(b.version_id)}",
+        f"  {evidence_line(b.evidence)}",
     ]
     return lines
 
 
 def submitted(r: pb.SubmitFactResponse) -> str:
     d = r.decision
-    lines = [f"{outcome(d)} by rule {d.rule}" + (f": {d.detail}" if d.detail else "")]
-    lines.append(f"evidence {r.evidence_id}, version {r.version_id}")
+    lines = [f"{outcome(d)} by rule {safe(d.rule)}" + (f": {safe(d.detail)}" if d.detail else "")]
+    lines.append(f"evidence {safe(r.evidence_id)}, version {safe(r.version_id)}")
     if r.HasField("belief"):
         lines.append("belief now:")
         lines += ["  " + line for line in belief_lines(r.belief)]
@@ -96,40 +120,44 @@ def history(r: pb.GetHistoryResponse) -> str:
         )
         rows.append(
             (
-                repr(v.object),
-                _enum(v.status, pb.VersionStatus, "VERSION_STATUS_"),
+                quoted(v.object),
+                enum_name(pb.VersionStatus.DESCRIPTOR, v.status),
                 spans or "never believed",
                 str(len(v.evidence)),
                 v.version_id[:12],
             )
         )
     out = table(rows, ("value", "status", "believed (event time)", "evidence", "version"))
-    ended = [f"{v.object!r} ended by {_ending(e)}" for v in r.versions for e in v.ended_by]
+    ended = [f"{quoted(v.object)} ended by {_ending(e)}" for v in r.versions for e in v.ended_by]
     return "\n".join([out, *ended])
 
 
 def _ending(e: pb.Evidence) -> str:
     """What ends a version: a retraction, or a fact on another key that contradicts it."""
-    who = f"{e.attribution} ({e.source}), from {show_time(e.valid_from)}"
+    who = f"{safe(e.attribution)} ({safe(e.source)}), from {show_time(e.valid_from)}"
     if e.retracts:
         return f"a retraction by {who}"
     k = e.key
-    return f"{k.namespace} {k.subject} {k.predicate} = {e.object!r}, which contradicts it, by {who}"
+    return (
+        f"{safe(k.namespace)} {safe(k.subject)} {safe(k.predicate)} = {quoted(e.object)}, "
+        f"which contradicts it, by {who}"
+    )
 
 
 def explanation(r: pb.ExplainResponse) -> str:
-    lines = [f"believes {r.belief.object!r} ({state(r.belief.state)}, rule {r.belief.rule})"]
+    b = r.belief
+    lines = [f"believes {quoted(b.object)} ({state(b.state)}, rule {safe(b.rule)})"]
     if not r.comparisons:
         lines.append("no other version competes")
     for cmp in r.comparisons:
-        lines.append(f"  beats {cmp.object!r} by {cmp.rule}: {cmp.reason}")
+        lines.append(f"  beats {quoted(cmp.object)} by {safe(cmp.rule)}: {safe(cmp.reason)}")
     return "\n".join(lines)
 
 
 def retracted(r: pb.RetractResponse) -> str:
     """The retraction's decision (RETRACTED, or DISBELIEVED naming what outranked it)."""
-    line = f"{outcome(r.decision)} by rule {r.decision.rule}"
-    return f"{line}\n{r.decision.detail}" if r.decision.detail else line
+    line = f"{outcome(r.decision)} by rule {safe(r.decision.rule)}"
+    return f"{line}\n{safe(r.decision.detail)}" if r.decision.detail else line
 
 
 def decisions(r: pb.ListDecisionsResponse) -> str:
@@ -146,32 +174,89 @@ def decisions(r: pb.ListDecisionsResponse) -> str:
     ]
     text = table(rows, ("seq", "decided", "key", "outcome", "rule", "evidence"))
     if r.next_page_token:
-        text += f"\nmore: --page-token {r.next_page_token}"
+        text += f"\nmore: --page-token {safe(r.next_page_token)}"
     return text
 
 
-def contested(k: pb.ContestedKey) -> str:
+def _share(v: pb.VersionTally) -> str:
+    return f"{v.share_milli / 10:.1f}%"
+
+
+def _threshold(k: pb.ContestedKey) -> str:
+    t = k.consensus_threshold
+    return f"{t.numerator * 100 / t.denominator:g}%" if t.denominator else "-"
+
+
+def _queued_header(k: pb.ContestedKey) -> list[str]:
     lines = [f"{key_text(k.key)}: {state(k.state)}"]
+    if k.detail:
+        lines.append(f"  why: {safe(k.detail)}")
+    return lines
+
+
+def contested(k: pb.ContestedKey) -> str:
+    """One queued key as `review list` prints it: the reason, then one line per version
+    with its share of the counted vote weight, its voters and its local rule."""
+    lines = _queued_header(k)
+    voted = any(v.weight for v in k.versions)
     for v in k.versions:
         mark = "*" if v.local_belief else " "
-        lines.append(f" {mark} {v.object!r} (version {v.version_id[:12]}, {v.local_rule})")
+        voters = ", ".join(safe(n) for n in v.voters) or "none"
+        value = quoted(v.object) if v.object else f"version {safe(v.version_id)}"
+        rule = f", {safe(v.local_rule)}" if v.local_rule else ""
+        lines.append(
+            f" {mark} {value} {_share(v) if voted else 'no votes'}"
+            + (f", voters: {voters}" if voted else "")
+            + f" (version {safe(v.version_id[:12])}{rule})"
+        )
+    return "\n".join(lines)
+
+
+def contested_detail(k: pb.ContestedKey, h: pb.GetHistoryResponse) -> str:
+    """One queued key in full (`review show`): the reason and threshold, then each version
+    with its share, weight, voters, local rule and every piece of its evidence."""
+    lines = _queued_header(k)
+    served = next((v for v in k.versions if v.version_id == k.served_version_id), None)
+    lines.append(
+        f"  served: {quoted(served.object) if served else safe(k.served_version_id) or '-'}"
+        f" (provisionally); consensus needs more than {_threshold(k)} of the counted vote weight"
+    )
+    held = {v.version_id: v for v in h.versions}
+    voted = any(v.weight for v in k.versions)
+    for v in k.versions:
+        mark = "*" if v.local_belief else " "
+        value = quoted(v.object) if v.object else "(no evidence held here)"
+        lines.append(f" {mark} {value}  version {safe(v.version_id)}")
+        if voted:
+            lines.append(f"      share {_share(v)}, weight {v.weight:,}")
+            lines.append(f"      voters: {', '.join(safe(n) for n in v.voters) or 'none'}")
+        else:
+            lines.append("      no votes counted (no peer has voted on this key)")
+        lines.append(f"      local rule: {safe(v.local_rule) or '-'}")
+        evidence = held[v.version_id].evidence if v.version_id in held else []
+        if not evidence:
+            lines.append("      evidence: none held on this node")
+        lines += [f"      {evidence_line(e)}" for e in evidence]
     return "\n".join(lines)
 
 
 def review_queue(r: pb.ListContestedResponse) -> str:
     if not r.keys:
         return "the review queue is empty"
-    return "\n".join(contested(k) for k in r.keys)
+    text = "\n".join(contested(k) for k in r.keys)
+    if r.next_page_token:
+        text += f"\nmore: --page-token {safe(r.next_page_token)}"
+    return text
 
 
 def resolved(r: pb.ResolveContestedResponse) -> str:
-    return f"{outcome(r.decision)} by rule {r.decision.rule}\n{r.note}"
+    return f"{outcome(r.decision)} by rule {safe(r.decision.rule)}\n{safe(r.note)}"
 
 
 def erased(r: pb.EraseResponse) -> str:
     return (
         f"erased {r.evidence_erased} evidence across {r.keys_affected} key(s); "
-        f"tombstone {r.erasure_id}"
+        f"tombstone {safe(r.erasure_id)}"
     )
 
 
@@ -182,8 +267,9 @@ def decayed(r: pb.RunDecayResponse) -> str:
 def status(r: pb.GetStatusResponse) -> str:
     n = r.counts
     lines = [
-        f"node {r.node_id} (factnode {r.version}) listening on {r.listen_address}",
-        f"store: {r.database}",
+        f"node {safe(r.node_id)} (factnode {safe(r.version)}) listening on "
+        f"{safe(r.listen_address)}",
+        f"store: {safe(r.database)}",
         f"evidence {n.evidence}, keys {n.keys}, decisions {n.decisions}, contested {n.contested}, "
         f"ambiguous {n.ambiguous}, rejected {n.rejected}",
     ]
@@ -214,18 +300,25 @@ def synced(r: pb.SyncNowResponse) -> str:
         )
         for p in r.results
     ]
-    return table(rows, ("peer", "result", "evidence in", "evidence out"))
+    text = table(rows, ("peer", "result", "evidence in", "evidence out"))
+    failed = [p for p in r.results if not p.ok]
+    if failed:
+        text += "\n" + "\n".join(
+            f"sync with {safe(p.node_id)} ({safe(p.address)}) failed: {safe(p.error)}"
+            for p in failed
+        )
+    return text
 
 
 def members(r: pb.ListMembersResponse) -> str:
     rows = [
         (
-            m.node_id + (" (this node)" if m.self else ""),
-            m.address or "-",
+            safe(m.node_id) + (" (this node)" if m.self else ""),
+            safe(m.address) or "-",
             show_time(m.last_heard),
             show_time(m.certificate_expires),
-            "revoked" if m.revoked else (m.refused or "member"),
-            m.max_anchor,
+            "revoked" if m.revoked else (safe(m.refused) or "member"),
+            safe(m.max_anchor),
         )
         for m in r.members
     ]
@@ -241,5 +334,5 @@ def revoked(r: pb.RevokeResponse) -> str:
         if r.applied
         else f"not applied: this node holds list number {r.number}, the same or newer"
     )
-    who = ", ".join(r.revoked) if r.revoked else "none of the members this node knows"
+    who = ", ".join(map(safe, r.revoked)) if r.revoked else "none of the members this node knows"
     return f"{head}; revoked: {who}"

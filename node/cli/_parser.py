@@ -11,6 +11,8 @@ import factnode
 from factnode import health as health_probe
 from factnode.config import EVENT_LOOPS
 
+from ._exits import EXIT_CODES
+
 DEFAULT_ADDRESS = "127.0.0.1:7420"
 # Adds one verb: (subparsers, the options every node-talking verb shares).
 AddVerb = Callable[[Any, argparse.ArgumentParser], None]
@@ -39,8 +41,8 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _common() -> argparse.ArgumentParser:
-    """Options of every verb that talks to a node."""
+def _common(*, json: bool = True) -> argparse.ArgumentParser:
+    """Options of every verb that talks to a node (`--json` where it prints a response)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--address",
@@ -60,7 +62,12 @@ def _common() -> argparse.ArgumentParser:
     common.add_argument(
         "--timeout", type=_seconds, default=10.0, help="seconds per call (default %(default)s)"
     )
-    common.add_argument("--json", action="store_true", help="print the response as JSON")
+    if json:
+        common.add_argument(
+            "--json",
+            action="store_true",
+            help="print the response (or the error) as JSON on stdout; schemas in docs/cli-json/",
+        )
     return common
 
 
@@ -70,7 +77,7 @@ def build_parser(verbs: Iterable[AddVerb]) -> argparse.ArgumentParser:
         prog="factnode",
         description="Deterministic, explainable beliefs for AI agents. "
         "Run a node with `factnode serve`; the other commands talk to one.",
-        epilog="Exit codes: 0 ok, 1 error, 2 usage, 3 unreachable, 4 refused, 5 not found, 6 invalid argument.",
+        epilog=f"Exit codes: {EXIT_CODES}. With --json a failure prints an error object on stdout.",
     )
     parser.add_argument("--version", action="version", version=f"factnode {factnode.__version__}")
     common = _common()
@@ -268,8 +275,10 @@ def revoke(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def mcp(sub: Any, common: argparse.ArgumentParser) -> None:
+    # No --json: stdout carries the protocol's own JSON-RPC messages.
     p = sub.add_parser(
-        "mcp", parents=[common],
+        "mcp",
+        parents=[_common(json=False)],
         help="serve the Model Context Protocol for an LLM agent (stdio; Streamable HTTP with --http)",
     )
     p.add_argument(
@@ -294,8 +303,9 @@ def health(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def console(sub: Any, common: argparse.ArgumentParser) -> None:
+    # No --json: it serves web pages and prints nothing else.
     p = sub.add_parser(
-        "console", parents=[common], help="serve the operators' web console for a node"
+        "console", parents=[_common(json=False)], help="serve the operators' web console for a node"
     )
     p.add_argument(
         "--listen",

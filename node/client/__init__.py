@@ -7,12 +7,20 @@ carrying the node's field violations. Requests are built and responses parsed on
 factnode.api; never the ledger, store, server or federation."""
 
 from ._async import AsyncClient
-from ._errors import ClientError, FieldError, InvalidFact, NotFound, PermissionDenied, Unavailable
+from ._errors import (
+    ClientError,
+    FailedPrecondition,
+    FieldError,
+    InvalidFact,
+    NotFound,
+    PermissionDenied,
+    Unavailable,
+)
 from ._sync import Client
 from ._types import Belief, Decision, Evidence, Explanation, Page, Submitted, Version
 
 __all__ = [
     "AsyncClient", "Belief", "Client", "ClientError", "Decision", "Evidence", "Explanation",
-    "FieldError", "InvalidFact", "NotFound", "Page", "PermissionDenied", "Submitted",
+    "FailedPrecondition", "FieldError", "InvalidFact", "NotFound", "Page", "PermissionDenied", "Submitted",
     "Unavailable", "Version",
 ]  # fmt: skip

@@ -40,6 +40,10 @@ class PermissionDenied(ClientError):
     """The token is missing, unknown or lacks the role the call needs."""
 
 
+class FailedPrecondition(ClientError):
+    """The key is not in the state the call needs (e.g. resolving a key not under review)."""
+
+
 class Unavailable(ClientError):
     """The node could not be reached (after the retries) or the deadline passed."""
 
@@ -74,6 +78,8 @@ def from_rpc_error(err: grpc.RpcError) -> ClientError:
         return NotFound(message, name)
     if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
         return PermissionDenied(message, name)
+    if code is grpc.StatusCode.FAILED_PRECONDITION:
+        return FailedPrecondition(message, name)
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return Unavailable(message, name)
     return ClientError(message, name)

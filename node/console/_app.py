@@ -8,7 +8,7 @@ import asyncio
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,10 +21,17 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import (
+    FileResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from factnode import tokens
 from factnode.client import (
@@ -37,6 +44,7 @@ from factnode.client import (
     PermissionDenied,
     Unavailable,
 )
+from factnode.client._types import Tally
 from factnode.core import Key
 
 from . import _forms as forms
@@ -75,13 +83,15 @@ class Roles:
 
     def __init__(self) -> None:
         self._known: tuple[float, bool] | None = None
+        # The node's id, from that same GetStatus: None until an operator call succeeds.
+        self.node_id: str | None = None
 
     async def operator(self, node: AsyncClient) -> bool:
         now = time.monotonic()
         if self._known is not None and now - self._known[0] < ROLE_TTL_SECONDS:
             return self._known[1]
         try:
-            await node.status()
+            self.node_id = (await node.status()).node_id
             allowed = True
         except PermissionDenied:
             allowed = False
@@ -153,6 +163,7 @@ HTTP_STATUS = {
     "UNAUTHENTICATED": 401,
     "PERMISSION_DENIED": 403,
     "NOT_FOUND": 404,
+    "FAILED_PRECONDITION": 409,  # e.g. resolving a key that the rules settled meanwhile
     "UNAVAILABLE": 503,
     "DEADLINE_EXCEEDED": 504,
 }
@@ -292,10 +303,13 @@ class Console:
         *,
         flash: dict[str, str] | None = None,
         error: dict[str, Any] | None = None,
+        typed: Mapping[str, str] | None = None,
         status: int = 200,
     ) -> Response:
         """Everything about one key: served belief, rule chain, versions with evidence, the
-        timeline and the tally, the key's decisions, and (for operators) the actions."""
+        timeline and the tally, what each voter believes, the key's decisions, and (for
+        operators) the actions. A refused action's `error` (naming its `action`) is shown in
+        that action's form, with what was `typed` there kept."""
         node = self.node
         operator = await self.roles.operator(node)
         # The calls go out together; a key may lack any of the first three (no belief after
@@ -320,6 +334,17 @@ class Console:
             tallies = contested.versions
             threshold = contested.threshold or threshold
         found = bool(explanation or history)
+        kept: dict[str, dict[str, str]] = {name: {} for name in ACTIONS}
+        # The forms key.html shows: a refusal goes in its own form, or at the top without one.
+        shown = {
+            "resolve": operator and contested is not None and bool(history),
+            "retract": operator and belief is not None,
+            "erase": operator and found,
+        }
+        if error is not None and not shown.get(error.get("action", "")):
+            error = {**error, "action": ""}
+        elif error is not None and typed is not None:
+            kept[error["action"]] = dict(typed)
         return self.page(
             request,
             "key.html",
@@ -339,6 +364,9 @@ class Console:
                 "operator": operator,
                 "flash": flash,
                 "error": error,
+                "kept": kept,
+                "voters": voter_beliefs(tallies, self.roles.node_id),
+                "node_id": self.roles.node_id,
                 "key_query": key_query(key),
                 "erase_key": forms.erase_phrase(key, "key"),
                 "erase_subject": forms.erase_phrase(key, "subject"),
@@ -370,6 +398,7 @@ class Console:
             )
         form = await request.form()
         params = {k: v for k, v in form.items() if isinstance(v, str)}
+        name = request.url.path.rsplit("/", 1)[-1]
         htmx = request.headers.get("hx-request") == "true"
         try:
             key = forms.key_of(params)
@@ -380,11 +409,14 @@ class Console:
         except ClientError as err:
             if isinstance(err, Unavailable):
                 return self.failure(request, err, "Action")
-            refused = error_words(err)
+            # Shown in the form that was sent, with what was typed there kept.
+            refused = {**error_words(err), "action": name}
             # htmx swaps only 2xx answers; a plain POST gets the status that says what failed.
             status = 200 if htmx else http_status(err)
             return await self.guarded(
-                request, "Action", lambda: self.key_page(request, key, error=refused, status=status)
+                request,
+                "Action",
+                lambda: self.key_page(request, key, error=refused, typed=params, status=status),
             )
         if htmx:
             return await self.guarded(
@@ -399,7 +431,8 @@ class Console:
             if not version:
                 forms.refuse([FieldError("version_id", "choose a version")])
             done = await self.node.resolve(key, forms.text(p, "reason"), version_id=version)
-            return decision_words("Resolved", done.decision, done.note)
+            words = decision_words("Resolved", done.decision, done.note)
+            return {**words, "scope": "on this node only; the other voters keep their own beliefs"}
 
         return await self.act(request, run)
 
@@ -552,6 +585,8 @@ class Console:
         return await self.guarded(request, "Node and peers", render)
 
 
+ACTIONS = ("resolve", "retract", "erase")
+
 OUTCOMES = (
     "ACCEPTED", "CORROBORATED", "SUPERSEDED", "HISTORICAL", "DISBELIEVED", "AMBIGUOUS",
     "DUPLICATE", "REJECTED", "RESOLVED", "RETRACTED",
@@ -573,6 +608,17 @@ async def nothing() -> None:
     return None
 
 
+def voter_beliefs(tallies: Sequence[Tally], node_id: str | None) -> list[dict[str, Any]]:
+    """Each voter with the value its counted vote is for, this node first (when its id is
+    known), then by voter id."""
+    rows = [
+        {"voter": voter, "object": t.object, "version_id": t.version_id, "here": voter == node_id}
+        for t in tallies
+        for voter in t.voters
+    ]
+    return sorted(rows, key=lambda r: (not r["here"], r["voter"]))
+
+
 def decision_words(title: str, d: Decision, note: str) -> dict[str, str]:
     return {"title": title, "outcome": d.outcome, "rule": d.rule, "detail": note or d.detail}
 
@@ -583,11 +629,56 @@ def sse(event: str, data: str) -> str:
     return f"event: {event}\n{lines}\n"
 
 
+# Sent with every response. The pages use no inline script or style (htmx's own indicator
+# style is turned off in base.html), so the policy allows only this origin's files.
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+)
+
+
+_NAMES = frozenset(name for name, _ in SECURITY_HEADERS)
+
+
+class SecurityHeaders:
+    """ASGI middleware adding SECURITY_HEADERS to every HTTP response, errors and static
+    files included (outermost, so even a refused Host gets them)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in _NAMES]
+                message = {**message, "headers": [*kept, *SECURITY_HEADERS]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+async def favicon(request: Request) -> Response:
+    """The console's icon where browsers look for it by default."""
+    return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
+
+
 def create_app(settings: ConsoleSettings) -> Starlette:
-    """The console for one node: routes, static files (htmx, vendored) and Host checking."""
+    """The console for one node: routes, static files (htmx, vendored), Host checking and
+    the security headers."""
     console = Console(settings)
     routes = [
         Route("/", console.home),
+        Route("/favicon.ico", favicon),
         Route("/queue", console.queue),
         Route("/key", console.key),
         Route("/key/resolve", console.resolve, methods=["POST"]),
@@ -599,7 +690,10 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     # A Host header naming another site (DNS rebinding) is refused before any route runs.
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts))]
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts)),
+    ]
     app = Starlette(routes=routes, middleware=middleware, lifespan=console.lifespan)
     app.state.console = console
     return app

@@ -23,6 +23,9 @@ PLOT_WIDTH = 500  # the axis: WIDTH - LABEL_WIDTH - a right margin for end label
 ROW_HEIGHT = 28
 BAR_HEIGHT = 16
 TOP = 10
+# A generous width per character of the 12px labels (console.css), to keep them off lines.
+CHAR_WIDTH = Fraction(15, 2)
+GAP = 4  # between a bar's end (or the threshold line) and its label
 
 
 def _num(x: Fraction) -> str:
@@ -109,6 +112,15 @@ def timeline_svg(versions: Sequence[Version], now: datetime) -> str:
     return "".join(out)
 
 
+def label_x(bar_end: Fraction, line_x: Fraction, label: str) -> Fraction:
+    """Where a bar's share label starts: just after the bar, unless it would then cross the
+    threshold line, in which case just after the line (so "62.5%" never overlaps "66%")."""
+    start = bar_end + GAP
+    if start < line_x + GAP and start + CHAR_WIDTH * len(label) > line_x - GAP:
+        return line_x + GAP
+    return start
+
+
 def tally_svg(tallies: Sequence[Tally], threshold: Fraction = DEFAULT_THRESHOLD) -> str:
     """One bar per version, its length its share of the counted weight, and a line at the
     threshold. A bar whose weight is over the threshold (100·W_v > 66·W_total, the node's
@@ -131,6 +143,7 @@ def tally_svg(tallies: Sequence[Tally], threshold: Fraction = DEFAULT_THRESHOLD)
         over = over_threshold(t.weight, total, threshold)
         share = f"{t.share_milli // 10}.{t.share_milli % 10}%"
         voters = ", ".join(t.voters) or "no voter"
+        text = f"{share} ({voters})"
         out.append(
             f'<g class="bar{" over" if over else ""}{" local" if t.local_belief else ""}" '
             f'data-version="{escape(t.version_id)}">'
@@ -138,8 +151,8 @@ def tally_svg(tallies: Sequence[Tally], threshold: Fraction = DEFAULT_THRESHOLD)
             f'<rect x="{LABEL_WIDTH}" y="{y + (ROW_HEIGHT - BAR_HEIGHT) // 2}" '
             f'width="{_num(width)}" height="{BAR_HEIGHT}"><title>weight {t.weight:,} of '
             f"{total:,}; votes: {escape(voters)}</title></rect>"
-            f'<text class="share" x="{_num(LABEL_WIDTH + width + 4)}" y="{y + 17}">{share} '
-            f"({escape(voters)})</text></g>"
+            f'<text class="share" x="{_num(label_x(LABEL_WIDTH + width, line_x, text))}" '
+            f'y="{y + 17}">{escape(text)}</text></g>'
         )
     bottom = TOP + ROW_HEIGHT * max(1, len(tallies))
     out.append(

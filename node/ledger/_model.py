@@ -28,6 +28,11 @@ class NotFound(LookupError):
     """The thing asked for does not exist on this node."""
 
 
+class NotUnderReview(Exception):
+    """The key is not AMBIGUOUS or CONTESTED (nor held by a pin), so there is nothing to
+    resolve; the message names the key's state and rule."""
+
+
 @dataclass(frozen=True, slots=True)
 class Belief:
     """What the node believes for a key, with the rule that decided it."""

@@ -20,7 +20,7 @@ from factnode.core.validation import (
     check_id,
     check_text,
 )
-from factnode.ledger._model import Committed, NotFound, Resolution, Submitted
+from factnode.ledger._model import Committed, NotFound, NotUnderReview, Resolution, Submitted
 from factnode.ledger._reading import Reading
 from factnode.ledger._serving import check_key_input
 from factnode.ledger._writing import Writing
@@ -35,7 +35,9 @@ class Review(Writing, Reading):
         """Pins the operator's choice among a key's versions, with the reason, in the decision
         log. While the key is AMBIGUOUS or CONTESTED the pinned version is served BELIEVED by
         rule operator_resolution (and, where the key is locally ambiguous, is this node's
-        vote); evidence that makes a version win on the rules takes over."""
+        vote); evidence that makes a version win on the rules takes over. A key the rules
+        settle (served BELIEVED by another rule, or with no belief) is NotUnderReview and
+        nothing is written: a pin there would only wait, unseen, for the key to split again."""
         check_key_input(key)
         out: list[FieldViolation] = []
         if (version_id is None) == (obj is None):
@@ -58,6 +60,16 @@ class Review(Writing, Reading):
                 what = f"version {version_id}" if version_id is not None else f"value {obj!r}"
                 raise NotFound(f"no {what} for {key}: a pin chooses among held versions")
             before = tx.beliefs([key]).get(key, [])
+            if not any(
+                b.state is not BeliefState.BELIEVED or b.rule is Rule.OPERATOR_RESOLUTION
+                for b in before
+            ):
+                standing = ", ".join(f"{b.state.name} by rule {b.rule}" for b in before)
+                raise NotUnderReview(
+                    f"{key} is not under review ({standing or 'no belief'}): the rules decide it; "
+                    "to overrule them, submit evidence as user_confirmed with source "
+                    f"operator:{operator.strip()}"
+                )
             tx.put_pin(key, chosen, operator.strip(), reason, now)
             decision = Decision(
                 key=key,

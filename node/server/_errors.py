@@ -14,7 +14,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from factnode.core import InvalidInput
-from factnode.ledger import NotFound
+from factnode.ledger import NotFound, NotUnderReview
 from factnode.store import RefusedData
 
 log = logging.getLogger("factnode.server")
@@ -100,7 +100,7 @@ def _status_of(exc: BaseException, extra: list[Message]) -> grpc.Status:
         return _status(code_pb2.PERMISSION_DENIED, str(exc), extra)
     if isinstance(exc, Unauthenticated):
         return _status(code_pb2.UNAUTHENTICATED, str(exc), extra)
-    if isinstance(exc, FailedPrecondition):
+    if isinstance(exc, (FailedPrecondition, NotUnderReview)):
         return _status(code_pb2.FAILED_PRECONDITION, str(exc), extra)
     # The type only: a message or traceback could quote a fact's value or source.
     log.error("internal error: %s", type(exc).__name__)

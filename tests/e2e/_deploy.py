@@ -19,7 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "docker-compose.yml"
 K8S = DEPLOY / "k8s"
-TEST_TOKENS = {"FACTNODE_OPERATOR_TOKEN": "op-test-token", "FACTNODE_AGENT_TOKEN": "agent-test"}
+TEST_TOKENS = {
+    "FACTNODE_OPERATOR_TOKEN": "op-test-token-0001",
+    "FACTNODE_AGENT_TOKEN": "agent-test-token-01",
+}
 
 # Compose's forms used here: ${VAR}, ${VAR:-default}, ${VAR:?error}.
 _VAR = re.compile(r"\$\{(\w+)(?::([?-])([^}]*))?\}")

@@ -25,7 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 
-READER, WRITER, OPERATOR = "reader-token-1", "writer-token-2", "operator-token-3"
+READER, WRITER, OPERATOR = "reader-token-0001", "writer-token-0002", "operator-token-3"
 EXIT_REFUSED = 4
 
 CONFIG = f"""
@@ -211,7 +211,7 @@ def test_cli_with_tokens(server: ServerProcess, tmp_path: Path) -> None:
         "--token",
         WRITER,
     )
-    assert out["decision"]["outcome"] == "OUTCOME_ACCEPTED"
+    assert out["decision"]["outcome"] == "ACCEPTED"
     assert cli.json("get", ns, "ana", "lives_in", "--token", READER)["object"] == "Porto"
 
     refused = [

@@ -82,7 +82,7 @@ def test_recency_conflict_supersedes_and_as_of_answers_the_older_value(cli: Cli)
     ns = unique_ns("user")
     submit(cli, ns, "Porto", *how(at="2024-01-01"))
     out = submit(cli, ns, "Braga", *how(at="2025-01-01T00:00Z"))
-    assert decided(out) == ("OUTCOME_SUPERSEDED", "recency")
+    assert decided(out) == ("SUPERSEDED", "recency")
     assert out["belief"]["object"] == "Braga"
 
     now = cli.run("get", ns, *ANA)
@@ -105,8 +105,8 @@ def test_history_lists_each_version_with_its_interval(cli: Cli) -> None:
     assert "HISTORICAL" in porto and "2024-01-01T00:00:00Z .. 2025-01-01T00:00:00Z" in porto
     assert "BELIEVED" in braga and "2025-01-01T00:00:00Z .. now" in braga
     versions = {v["object"]: v for v in cli.json("history", ns, *ANA)["versions"]}
-    assert versions["Porto"]["status"] == "VERSION_STATUS_HISTORICAL"
-    assert versions["Braga"]["status"] == "VERSION_STATUS_BELIEVED"
+    assert versions["Porto"]["status"] == "HISTORICAL"
+    assert versions["Braga"]["status"] == "BELIEVED"
 
 
 def test_explain_names_the_deciding_rule(cli: Cli) -> None:
@@ -130,11 +130,11 @@ def test_decisions_log_records_every_outcome_with_its_rule(cli: Cli) -> None:
     submit(cli, ns, "Porto", *how(at="2024-01-01"))
     got = cli.json("decisions", "--key", ns, *ANA)["decisions"]
     assert [(d["outcome"], d["rule"]) for d in got[:3]] == [
-        ("OUTCOME_ACCEPTED", "first_version"),
-        ("OUTCOME_DISBELIEVED", "trust_anchor"),
-        ("OUTCOME_REJECTED", "min_confidence"),
+        ("ACCEPTED", "first_version"),
+        ("DISBELIEVED", "trust_anchor"),
+        ("REJECTED", "min_confidence"),
     ]
-    assert [d["outcome"] for d in got[3:]] == ["OUTCOME_DUPLICATE"]
+    assert [d["outcome"] for d in got[3:]] == ["DUPLICATE"]
     seqs = [int(d["seq"]) for d in got]
     assert seqs == sorted(seqs)
     text = cli.run("decisions", "--namespace", ns).stdout
@@ -154,12 +154,12 @@ def test_review_list_show_resolve_an_ambiguous_key(cli: Cli) -> None:
     tie = {"at": "2024-03-01", "worth": "0.6", "confidence": "0.7"}
     submit(cli, ns, "dev", *how(source="alice", **tie), key=BOB)
     second = submit(cli, ns, "ops", *how(source="carol", **tie), key=BOB)
-    assert decided(second) == ("OUTCOME_AMBIGUOUS", "tiebreak")
+    assert decided(second) == ("AMBIGUOUS", "tiebreak")
     provisional = second["belief"]["object"]
     other = ({"dev", "ops"} - {provisional}).pop()
 
     [listed] = cli.json("review", "list", "--namespace", ns)["keys"]
-    assert (listed["key"]["subject"], listed["state"]) == ("bob", "BELIEF_STATE_AMBIGUOUS")
+    assert (listed["key"]["subject"], listed["state"]) == ("bob", "AMBIGUOUS")
     assert f"{ns} / bob / role: AMBIGUOUS" in cli.run("review", "list", "--namespace", ns).stdout
 
     shown = cli.json("review", "show", ns, *BOB)
@@ -175,7 +175,7 @@ def test_review_list_show_resolve_an_ambiguous_key(cli: Cli) -> None:
     assert cli.json("get", ns, *BOB)["object"] == other
     logged = cli.json("decisions", "--key", ns, *BOB)["decisions"]
     assert len(logged) == 3
-    assert logged[-1]["outcome"] == "OUTCOME_RESOLVED" and "olga" in logged[-1]["detail"]
+    assert logged[-1]["outcome"] == "RESOLVED" and "olga" in logged[-1]["detail"]
 
 
 def test_resolve_prints_outcome_rule_and_note_and_settles_the_key(cli: Cli) -> None:
@@ -204,7 +204,7 @@ def test_resolving_a_user_stated_tie_is_honest_about_the_outcome(cli: Cli) -> No
         note = resolved["note"].lower()
         assert any(w in note for w in ("ambiguous", "under review", "still")), resolved
     else:
-        assert cli.json("get", ns, *BOB)["state"] == "BELIEF_STATE_BELIEVED"
+        assert cli.json("get", ns, *BOB)["state"] == "BELIEVED"
 
 
 def test_erase_subject_removes_every_fact_about_it(cli: Cli) -> None:
@@ -258,12 +258,16 @@ def test_invalid_submission_exits_6_naming_every_bad_field(cli: Cli) -> None:
 
 
 def test_unreachable_node_exits_3_with_a_clear_message(cli: Cli) -> None:
-    """A node that is not there: exit 3, a message naming the address, nothing on stdout."""
+    """A node that is not there: exit 3, a message naming the address on stderr and nothing
+    on stdout; with --json the same message in an error object on stdout, nothing on stderr."""
     address = f"127.0.0.1:{free_port()}"
-    for args in (["get", "user:x", *ANA], ["status", "--json"]):
-        r = cli.run(*args, "--timeout", "3", address=address, check=EXIT_UNREACHABLE)
-        assert f"cannot reach a factnode at {address}" in r.stderr, r.describe()
-        assert r.stdout == ""
+    r = cli.run("get", "user:x", *ANA, "--timeout", "3", address=address, check=EXIT_UNREACHABLE)
+    assert f"cannot reach a factnode at {address}" in r.stderr, r.describe()
+    assert r.stdout == ""
+    r = cli.run("status", "--json", "--timeout", "3", address=address, check=EXIT_UNREACHABLE)
+    error = json.loads(r.stdout)["error"]
+    assert f"cannot reach a factnode at {address}" in error["message"], r.describe()
+    assert error["exit_code"] == EXIT_UNREACHABLE and r.stderr == ""
 
 
 @pytest.mark.parametrize("command", [["get"], ["explain"], ["history"], ["review", "show"]])

@@ -221,6 +221,22 @@ def test_review_contested_resolve_retract_and_watch_on_a_real_tie(server: Server
         assert client.belief(key).object == "Braga"  # Faro's validity ended
 
 
+def test_resolving_a_settled_key_raises_failed_precondition(server: ServerProcess) -> None:
+    """ResolveContested on a key the rules decide is FAILED_PRECONDITION (the client's
+    FailedPrecondition) naming its state and rule; the belief and the log are unchanged."""
+    ns = _ns()
+    key = (ns, "ana", "colour")
+    with factnode.Client(server.address) as client:
+        client.submit(key, "blue", "user_stated", source="ana")
+        client.submit(key, "red", "llm_generated", source="gpt")
+        logged = client.decisions(key=key).items
+        with pytest.raises(factnode.FailedPrecondition, match="BELIEVED by rule") as err:
+            client.resolve(key, "checked", object="red", operator="ops")
+        assert err.value.code == "FAILED_PRECONDITION" and "not under review" in str(err.value)
+        assert client.belief(key).object == "blue"
+        assert client.decisions(key=key).items == logged
+
+
 def test_async_client_review_resolve_retract_erase_and_admin(server: ServerProcess) -> None:
     """The AsyncClient's remaining calls on a real tie: beliefs, decisions, review,
     contested, resolve, retract, erase, decay and sync."""

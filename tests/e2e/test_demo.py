@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from _e2e import CLI_TIMEOUT, Cli, factnode_command, isolated_env
 # gRPC's C core logs as `I1201 01:09:50.025 25793 file.cc:110] ...`; absl adds a banner.
 GRPC_LOG_LINE = re.compile(r"^[DIWEF]\d{4} \d\d:\d\d:\d\d|absl::|grpc_init|\.cc:\d+\]", re.M)
 DEMO_TIMEOUT = 90.0
+# Kept demo nodes sync every few seconds (factnode.demo.KEPT_SYNC_SECONDS), so this is ample.
+KEPT_SYNC_WAIT = 30.0
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -44,6 +47,7 @@ def test_demo_shows_the_deciding_numbers_and_no_grpc_log_lines(tmp_path: Path) -
     assert "'3.12' has 70.0%, more than 66%" in out
     assert re.search(r"'Mei'\s+62\.5%\s+weight\s+[\d,]+\s+votes: beta, gamma", out), out
     assert "'Mei' has 62.5%, not more than 66%" in out
+    assert "alpha's review queue holds: team:infra / oncall / lead (CONTESTED)" in out
     assert "stopped the demo nodes and removed their data" in out
     assert list((tmp_path / "tmp").iterdir()) == []
 
@@ -67,6 +71,15 @@ def test_demo_keep_leaves_nodes_to_review_until_interrupted(tmp_path: Path) -> N
         address = re.search(r"review list --address (127\.0\.0\.1:\d+)", text)
         assert address, text
         cli = Cli(address.group(1), isolated_env(tmp_path / "cli-home"))
+        # Kept nodes sync on their own: each peer's last sync moves on without `factnode sync`.
+        first = {p["node_id"]: p["last_sync"] for p in cli.json("status")["peers"]}
+        deadline = time.monotonic() + KEPT_SYNC_WAIT
+        while True:
+            now = {p["node_id"]: p["last_sync"] for p in cli.json("status")["peers"]}
+            if all(now[n] is not None and now[n] != first[n] for n in first):
+                break
+            assert time.monotonic() < deadline, f"no periodic sync: {first} -> {now}"
+            time.sleep(0.5)
         queue = cli.json("review", "list")
         assert [k["key"]["subject"] for k in queue["keys"]] == ["oncall"]
         resolve = re.search(r"(review resolve team:infra oncall lead .*) --address", text)

@@ -71,6 +71,40 @@ def _free_base_port() -> int:
     pytest.skip("could not find consecutive free loopback ports")
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "term"])
+def test_local_cluster_script_removes_its_temporary_directory(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Without DIR the script works in a mktemp directory, and Ctrl-C or SIGTERM stops the
+    node and removes that directory: nothing is left in TMPDIR."""
+    base = _free_base_port()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "FACTNODE_BIN": _factnode_bin(), "FACTNODE_BASE_PORT": str(base),
+           "TMPDIR": str(tmp)}  # fmt: skip
+    proc = subprocess.Popen(
+        ["bash", str(DEPLOY / "local-cluster.sh"), "1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        ready = read_until(proc, "nodes serving", 90)
+        assert "and removes it" in ready[-1], ready
+        assert len(list(tmp.iterdir())) == 1
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert list(tmp.iterdir()) == []
+
+
 def test_local_cluster_script_starts_a_converging_federation(tmp_path: Path) -> None:
     """deploy/local-cluster.sh starts three nodes, says so once all serve, and they sync a fact to each other."""
     base = _free_base_port()

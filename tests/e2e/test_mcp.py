@@ -174,13 +174,15 @@ async def test_token_without_the_role_is_permission_denied_text(tmp_path: Path) 
     """A reader's token may recall but not remember; the refusal is tool error text."""
     config = tmp_path / "factnode.toml"
     config.write_text(
-        'listen = "127.0.0.1:0"\n[[tokens]]\ntoken = "reader-token"\nroles = ["reader"]\n'
+        'listen = "127.0.0.1:0"\n[[tokens]]\ntoken = "reader-token-0001"\nroles = ["reader"]\n'
     )
     node = start_server(tmp_path, "--config", str(config), listen=None)
     key = {"namespace": unique_ns("mcp"), "subject": "di", "predicate": "city"}
     try:
         with anyio.fail_after(SESSION_TIMEOUT):
-            async with mcp_session(node.address, tmp_path, "--token", "reader-token") as session:
+            async with mcp_session(
+                node.address, tmp_path, "--token", "reader-token-0001"
+            ) as session:
                 denied = await call(
                     session, "remember_fact", **key, object="Faro", attribution="user_stated",
                     source="chat",

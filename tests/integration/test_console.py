@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-from _console import OPERATOR, READER, ConsoleServer, InProcessNode, tie
+from _console import OPERATOR, READER, ConsoleServer, InProcessNode, screenshot_dir, tie
 from starlette.testclient import TestClient
 
 from factnode.client import Client
@@ -373,3 +373,122 @@ def test_the_nodes_own_threshold_is_shown_and_sent_with_the_queue(
             assert "75%" in page.text and "66%" not in page.text
     finally:
         node.close()
+
+
+def _form_of(page: str, action: str) -> str:
+    """The HTML of one action's form on a key page."""
+    match = re.search(rf'<form method="post" action="/key/{action}".*?</form>', page, re.S)
+    assert match, f"no {action} form"
+    return match.group(0)
+
+
+@pytest.mark.parametrize("htmx", [False, True], ids=["plain-post", "htmx"])
+def test_a_refused_action_shows_its_error_in_its_form_and_keeps_what_was_typed(
+    operator: TestClient, grpc_client: Client, htmx: bool
+) -> None:
+    """A blank reason: the node's refusal is shown inside the Resolve form (not at the top of
+    the page), the chosen version stays checked and the other forms stay empty."""
+    space = ns()
+    tie(grpc_client, space, "ana", ("Porto", "Faro"))
+    [_, version] = version_ids(operator.get(key_url(space)).text)[:2]
+    headers = {"HX-Request": "true"} if htmx else {}
+    refused = operator.post(
+        "/key/resolve", data=form(space, version_id=version, reason="   "), headers=headers
+    )
+    page = refused.text
+    resolve = _form_of(page, "resolve")
+    assert 'id="error"' in resolve and "<code>reason</code>" in resolve
+    assert page.count('id="error"') == 1
+    assert re.search(rf'value="{version}" required checked', resolve), resolve
+    assert 'id="error"' not in page.split('<form method="post" action="/key/resolve"')[0]
+    # An erase refusal keeps the typed confirmation and reason, in the erase form.
+    refused = operator.post(
+        "/key/erase", data=form(space, scope="subject", confirm="nope", reason="request #7"),
+        headers=headers,
+    )  # fmt: skip
+    erase = _form_of(refused.text, "erase")
+    assert 'id="error"' in erase and "<code>confirm</code>" in erase
+    assert 'value="nope"' in erase and 'value="request #7"' in erase
+    assert re.search(r'value="subject" checked', erase)
+    assert 'value="request #7"' not in _form_of(refused.text, "resolve")
+
+
+def test_the_key_pages_decisions_name_the_whole_key(
+    operator: TestClient, grpc_client: Client
+) -> None:
+    """Each row of the key page's decision table names namespace, subject and predicate."""
+    space = ns()
+    grpc_client.submit((space, "ana", "lives_in"), "Porto", "user_stated", source="ana")
+    page = operator.get(key_url(space)).text
+    table = page.split("<h2>Decisions for this key</h2>")[1]
+    assert f"<td>{space} / ana / lives_in</td>" in table
+
+
+@pytest.mark.parametrize(
+    ("path", "params"),
+    [
+        ("/queue", {}),
+        ("/key", {"namespace": "user:none", "subject": "x", "predicate": "y"}),
+        ("/decisions", {}),
+        ("/node", {}),
+        ("/static/console.css", {}),
+        ("/static/htmx.min.js", {}),
+        ("/favicon.ico", {}),
+        ("/nowhere", {}),
+        ("/", {}),
+    ],
+)
+def test_every_response_carries_the_security_headers(
+    operator: TestClient, path: str, params: dict[str, str]
+) -> None:
+    """Pages, static files, the icon, a 404 and a redirect all send the CSP (no inline
+    script or style, no framing), X-Frame-Options DENY and X-Content-Type-Options nosniff."""
+    r = operator.get(path, params=params)
+    csp = r.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "style-src 'self'" in csp
+    assert "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp
+    assert r.headers["x-frame-options"] == "DENY"
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_refused_host_and_an_event_stream_carry_the_security_headers_too(
+    operator: TestClient,
+) -> None:
+    """Even the 400 for a foreign Host, and a refused event-stream request, get the headers."""
+    foreign = operator.get("/queue", headers={"Host": "evil.example"})
+    assert foreign.status_code == 400 and foreign.headers["x-frame-options"] == "DENY"
+    bad_stream = operator.get("/decisions/live", params={"after": "x"})
+    assert bad_stream.status_code == 400
+    assert bad_stream.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_pages_use_no_inline_script_or_style(operator: TestClient, grpc_client: Client) -> None:
+    """What the CSP forbids is not in the pages: no inline <script>, <style>, style= or on*=
+    handlers, and htmx's own inline indicator style is turned off."""
+    space = ns()
+    tie(grpc_client, space, "ana", ("Porto", "Faro"))
+    for path in ("/queue", key_url(space), "/decisions", "/node"):
+        page = operator.get(path).text
+        assert not re.search(r"<script(?![^>]*\ssrc=)", page), path
+        assert "<style" not in page and " style=" not in page, path
+        assert not re.search(r"\son[a-z]+=", page), path
+        assert '"includeIndicatorStyles": false' in page
+
+
+def test_favicon_is_a_small_svg(operator: TestClient) -> None:
+    """/favicon.ico answers 200 with an SVG icon (it was a 404), and pages link to it."""
+    icon = operator.get("/favicon.ico")
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+    assert icon.text.startswith("<svg") and len(icon.content) < 2048
+    assert 'rel="icon" href="/static/favicon.svg"' in operator.get("/queue").text
+
+
+def test_screenshots_go_to_an_ignored_folder_unless_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without FACTNODE_UPDATE_SCREENSHOTS=1 screenshots go to build/screenshots (ignored),
+    never over the committed docs/screenshots."""
+    monkeypatch.delenv("FACTNODE_UPDATE_SCREENSHOTS", raising=False)
+    assert screenshot_dir().parts[-2:] == ("build", "screenshots")
+    monkeypatch.setenv("FACTNODE_UPDATE_SCREENSHOTS", "1")
+    assert screenshot_dir().parts[-2:] == ("docs", "screenshots")

@@ -39,7 +39,7 @@ from factnode.core import (
     representatives,
 )
 from factnode.core.consensus import Vote
-from factnode.ledger import Ledger, NotFound
+from factnode.ledger import Ledger, NotFound, NotUnderReview
 from factnode.store import SqlRepository, Tombstone
 from factnode.store.cache import KeyCache
 from factnode.store.repository import StoredBelief
@@ -198,7 +198,7 @@ def outcome(fn: Callable[[], Any]) -> Any:
     """What a call answers, or the refusal it raises."""
     try:
         return ("ok", fn())
-    except (NotFound, InvalidInput) as exc:
+    except (NotFound, NotUnderReview, InvalidInput) as exc:
         return ("refused", type(exc).__name__, str(exc))
 
 

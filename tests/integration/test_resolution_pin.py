@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from factnode.core import BeliefState, InvalidInput, Key, Outcome, Rule, Submission
-from factnode.ledger import Ledger, NotFound
+from factnode.ledger import Ledger, NotFound, NotUnderReview
 
 LIVES_IN = Key("user:ana", "ana", "lives_in")
 SEPT = 1_756_684_800_000_000  # 2025-09-01T00:00:00Z
@@ -61,16 +61,35 @@ def test_evidence_that_decides_the_key_takes_over_from_the_pin(ledger: Ledger) -
     assert Outcome.RESOLVED in outcomes
 
 
-def test_a_pin_on_a_key_the_rules_decide_says_so_and_changes_nothing(ledger: Ledger) -> None:
-    """Resolving to a version that lost on the rules reports it was not applied."""
+@pytest.mark.parametrize("value", ["Porto", "Faro"])
+def test_resolving_a_key_the_rules_decide_is_refused_and_writes_nothing(
+    ledger: Ledger, value: str
+) -> None:
+    """Resolving a settled key (to the version that lost, or to the one the rules already
+    believe) is NotUnderReview naming its state and rule; no pin or decision is written."""
     _say(ledger, "Faro", "ana")
     _say(ledger, "Porto", "ana", valid_from=SEPT - 86_400_000_000)
-    resolution = ledger.resolve(
-        LIVES_IN, version_id=None, obj="Porto", reason="checked", operator="op"
+    before = ledger.counts()
+    logged = ledger.decisions(LIVES_IN).items
+    with pytest.raises(NotUnderReview, match=r"not under review \(BELIEVED by rule recency\)"):
+        ledger.resolve(LIVES_IN, version_id=None, obj=value, reason="checked", operator="op")
+    assert ledger.counts() == before
+    assert ledger.decisions(LIVES_IN).items == logged
+    belief = ledger.belief(LIVES_IN)
+    assert (belief.object, belief.rule) == ("Faro", Rule.RECENCY)
+
+
+def test_a_pinned_key_can_be_resolved_again(ledger: Ledger) -> None:
+    """A key served by an operator's pin is still under review: a second resolution moves it."""
+    _say(ledger, "Faro", "ana")
+    _say(ledger, "Braga", "bob")
+    ledger.resolve(LIVES_IN, version_id=None, obj="Faro", reason="asked Ana", operator="op")
+    again = ledger.resolve(
+        LIVES_IN, version_id=None, obj="Braga", reason="Ana moved", operator="op"
     )
-    assert not resolution.resolved
-    assert "not under review" in resolution.note
-    assert ledger.belief(LIVES_IN).object == "Faro"
+    assert again.resolved, again.note
+    belief = ledger.belief(LIVES_IN)
+    assert (belief.object, belief.rule) == ("Braga", Rule.OPERATOR_RESOLUTION)
 
 
 def test_a_resolution_needs_a_held_version_and_a_reason(ledger: Ledger) -> None:

@@ -16,7 +16,7 @@ from factnode.client._types import Interval, Tally
 from factnode.console import tally_svg, timeline_svg
 from factnode.console._app import LogWatch
 from factnode.console._forms import DecisionFilter, check_erase, erase_phrase, when
-from factnode.console._pictures import LABEL_WIDTH, PLOT_WIDTH
+from factnode.console._pictures import CHAR_WIDTH, LABEL_WIDTH, PLOT_WIDTH
 from factnode.core import Key
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -117,6 +117,28 @@ def test_tally_threshold_follows_the_fraction_given() -> None:
     svg = tally_svg(_tally({"a": 3, "b": 1}), Fraction(3, 4))
     assert _threshold_x(svg) == str(LABEL_WIDTH + PLOT_WIDTH * 3 // 4)
     assert "over" not in (_bar(svg, "a").get("class") or "").split()
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [{"a": 625, "b": 375}, {"a": 600, "b": 400}, {"a": 655, "b": 345}, {"a": 1, "b": 1}],
+)
+def test_tally_share_labels_never_cross_the_threshold_line(weights: dict[str, int]) -> None:
+    """Each share label ("62.5% (beta, gamma)") lies wholly before the 66% line or starts
+    after it, at a generous width per character, so the two never overlap."""
+    svg = tally_svg(_tally(weights))
+    line_x = float(_threshold_x(svg))
+    for version in weights:
+        [label] = [t for t in _bar(svg, version).iter(f"{SVG}text") if t.get("class") == "share"]
+        start = float(label.get("x") or 0)
+        end = start + float(CHAR_WIDTH) * len(label.text or "")
+        assert end < line_x or start > line_x, (version, start, end, line_x)
+    if weights["b"] * 2 == sum(weights.values()):
+        return  # half and half: both labels would reach the line
+    # A label that fits before the line stays beside its bar.
+    [short] = [t for t in _bar(svg, "b").iter(f"{SVG}text") if t.get("class") == "share"]
+    [rect] = _bar(svg, "b").iter(f"{SVG}rect")
+    assert float(short.get("x") or 0) == LABEL_WIDTH + float(rect.get("width") or 0) + 4
 
 
 def test_tally_without_weight_says_so() -> None:

@@ -4,11 +4,13 @@ operator's machine. (Passing the list on by gossip comes with the fleet's sync.)
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import grpc
+import jsonschema
 import pytest
 from _fednet import (
     BELIEVED,
@@ -23,6 +25,8 @@ from _fednet import (
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.certs import issue_node_cert, revoke
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "cli-json"
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +119,17 @@ def test_members_and_revoke_on_the_command_line(fed: Federation) -> None:
     )  # fmt: skip
     assert listed.returncode == 0, listed.stderr
     assert "r2 (this node)" in listed.stdout and "r1" in listed.stdout
+    as_json = subprocess.run(
+        [*cli, "members", "--json", "--address", r2.address],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr
+    doc = json.loads(as_json.stdout)
+    schema = json.loads((DOCS / "members.schema.json").read_text())
+    jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    ).validate(doc)
+    assert doc["members"][0]["node_id"] == "r2" and doc["members"][0]["self"]
     handed = subprocess.run(
         [*cli, "revoke", "--address", r2.address, str(path)],
         capture_output=True, text=True, timeout=60, check=False,

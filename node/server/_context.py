@@ -59,6 +59,8 @@ class NodeContext:
     syncer: Syncer | None = None
     # A SQLite file: its reads are local and never wait for a writer in WAL mode (`read`).
     inline_reads: bool = False
+    # The largest message the server sends (`max_message_bytes`): SubmitFacts' reply too.
+    max_reply_bytes: int = 4 * 1024 * 1024
 
     async def read(self, fn: Callable[..., T], *args: Any, bounded: bool = True) -> T:
         """A bounded read (`bounded`: one key, a page of at most the default size) on a SQLite

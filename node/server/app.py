@@ -155,6 +155,7 @@ class Node:
             self.writer,
             self.syncer,
             inline_reads=self.repo.is_sqlite_file,
+            max_reply_bytes=s.max_message_bytes,
         )
         add_service(server, FactServicer(ctx), "FactService", access)
         add_service(server, ReviewServicer(ctx), "ReviewService", access)

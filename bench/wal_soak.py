@@ -7,8 +7,8 @@ free loopback port, health SERVING awaited with a bound). `--writers` callers (d
 submit distinct facts of about 100 bytes with unary SubmitFact for `--seconds` (default
 60), while `--readers` callers (default 0) read them back with GetBelief. The size of
 `factnode.db-wal` is sampled every second. Prints the maximum and median log size, the
-database size, facts written and the node's resident memory; the last line is one JSON
-object with every figure.
+database size, facts written, SubmitFact's latency (p50, p99, max) and the node's resident
+memory; the last line is one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from e2e import CALL_TIMEOUT, NodeProcess  # noqa: E402  (the bench folder is not a package)
+from e2e import CALL_TIMEOUT, NodeProcess
 
 MIB = 1024 * 1024
 SAMPLE_SECONDS = 1.0
@@ -66,12 +66,15 @@ async def soak(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             await node.wait_serving(channel)
             facts = pb_grpc.FactServiceStub(channel)
             written = [0] * args.writers
+            latencies: list[float] = []
             read = 0
             stop_at = time.monotonic() + args.seconds
 
             async def writer(w: int) -> None:
                 while time.monotonic() < stop_at:
+                    t0 = time.perf_counter()
                     await facts.SubmitFact(fact(w, written[w]), timeout=CALL_TIMEOUT)
+                    latencies.append(time.perf_counter() - t0)
                     written[w] += 1
 
             async def reader(r: int) -> None:
@@ -105,6 +108,11 @@ async def soak(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     finally:
         node.stop()
     total = sum(written)
+    latencies.sort()
+
+    def ms(q: float) -> float:
+        return round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000, 1)
+
     return {
         "wal_max_mib": round(max(samples) / MIB, 1),
         "wal_median_mib": round(statistics.median(samples) / MIB, 1),
@@ -112,6 +120,9 @@ async def soak(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "db_mib": round(size(db) / MIB, 1),
         "facts_written": total,
         "facts_per_second": round(total / elapsed, 1),
+        "submit_p50_ms": ms(0.5),
+        "submit_p99_ms": ms(0.99),
+        "submit_max_ms": round(latencies[-1] * 1000, 1),
         "reads": read,
         "node_rss_mb": round(rss, 1) if rss is not None else None,
         "wal_kib_per_fact_max": round(max(samples) / 1024 / max(total, 1), 1),
@@ -134,7 +145,8 @@ def main() -> None:
         out = asyncio.run(soak(args, Path(tmp)))
     print(
         f"{out['facts_written']} facts in {args.seconds:g} s ({out['facts_per_second']}/s), "
-        f"{args.writers} writers, {args.readers} readers",
+        f"{args.writers} writers, {args.readers} readers; SubmitFact p50 {out['submit_p50_ms']} ms, "
+        f"p99 {out['submit_p99_ms']} ms, max {out['submit_max_ms']} ms",
         flush=True,
     )
     print(

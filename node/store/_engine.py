@@ -103,10 +103,9 @@ _PG_DISK_FULL = "53100"
 
 
 def is_disk_full(exc: BaseException) -> bool:
-    """`exc` is the database saying its disk has no room for a write."""
-    if not isinstance(exc, DBAPIError):
-        return False
-    orig = exc.orig
+    """`exc` is the database saying its disk has no room for a write: through SQLAlchemy,
+    or from the driver itself (the hot paths' statements run on DBAPI cursors)."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
     code = getattr(orig, "sqlite_errorcode", None)
     if isinstance(code, int):
         return code & 0xFF == _SQLITE_FULL or code == _SQLITE_IOERR_SHMSIZE

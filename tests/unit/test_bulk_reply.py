@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from _facts import POLICY, fact
 
@@ -105,3 +107,14 @@ def test_gate_details_are_within_the_bound(
     )
     assert ruling.decision.detail
     assert len(ruling.decision.detail) <= MAX_SUBMISSION_DETAIL_CHARS
+
+
+def test_the_documented_bound_is_the_computed_one() -> None:
+    """README and the proto comment state the per-item bound this module computes."""
+    root = Path(__file__).resolve().parents[2]
+    stated = f"at most {RESULT_BYTES} bytes"
+    readme = " ".join((root / "README.md").read_text().split())
+    proto = (root / "proto/factnode/api/v1/factnode.proto").read_text()
+    assert stated in readme
+    assert stated in " ".join(line.strip(" /") for line in proto.splitlines())
+    assert key_bytes(Key("", "", "")) == 12  # "12 bytes of framing"

@@ -98,7 +98,7 @@ class FactServiceServicer:
         The node reads and checks the whole stream, then commits the valid items in batches of
         256, in stream order; the response has one result per item. The response must fit in
         the node's max_message_bytes (default 4 MiB): each valid item takes at most 257 bytes
-        plus its key's length (3 bytes more per key part), an invalid item its error's size,
+        plus its key's length and 12 bytes of framing, an invalid item its error's size,
         i.e. about 14,000 items with short keys. A longer stream is refused with
         INVALID_ARGUMENT (BadRequest field "stream", naming the first item that does not fit)
         and nothing of it is written. An item that does not decode ends the stream with

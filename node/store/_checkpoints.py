@@ -12,7 +12,7 @@ not change: a commit is on disk once its log pages are synced (`synchronous=FULL
 A PASSIVE checkpoint alone never lets the log start over while writes keep coming: SQLite
 rewinds the log only when a write transaction begins with every logged page already copied
 back, and under sustained writes new pages always arrive while the checkpoint runs, so the
-log only grew (to gigabytes in a minute, bench/README.md). Once the log holds more than
+log only grew, without bound (bench/README.md). Once the log holds more than
 `wal_limit_bytes`, this thread therefore holds the store's writes back (`pause_writes`, the
 repository's writer lock) for one RESTART checkpoint: it copies the pages left and waits
 (at most RESTART_BUSY_MS) for reads still on the old log, so the next write rewinds the log,

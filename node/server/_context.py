@@ -62,6 +62,8 @@ class NodeContext:
     inline_reads: bool = False
     # The federation's members as this node knows them; None when the node does not federate.
     roster: Roster | None = None
+    # The largest message the server sends (`max_message_bytes`): SubmitFacts' reply too.
+    max_reply_bytes: int = 4 * 1024 * 1024
 
     async def read(self, fn: Callable[..., T], *args: Any, bounded: bool = True) -> T:
         """A bounded read (`bounded`: one key, a page of at most the default size) on a SQLite

@@ -15,7 +15,7 @@ from grpc_status import rpc_status
 
 from factnode.core import InvalidInput
 from factnode.ledger import NotFound, NotUnderReview
-from factnode.store import RefusedData
+from factnode.store import RefusedData, StorageFull
 
 log = logging.getLogger("factnode.server")
 
@@ -102,6 +102,8 @@ def _status_of(exc: BaseException, extra: list[Message]) -> grpc.Status:
         return _status(code_pb2.UNAUTHENTICATED, str(exc), extra)
     if isinstance(exc, (FailedPrecondition, NotUnderReview)):
         return _status(code_pb2.FAILED_PRECONDITION, str(exc), extra)
+    if isinstance(exc, StorageFull):
+        return _status(code_pb2.RESOURCE_EXHAUSTED, str(exc), extra)
     # The type only: a message or traceback could quote a fact's value or source.
     log.error("internal error: %s", type(exc).__name__)
     return _status(code_pb2.INTERNAL, "internal error; the node's log has the details", extra)

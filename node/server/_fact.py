@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 from factnode import _wire as cv
 from factnode import tokens
@@ -14,6 +12,7 @@ from factnode.core import Decision, Evidence, FieldViolation, InvalidInput
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger import DEFAULT_PAGE_SIZE, Submitted
 from factnode.server._auth import caller_identity, require_write, require_write_submission
+from factnode.server._bulk import ReplyBudget
 from factnode.server._context import NodeContext, maybe_belief, run, with_peer_tallies
 from factnode.server._errors import (
     Context,
@@ -24,7 +23,6 @@ from factnode.server._errors import (
     unary,
 )
 from factnode.server._requests import check
-from factnode.store import RefusedData
 
 STREAM_BATCH = 256  # SubmitFacts commits in batches of this many valid items
 WATCH_POLL_SECONDS = 1.0
@@ -62,36 +60,9 @@ class FactServicer(pb_grpc.FactServiceServicer):
         # Each item's outcome by its index in the stream: a decision, or why it was refused.
         results: list[tuple[int, Decision | pb.ItemError]] = []
         pending: list[tuple[int, Evidence, str | None]] = []
-        # The batch being committed while the next one is read off the stream (at most one).
-        committing: tuple[list[tuple[int, Evidence, str | None]], asyncio.Task[Any]] | None = None
-
-        def decided(
-            batch: list[tuple[int, Evidence, str | None]], done: list[Submitted | RefusedData]
-        ) -> None:
-            self.ctx.metrics.decided([d.decision for d in done if isinstance(d, Submitted)])
-            for (i, _, _), d in zip(batch, done, strict=True):
-                # An item whose data the database refused is that item's error alone.
-                results.append((i, d.decision if isinstance(d, Submitted) else _item_error(d)))
-            self.ctx.changes.notify()
-
-        async def settle() -> None:
-            """Waits for the batch being committed; a failure leaves it in `committing`."""
-            nonlocal committing
-            if committing is not None:
-                batch, task = committing
-                done = await asyncio.shield(task)
-                committing = None
-                decided(batch, done)
-
-        async def flush() -> None:
-            nonlocal committing
-            await settle()  # commits stay in stream order, one at a time
-            if pending:
-                batch = pending.copy()
-                pending.clear()
-                items = [(e, k) for _, e, k in batch]
-                committing = (batch, asyncio.ensure_future(run(self.ctx.ledger.ingest_each, items)))
-
+        # The whole stream is read and checked before anything is written: one that goes past
+        # what its reply can carry is refused, nothing of it stored (DESIGN §9).
+        budget = ReplyBudget(self.ctx.max_reply_bytes)
         index = 0
         try:
             async for item in request_iterator:
@@ -100,27 +71,30 @@ class FactServicer(pb_grpc.FactServiceServicer):
                     sub = cv.submission(item)
                     require_write_submission(sub)
                     evidence = self.ctx.ledger.evidence_of(sub)
-                    pending.append((index, evidence, sub.idempotency_key))
                 except (InvalidInput, PermissionDenied) as exc:
-                    results.append((index, _item_error(exc)))
-                index += 1
-                if len(pending) >= STREAM_BATCH:
-                    await flush()
-            await flush()
-            await settle()
-        except Exception as exc:
-            if committing is not None:
-                # A commit already under way finishes either way: report it if it succeeded.
-                batch, task = committing
-                await asyncio.wait([task])
-                if task.exception() is None:
-                    decided(batch, task.result())
+                    error = _item_error(exc)
+                    budget.take_error(index, error)
+                    results.append((index, error))
                 else:
-                    pending[:0] = batch
-            # The batch not yet committed is dropped. Every item before it was decided or
-            # refused, and the status says how many of each; nothing from it on was written.
+                    budget.take_decision(index, evidence.key)
+                    pending.append((index, evidence, sub.idempotency_key))
+                index += 1
+            # Then committed in batches, in stream order, each its own write transaction; an
+            # item whose data the database refused is that item's error alone.
+            while pending:
+                batch = pending[:STREAM_BATCH]
+                done = await run(self.ctx.ledger.ingest_each, [(e, k) for _, e, k in batch])
+                del pending[:STREAM_BATCH]
+                self.ctx.metrics.decided([d.decision for d in done if isinstance(d, Submitted)])
+                results.extend(
+                    (i, d.decision if isinstance(d, Submitted) else _item_error(d))
+                    for (i, _, _), d in zip(batch, done, strict=True)
+                )
+                self.ctx.changes.notify()
+        except Exception as exc:
+            # What was not committed is dropped. Every item before it was decided or refused,
+            # and the status says how many of each; nothing from it on was written.
             written = pending[0][0] if pending else index
-            pending.clear()
             counts = _report([r for r in results if r[0] < written])
             del counts.results[:]  # counts only: a status must fit in the trailers
             await abort(context, exc, [counts])

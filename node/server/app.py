@@ -9,6 +9,7 @@ import signal
 import socket
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -16,6 +17,7 @@ from cryptography import x509
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from factnode.api.v1 import factnode_pb2 as pb
@@ -36,7 +38,7 @@ from factnode.server._fact import FactServicer
 from factnode.server._group_commit import GroupCommit
 from factnode.server._loop import loop_name
 from factnode.server._review import ReviewServicer
-from factnode.store import SqlRepository
+from factnode.store import SqlRepository, StoreInUse, StoreLock
 
 log = logging.getLogger("factnode.server")
 
@@ -88,13 +90,19 @@ class Node:
         self.settings = settings
         if settings.database_url is None:
             settings.data_dir.mkdir(parents=True, exist_ok=True)
-        self.repo = SqlRepository(settings.db_url, cache_keys=settings.cache_keys)
-        # A new federated node is who its certificate names, unless configured otherwise.
-        node_id = ensure_node_id(
-            self.repo,
-            settings.node_id,
-            _certificate_name(settings) or f"node-{uuid.uuid4().hex[:12]}",
-        )
+        self.store_lock = _lock_store(settings)
+        try:
+            self.repo = SqlRepository(settings.db_url, cache_keys=settings.cache_keys)
+            # A new federated node is who its certificate names, unless configured otherwise.
+            node_id = ensure_node_id(
+                self.repo,
+                settings.node_id,
+                _certificate_name(settings) or f"node-{uuid.uuid4().hex[:12]}",
+            )
+        except BaseException:
+            if self.store_lock is not None:
+                self.store_lock.release()
+            raise
         self.ledger = Ledger(self.repo, settings.policy, node_id, clock or SystemClock())
         self.metrics = Metrics()
         self.ledger.on_refused(self.metrics.peer_refused)
@@ -224,6 +232,7 @@ class Node:
             self.syncer,
             inline_reads=self.repo.is_sqlite_file,
             roster=self.roster,
+            max_reply_bytes=s.max_message_bytes,
         )
         add_service(server, FactServicer(ctx), "FactService", access)
         add_service(server, ReviewServicer(ctx), "ReviewService", access)
@@ -253,6 +262,8 @@ class Node:
             raise ConfigError("listen", f"could not bind {s.listen}")
         # With port 0 the OS picked the port: GetStatus reports the address clients can use.
         ctx.listen = f"{s.listen.rsplit(':', 1)[0]}:{port}"
+        if self.store_lock is not None:
+            self.store_lock.record(ctx.listen)
         await server.start()
         self.server, self.port = server, port
         for name in ("", *SERVICE_NAMES):
@@ -306,10 +317,26 @@ class Node:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()
         self.repo.close()
+        if self.store_lock is not None:
+            self.store_lock.release()
 
     async def wait(self) -> None:
         assert self.server is not None
         await self.server.wait_for_termination()
+
+
+def _lock_store(settings: Settings) -> StoreLock | None:
+    """The lock of a SQLite file's store, held while this node runs (one process per store);
+    ConfigError naming the data directory and its holder when another process has it."""
+    url = make_url(settings.db_url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    database = Path(url.database).resolve()
+    setting = "data_dir" if settings.database_url is None else "database_url"
+    try:
+        return StoreLock(database, settings.listen)
+    except StoreInUse as exc:
+        raise ConfigError(setting, str(exc)) from None
 
 
 def _setting_of(settings: Settings, path: str | None) -> str:

@@ -8,6 +8,7 @@ What lives here:
   (`_evidence`, `_decisions`, `_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_meta`)
   over the shared connection and key cache (`_part`, `cache`); `cache` also holds the
   served-read memory (`ServedMemory`) that each write transaction keeps in step.
+- `_lock`: `StoreLock`, one process per SQLite store (a lock file the OS releases).
 - `_engine` (engine set-up, SQLite pragmas, PostgreSQL specifics), `_sqltext` (hand-built
   SQL for the hot paths, run on DBAPI cursors), `_rows` (columns, statements and row
   mapping), `_tables` (the SQLModel tables) and `migrations` (Alembic).
@@ -16,12 +17,14 @@ What it may import: the pure core (`factnode.core`), the standard library and it
 libraries; never the ledger, server, federation, config or API.
 """
 
+from factnode.store._lock import StoreInUse, StoreLock
 from factnode.store.repository import (
     BeliefChange,
     Counts,
     LoggedDecision,
     RefusedData,
     Repository,
+    StorageFull,
     StoredBelief,
     Tombstone,
     Transaction,
@@ -35,6 +38,9 @@ __all__ = [
     "RefusedData",
     "Repository",
     "SqlRepository",
+    "StorageFull",
+    "StoreInUse",
+    "StoreLock",
     "StoredBelief",
     "Tombstone",
     "Transaction",

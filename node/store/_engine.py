@@ -7,16 +7,20 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.pool import NullPool, StaticPool
 from sqlmodel import create_engine
 
+from factnode.store._checkpoints import BUSY_TIMEOUT_MS, WAL_LIMIT_BYTES
 from factnode.store._sqltext import flush_writes, forget_read_ahead, write_soon
 
 
-def make_engine(url: str, *, unpooled: bool = False) -> Engine:
+def make_engine(
+    url: str, *, unpooled: bool = False, wal_limit_bytes: int = WAL_LIMIT_BYTES
+) -> Engine:
     """An engine for `url`; SQLite gets WAL, a busy timeout, secure_delete and BEGIN IMMEDIATE.
-    A SQLite file's commits never checkpoint: its repository's `Checkpoints` thread does.
+    A SQLite file's commits never checkpoint: its repository's `Checkpoints` thread does, and
+    a log started over is truncated to `wal_limit_bytes` (`journal_size_limit`).
     `unpooled` (a SQLite file): each connect opens a connection and closing it closes it,
     with no limit on how many are open; for connections their holders keep."""
     if not url.startswith("sqlite"):
@@ -46,8 +50,9 @@ def make_engine(url: str, *, unpooled: bool = False) -> Engine:
         if not memory:
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA wal_autocheckpoint=0")
+            cur.execute(f"PRAGMA journal_size_limit={int(wal_limit_bytes)}")
         cur.execute("PRAGMA synchronous=FULL")
-        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         # Erased values must not survive in free pages.
         cur.execute("PRAGMA secure_delete=ON")
         cur.execute("PRAGMA foreign_keys=ON")
@@ -87,6 +92,24 @@ def _ping_when_idle(engine: Engine) -> None:
     @event.listens_for(engine, "checkin")
     def _checkin(_dbapi_conn: Any, record: Any) -> None:
         record.info[_LAST_USED] = time.monotonic()
+
+
+# SQLite's result codes for a write the disk had no room for: SQLITE_FULL (a page of the
+# database or its log), and SQLITE_IOERR_SHMSIZE (the log's shared-memory index could not
+# grow). PostgreSQL's SQLSTATE for the same: disk_full.
+_SQLITE_FULL = 13
+_SQLITE_IOERR_SHMSIZE = 10 | (19 << 8)
+_PG_DISK_FULL = "53100"
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """`exc` is the database saying its disk has no room for a write: through SQLAlchemy,
+    or from the driver itself (the hot paths' statements run on DBAPI cursors)."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == _SQLITE_FULL or code == _SQLITE_IOERR_SHMSIZE
+    return getattr(orig, "sqlstate", None) == _PG_DISK_FULL
 
 
 def is_memory(engine: Engine) -> bool:

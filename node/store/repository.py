@@ -26,6 +26,19 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+class StorageFull(Exception):
+    """The store's disk has no room for a write: nothing of it was written, reads are still
+    served, and writes succeed again once space is freed. `where` names the disk (the data
+    directory, or the database server)."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(
+            f"no space left on the disk holding {where}: writes are refused until space "
+            "is freed; reads are served"
+        )
+        self.where = where
+
+
 @dataclass(frozen=True, slots=True)
 class StoredBelief:
     """One served belief row, with the value of its representative evidence."""

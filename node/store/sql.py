@@ -10,6 +10,7 @@ import threading
 import uuid
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy.exc
@@ -17,10 +18,16 @@ from sqlalchemy import Connection
 
 from factnode.core import Key, ids
 from factnode.store._beliefs import SqlBeliefs, belief_query
-from factnode.store._checkpoints import Checkpoints
+from factnode.store._checkpoints import WAL_LIMIT_BYTES, Checkpoints
 from factnode.store._decisions import SqlDecisions
 from factnode.store._digests import SqlDigests
-from factnode.store._engine import is_memory, lock_writer, make_engine, reclaim_erased
+from factnode.store._engine import (
+    is_disk_full,
+    is_memory,
+    lock_writer,
+    make_engine,
+    reclaim_erased,
+)
 from factnode.store._evidence import SqlEvidence, state_queries
 from factnode.store._meta import META_QUERY, SqlMeta
 from factnode.store._pins import SqlPins
@@ -37,7 +44,7 @@ from factnode.store._tombstones import ANY_ERASURE, SqlTombstones
 from factnode.store._votes import SqlVotes, vote_query
 from factnode.store.cache import DEFAULT_CACHE_KEYS, KeyCache, ServedMemory, Touched, by_voter
 from factnode.store.migrations import upgrade
-from factnode.store.repository import RefusedData
+from factnode.store.repository import RefusedData, StorageFull
 
 __all__ = ["SqlRepository", "SqlTransaction", "make_engine"]
 
@@ -104,9 +111,14 @@ class SqlRepository:
     by another process is noticed only at this process's next write.
     """
 
-    def __init__(self, url: str, cache_keys: int = DEFAULT_CACHE_KEYS) -> None:
+    def __init__(
+        self,
+        url: str,
+        cache_keys: int = DEFAULT_CACHE_KEYS,
+        wal_limit_bytes: int = WAL_LIMIT_BYTES,
+    ) -> None:
         self.url = url
-        self.engine = make_engine(url)
+        self.engine = make_engine(url, wal_limit_bytes=wal_limit_bytes)
         # An in-memory database is one shared connection: one transaction at a time.
         self._serial: AbstractContextManager[Any] = (
             threading.RLock() if is_memory(self.engine) else nullcontext()
@@ -120,9 +132,18 @@ class SqlRepository:
         # outside the pool, whose size would otherwise bound how many threads may read.
         self._readers: dict[threading.Thread, Connection] = {}
         self._readers_lock = threading.Lock()
-        self._read_engine = make_engine(url, unpooled=True) if self.is_sqlite_file else None
-        # A SQLite file's checkpoints run beside the writer, not inside its commits.
-        self.checkpoints = Checkpoints(self.engine) if self.is_sqlite_file else None
+        self._read_engine = (
+            make_engine(url, unpooled=True, wal_limit_bytes=wal_limit_bytes)
+            if self.is_sqlite_file
+            else None
+        )
+        # A SQLite file's checkpoints run beside the writer, not inside its commits; they
+        # hold writes back (the writer lock) to start an overgrown log over.
+        self.checkpoints = (
+            Checkpoints(self.engine, self._writer, wal_limit_bytes=wal_limit_bytes)
+            if self.is_sqlite_file
+            else None
+        )
         # What a refused value raises: through SQLAlchemy, or from the hand-built SQL's cursors.
         self._data_errors: tuple[type[Exception], ...] = (
             sqlalchemy.exc.DataError,
@@ -138,15 +159,30 @@ class SqlRepository:
         """A SQLite file (WAL): its reads are local and never wait for a writer."""
         return self.is_sqlite and not is_memory(self.engine)
 
+    @property
+    def disk(self) -> str:
+        """Where the store's bytes live, as a disk-full error names it."""
+        if not self.is_sqlite:
+            return "the database server's data directory"
+        if self.is_sqlite_file:
+            return f"the data directory {Path(self.engine.url.database or '').resolve().parent}"
+        return "SQLite's temporary files"
+
     @contextmanager
     def write(
         self, keys: Collection[Key] = (), evidence_ids: Collection[str] = ()
     ) -> Iterator[SqlTransaction]:
+        """A write transaction; StorageFull (and nothing written) when the disk has no room,
+        RefusedData when the database refuses a value it carries."""
         try:
             with self._write(keys, evidence_ids) as tx:
                 yield tx
         except self._data_errors as exc:
             raise RefusedData(f"the database refused a value ({type(exc).__name__})") from exc
+        except Exception as exc:
+            if is_disk_full(exc):
+                raise StorageFull(self.disk) from None
+            raise
 
     @contextmanager
     def _write(

@@ -17,7 +17,9 @@ from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 
 ACKED_NS, STREAM_NS = "dur:acked", "dur:stream"
 ACKED = 600  # facts in the first, completed SubmitFacts call
-STREAM_CAP = 200_000  # the second stream never gets this far: it is killed first
+# The second stream: within what one reply can carry (a stream is read whole, then committed
+# in batches), and long enough to be killed while its batches commit.
+STREAM_ITEMS = 12_000
 STREAM_SOURCE_PREFIX = "stream-"
 
 
@@ -71,15 +73,11 @@ def test_sigkill_mid_stream_keeps_every_acknowledged_fact_and_no_half_written_on
         assert len(acknowledged) == ACKED
         assert {d.outcome for d in acknowledged.values()} == {pb.OUTCOME_ACCEPTED}
 
-        # 2. A second stream that is still sending when the process is killed.
-        sent = 0
-
+        # 2. A second stream whose batches are still committing when the process is killed.
         def stream() -> Iterator[pb.SubmitFactRequest]:
-            nonlocal sent
-            for i in range(STREAM_CAP):
+            for i in range(STREAM_ITEMS):
                 if stop.is_set():
                     return
-                sent = i + 1
                 yield fact(STREAM_NS, i)
 
         future = facts.SubmitFacts.future(stream(), timeout=120)
@@ -93,7 +91,6 @@ def test_sigkill_mid_stream_keeps_every_acknowledged_fact_and_no_half_written_on
         stop.set()
         error = future.exception(timeout=RPC_TIMEOUT)
         assert error is not None, "the stream completed before the kill: nothing was tested"
-        assert sent < STREAM_CAP
         channel.close()
     finally:
         stop.set()
@@ -123,6 +120,7 @@ def test_sigkill_mid_stream_keeps_every_acknowledged_fact_and_no_half_written_on
         assert by_subject.keys() == decided.keys(), "a key with a decision but no belief, or back"
         committed = sorted(int(s.removeprefix("s")) for s in by_subject)
         assert committed, "part of the stream was committed before the kill (checked above)"
+        assert len(committed) < STREAM_ITEMS, "the kill came before the stream was all committed"
         assert committed == list(range(len(committed))), "batches commit in order, without gaps"
         for i in committed:
             want = fact(STREAM_NS, i).fact

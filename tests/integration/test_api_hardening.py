@@ -59,10 +59,11 @@ def test_undecodable_request_is_invalid_argument_naming_the_method(running: Runn
     assert "bad UTF-8" in (err.value.details() or "")
 
 
-def test_stream_broken_by_an_undecodable_item_reports_what_it_committed(
+def test_stream_broken_by_an_undecodable_item_commits_nothing_and_says_so(
     running: RunningNode,
 ) -> None:
-    """Items committed before an undecodable one are reported in the status; the rest are not written."""
+    """A stream broken by an undecodable item writes none of it (a stream is read whole before
+    it commits), and the status's counts say nothing was decided."""
     call = running.client.stream_unary("/factnode.v1.FactService/SubmitFacts")
     before = running.counts()
     items = [_fact(f"s{i}", "Porto").SerializeToString() for i in range(300)]
@@ -76,11 +77,10 @@ def test_stream_broken_by_an_undecodable_item_reports_what_it_committed(
     assert len(reports) == 1
     report = pb.SubmitFactsResponse()
     reports[0].Unpack(report)
-    # The first batch of 256 was committed and is counted; the next 44 were dropped.
-    assert (report.decided_count, report.invalid_count, len(report.results)) == (256, 0, 0)
+    assert (report.decided_count, report.invalid_count, len(report.results)) == (0, 0, 0)
     assert _fields(err.value) == ["request item 300"]
     after = running.counts()
-    assert after["evidence"] - before["evidence"] == 256
+    assert after["evidence"] == before["evidence"]
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from factnode.core import MICROS_PER_DAY, Policy, Submission
@@ -127,3 +128,64 @@ def test_writes_run_on_one_kept_connection_which_is_replaced_once_invalidated(
     finally:
         repo.close()
     assert repo._pinned is not None and repo._pinned.closed
+
+
+def test_the_log_stays_bounded_under_sustained_writes_and_reads(tmp_path: Path) -> None:
+    """With a writer that never pauses and a reader beside it, the log is started over each
+    time it passes its limit (writes held back for a RESTART checkpoint), so its file never
+    grows far past the limit; without that it only grew."""
+    limit = 1024 * 1024
+    db = tmp_path / "bounded.db"
+    wal = Path(f"{db}-wal")
+    repo = SqlRepository(f"sqlite:///{db}", wal_limit_bytes=limit)
+    stop = threading.Event()
+    sizes: list[int] = []
+    failures: list[BaseException] = []
+
+    def keep(fn: Callable[[], None]) -> Callable[[], None]:
+        def loop() -> None:
+            try:
+                while not stop.is_set():
+                    fn()
+            except BaseException as exc:  # surfaced below, not lost in the thread
+                failures.append(exc)
+
+        return loop
+
+    ledger = _ledger(repo)
+    counter = iter(range(10**9))
+
+    def write() -> None:
+        n = next(counter)
+        ledger.submit_many(
+            [
+                Submission("cp", f"s-{n}-{i}", "lives_in", f"city-{i}", "user_stated")
+                for i in range(20)
+            ]
+        )
+
+    def read() -> None:
+        with repo.read() as tx:
+            tx._c.exec_driver_sql("SELECT count(*) FROM evidence").scalar()
+
+    threads = [threading.Thread(target=keep(write)), threading.Thread(target=keep(read))]
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            sizes.append(wal.stat().st_size if wal.exists() else 0)
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(WAIT_SECONDS)
+        written = next(counter) * 20
+        assert repo.checkpoints is not None
+        restarts = repo.checkpoints.restarts
+        repo.close()
+    assert not failures, failures
+    assert restarts >= 2, f"the log never passed its limit ({written} facts): nothing tested"
+    # The limit, plus what the writer logs while one checkpoint runs. Without the restarts
+    # the log grows with every batch, to many times this within the three seconds.
+    assert max(sizes) < limit + 4 * 1024 * 1024, (max(sizes), restarts, written)

@@ -295,11 +295,11 @@ async def test_concurrent_submit_fact_calls_on_a_node(tmp_path: Path) -> None:
     assert bad.code() is grpc.StatusCode.INVALID_ARGUMENT
 
 
-async def test_a_stream_reads_on_while_a_batch_commits_and_reports_only_what_committed(
+async def test_a_stream_whose_second_batch_fails_reports_only_what_committed(
     tmp_path: Path,
 ) -> None:
-    """SubmitFacts commits one batch while it reads the next, yet when batch 2 of 3 fails the
-    status counts batch 1 only, and only batch 1 is stored (batch 3 never reaches the store)."""
+    """SubmitFacts commits a stream in batches, in order: when batch 2 of 3 fails the status
+    counts batch 1 only, and only batch 1 is stored (batch 3 never reaches the store)."""
     node = Node(Settings(listen="127.0.0.1:0", data_dir=tmp_path))
     port = await node.start()
     # The gate calls the real ingest; the servicer calls the gate.

@@ -95,14 +95,20 @@ class FactServiceServicer:
 
     def SubmitFacts(self, request_iterator, context):
         """Submits many facts in one client stream; each item is decided (or refused) on its own.
-        Valid items are committed in batches of 256, in stream order; the response has one
-        result per item. An item that does not decode ends the stream with INVALID_ARGUMENT
-        (its BadRequest names "request item <index>"): the batch not yet committed is dropped,
-        and the status carries a SubmitFactsResponse detail with only the counts of the items
-        before that batch (decided_count committed, invalid_count refused; no results). So the
-        first decided_count + invalid_count items were handled and nothing after them was
-        written; resend the rest (idempotency keys make a resend safe). A stream the client
-        cancels keeps the batches committed before the cancel.
+        The node reads and checks the whole stream, then commits the valid items in batches of
+        256, in stream order; the response has one result per item. The response must fit in
+        the node's max_message_bytes (default 4 MiB): each valid item takes at most 257 bytes
+        plus its key's length and 12 bytes of framing, an invalid item its error's size,
+        i.e. about 14,000 items with short keys. A longer stream is refused with
+        INVALID_ARGUMENT (BadRequest field "stream", naming the first item that does not fit)
+        and nothing of it is written. An item that does not decode ends the stream with
+        INVALID_ARGUMENT (its BadRequest names "request item <index>") and nothing of it is
+        written; nor is anything of a stream the client cancels before its last item (cancelled
+        while it commits, it keeps the batches committed by then). Should a commit fail midway,
+        the status carries a SubmitFactsResponse detail with only the counts of the items before
+        the batch that failed (decided_count committed, invalid_count refused; no results):
+        those were handled and nothing after them was written; resend the rest (idempotency
+        keys make a resend safe).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -31,6 +31,12 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.erasures_refused = Counter(
+            "federation_erasures_refused",
+            "Peers' erasure tombstones not applied, by federation.accept_erasures_from.",
+            registry=self.registry,
+        )
+
     def decided(self, decisions: Iterable[Decision]) -> None:
         for d in decisions:
             self.decisions.labels(d.outcome.value, d.rule.value).inc()

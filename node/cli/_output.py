@@ -11,6 +11,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from factnode.api.v1 import factnode_pb2 as pb
+from factnode.clock import describe_skew
 
 if TYPE_CHECKING:
     from google.protobuf.timestamp_pb2 import Timestamp
@@ -179,6 +180,13 @@ def decayed(r: pb.RunDecayResponse) -> str:
     return f"decayed {r.decayed}, tombstoned {r.tombstoned}"
 
 
+def show_skew(p: pb.PeerStatus) -> str:
+    """The peer's clock against this node's, or "-" when never measured."""
+    if not p.HasField("clock_skew_ms"):
+        return "-"
+    return describe_skew(p.clock_skew_ms * 1000)
+
+
 def status(r: pb.GetStatusResponse) -> str:
     n = r.counts
     lines = [
@@ -191,10 +199,17 @@ def status(r: pb.GetStatusResponse) -> str:
         lines.append(
             table(
                 [
-                    (p.node_id, p.address, show_time(p.last_sync), str(p.lag_seconds), p.last_error)
+                    (
+                        p.node_id,
+                        p.address,
+                        show_time(p.last_sync),
+                        str(p.lag_seconds),
+                        show_skew(p),
+                        p.last_error,
+                    )
                     for p in r.peers
                 ],
-                ("peer", "address", "last sync", "lag s", "last error"),
+                ("peer", "address", "last sync", "lag s", "clock skew", "last error"),
             )
         )
     else:

@@ -19,6 +19,7 @@ from typing import Protocol, TypeVar
 
 from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
+from factnode.clock import describe_skew
 from factnode.config import Peer
 from factnode.core import FieldViolation, InvalidInput
 from factnode.federation._digest import DEPTH, SetDigest
@@ -529,22 +530,6 @@ def _check_skew(skew: int, allowance: int) -> None:
             f"(allowance {describe_skew(allowance, signed=False)}); its votes and erasures "
             "dated beyond the allowance are refused or bounded by this node's clock"
         )
-
-
-def describe_skew(micros: int, *, signed: bool = True) -> str:
-    """A clock difference for people: "2h00m05s ahead", "3d04h behind", "1.250s ahead"."""
-    seconds = abs(micros) / 1_000_000
-    if seconds < 60:
-        text = f"{seconds:.3f}s"
-    else:
-        whole = int(seconds)
-        days, rest = divmod(whole, 86_400)
-        hours, rest = divmod(rest, 3600)
-        minutes, secs = divmod(rest, 60)
-        text = f"{days}d{hours:02d}h{minutes:02d}m" if days else f"{hours}h{minutes:02d}m{secs:02d}s"
-    if not signed:
-        return text
-    return f"{text} {'ahead' if micros >= 0 else 'behind'}"
 
 
 def _describe(exc: BaseException) -> str:

@@ -72,7 +72,9 @@ class Node:
         self.repo = SqlRepository(settings.db_url, cache_keys=settings.cache_keys)
         node_id = ensure_node_id(self.repo, settings.node_id, f"node-{uuid.uuid4().hex[:12]}")
         self.ledger = Ledger(self.repo, settings.policy, node_id, clock or SystemClock())
+        self.ledger.erasure_grants = settings.accept_erasures_from
         self.metrics = Metrics()
+        self.ledger.on_commit(lambda fx: self.metrics.erasures_refused.inc(fx.erasures_refused))
         # grpc-stubs' grpc_health stubs omit the `aio` submodule that grpcio-health-checking has.
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         self.server: grpc.aio.Server | None = None

@@ -24,6 +24,7 @@ class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTCOME_RETRACTED: _ClassVar[Outcome]
     OUTCOME_RESOLVED: _ClassVar[Outcome]
     OUTCOME_CONTESTED: _ClassVar[Outcome]
+    OUTCOME_ERASED: _ClassVar[Outcome]
 
 class BeliefState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -68,6 +69,7 @@ OUTCOME_AMBIGUOUS: Outcome
 OUTCOME_RETRACTED: Outcome
 OUTCOME_RESOLVED: Outcome
 OUTCOME_CONTESTED: Outcome
+OUTCOME_ERASED: Outcome
 BELIEF_STATE_UNSPECIFIED: BeliefState
 BELIEF_STATE_BELIEVED: BeliefState
 BELIEF_STATE_AMBIGUOUS: BeliefState

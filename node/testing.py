@@ -112,9 +112,12 @@ class Federation:
         policy: Policy | None = None,
         fanout: int = 0,
         seed: int = 0,
+        clocks: dict[str, FakeClock] | None = None,
     ) -> None:
         self.clock = clock or FakeClock()
-        self.ledgers = {n: memory_ledger(policy, self.clock, n) for n in node_ids}
+        # A node named in `clocks` keeps its own (skewed) clock; the others share `clock`.
+        self.clocks = {n: (clocks or {}).get(n, self.clock) for n in node_ids}
+        self.ledgers = {n: memory_ledger(policy, self.clocks[n], n) for n in node_ids}
         peers = {n: [Peer(f"inproc:{p}", p) for p in node_ids if p != n] for n in node_ids}
         self.endpoints = {n: FederationEndpoint(self.ledgers[n], peers[n]) for n in node_ids}
         self.links = {

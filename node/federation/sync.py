@@ -164,6 +164,8 @@ class FederationEndpoint:
             if split is not None:
                 work.extendleft((s, c) for c in reversed(split))
                 continue
+            if count == 0:
+                continue  # nothing held here: answered, with nothing
             if items and items + count > self.max_delta_items:
                 work.appendleft((s, prefix))
                 break
@@ -174,6 +176,12 @@ class FederationEndpoint:
                 votes=[wire.vote_pb(v) for v in votes],
             )
             piece_size = piece.ByteSize()
+            if piece_size > self.max_delta_bytes and len(prefix) < DEPTH and count > 1:
+                # Too many bytes for one answer: its children, one at a time, fit better.
+                with index_of(self.ledger).lock:
+                    smaller = [c for c, _d, _n in digest.children(prefix, 1)]
+                work.extendleft((s, c) for c in reversed(smaller))
+                continue
             if items and size + piece_size > self.max_delta_bytes:
                 work.appendleft((s, prefix))
                 break

@@ -35,6 +35,10 @@ class Unauthenticated(Exception):
     """The caller gave no valid credentials."""
 
 
+class ResourceExhausted(Exception):
+    """The caller is over a limit (streams held, requests per second); it may retry later."""
+
+
 # A status travels in trailers, which clients cap (grpc: 16 KiB); echoed input is cut short.
 MAX_MESSAGE_CHARS = 1024
 MAX_DESCRIPTION_CHARS = 200
@@ -77,6 +81,8 @@ def _status_of(exc: BaseException, extra: list[Message]) -> grpc.Status:
         return _status(code_pb2.PERMISSION_DENIED, str(exc), extra)
     if isinstance(exc, Unauthenticated):
         return _status(code_pb2.UNAUTHENTICATED, str(exc), extra)
+    if isinstance(exc, ResourceExhausted):
+        return _status(code_pb2.RESOURCE_EXHAUSTED, str(exc), extra)
     # The type only: a message or traceback could quote a fact's value or source.
     log.error("internal error: %s", type(exc).__name__)
     return _status(code_pb2.INTERNAL, "internal error; the node's log has the details", extra)

@@ -91,7 +91,9 @@ class SqlVotes(TransactionPart):
         for part in chunks(sorted(by_id)):
             out.update(
                 by_id[kid]
-                for kid in self._c.scalars(select(E.c.key_id).where(E.c.key_id.in_(part)).distinct())
+                for kid in self._c.scalars(
+                    select(E.c.key_id).where(E.c.key_id.in_(part)).distinct()
+                )
             )
         return out
 

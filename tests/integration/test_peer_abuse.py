@@ -1,0 +1,345 @@
+"""A peer with a valid certificate cannot make this node build an answer without bound, fill its
+store with abstentions, erase what this node does not accept erasures of, or hide a clock
+skew behind ok rounds (issue 22, items 6, 7 and 10)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from factnode import _wire as wire
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.config import Peer
+from factnode.core import MICROS_PER_DAY, InvalidInput, Key, Outcome, Policy, Rule, Submission, ids
+from factnode.core.peer_checks import ErasureGrant
+from factnode.federation._index import index_of
+from factnode.federation.sync import (
+    EVIDENCE,
+    MAX_DIGEST_BUCKETS,
+    MAX_HAVE_IDS,
+    MAX_REQUEST_REFS,
+    FederationEndpoint,
+)
+from factnode.ledger import Committed
+from factnode.testing import FakeClock, Federation
+
+KEY = Key("team:infra", "build", "python_version")
+USER_KEY = Key("user:ana", "ana", "city")
+HOUR = 3_600_000_000
+
+
+@pytest.fixture
+def fed() -> Iterator[Federation]:
+    """An honest node `a` and a configured peer `h`."""
+    federation = Federation(["a", "h"])
+    try:
+        yield federation
+    finally:
+        federation.close()
+
+
+def _submit(fed: Federation, node: str, key: Key, value: str) -> str:
+    sub = Submission(
+        key.namespace,
+        key.subject,
+        key.predicate,
+        value,
+        "agent_observed",
+        f"{node}-src",
+        0.5,
+        0.9,
+        fed.clock.now() - MICROS_PER_DAY,
+    )
+    return fed.ledgers[node].submit(sub).evidence_id
+
+
+def _fill(fed: Federation, node: str, n: int) -> set[str]:
+    """`n` facts on `n` keys of `node`: their evidence ids spread over the buckets."""
+    return {_submit(fed, node, Key("team:infra", f"s{i}", "p"), f"v{i}") for i in range(n)}
+
+
+def _key_tombstone(
+    key: Key, origin: str, erased_at: int, erasure_id: str = "e" * 32
+) -> pb.ErasureTombstone:
+    return pb.ErasureTombstone(
+        erasure_id=erasure_id,
+        scope=pb.ERASURE_SCOPE_KEY,
+        scope_hash=ids.key_id(key),
+        erased_at=wire.timestamp(erased_at),
+        operator="mallory",
+        reason="because I can",
+        origin_node=origin,
+    )
+
+
+def _refused_count(fed: Federation, node: str) -> list[int]:
+    counted: list[int] = []
+
+    def count(fx: Committed) -> None:
+        if fx.erasures_refused:
+            counted.append(fx.erasures_refused)
+
+    fed.ledgers[node].on_commit(count)
+    return counted
+
+
+def _held(fed: Federation, node: str) -> int:
+    return fed.ledgers[node].counts().evidence
+
+
+# -- item 6: bounded answers --------------------------------------------------------
+
+
+def test_a_digest_request_naming_too_many_buckets_is_refused_naming_the_field(
+    fed: Federation,
+) -> None:
+    """A GetDigest naming more buckets than any round sends is refused before anything is
+    built, with a violation naming `buckets`."""
+    refs = [pb.BucketRef(set=EVIDENCE, prefix="")] * (MAX_REQUEST_REFS + 1)
+    with pytest.raises(InvalidInput) as refused:
+        fed.endpoints["a"].get_digest("h", pb.DigestRequest(buckets=refs, depth=2))
+    assert [v.field for v in refused.value.violations] == ["buckets"]
+
+
+def test_a_pull_naming_too_many_held_ids_is_refused_naming_the_field(fed: Federation) -> None:
+    """A PullDelta listing more held ids than any round sends is refused, naming `have_ids`."""
+    request = pb.DeltaRequest(
+        buckets=[pb.BucketRef(set=EVIDENCE, prefix="")],
+        have_ids=[f"{i:032x}" for i in range(MAX_HAVE_IDS + 1)],
+    )
+    with pytest.raises(InvalidInput) as refused:
+        fed.endpoints["a"].pull_delta("h", request)
+    assert [v.field for v in refused.value.violations] == ["have_ids"]
+
+
+def test_a_deep_digest_request_gets_at_most_the_bucket_limit_and_the_rest_named(
+    fed: Federation,
+) -> None:
+    """Root buckets asked many times over at depth 2 get one answer of at most the bucket
+    limit; the buckets it leaves out are named in `unanswered`, in order."""
+    _fill(fed, "a", 300)
+    refs = [pb.BucketRef(set=EVIDENCE, prefix="")] * MAX_REQUEST_REFS
+    reply = fed.endpoints["a"].get_digest("h", pb.DigestRequest(buckets=refs, depth=2))
+    per_ref = len(index_of(fed.ledgers["a"]).evidence.children("", 2))
+    answered = MAX_DIGEST_BUCKETS // per_ref
+    assert len(reply.buckets) == answered * per_ref <= MAX_DIGEST_BUCKETS
+    assert len(reply.unanswered) == MAX_REQUEST_REFS - answered
+
+
+def test_a_pull_of_the_root_bucket_comes_in_bounded_pieces_that_add_up_to_everything(
+    fed: Federation,
+) -> None:
+    """With answers limited to 40 items and 6,000 bytes, pulling the whole evidence set gets
+    answers within both limits, each naming what it left out; following them gets every
+    piece of evidence exactly once."""
+    expected = _fill(fed, "a", 300)
+    endpoint = FederationEndpoint(
+        fed.ledgers["a"], [Peer("inproc:h", "h")], max_delta_items=40, max_delta_bytes=6000
+    )
+    pending = [pb.BucketRef(set=EVIDENCE, prefix="")]
+    got: list[str] = []
+    answers = 0
+    while pending:
+        reply = endpoint.pull_delta("h", pb.DeltaRequest(buckets=pending))
+        answers += 1
+        assert len(reply.evidence) <= 40
+        assert reply.ByteSize() <= 6000 + 100 * len(reply.unanswered)
+        got.extend(e.evidence_id for e in reply.evidence)
+        assert len(reply.unanswered) < len(pending) or reply.evidence
+        pending = list(reply.unanswered)
+    assert sorted(got) == sorted(expected)
+    assert answers > 1
+
+
+async def test_sync_with_small_answer_limits_still_moves_everything_both_ways() -> None:
+    """Two nodes whose answers hold at most 16 items and 32 digest buckets still converge:
+    each side ends with all evidence and equal digests."""
+    fed = Federation(["a", "b"])
+    try:
+        for n in ("a", "b"):
+            small = FederationEndpoint(
+                fed.ledgers[n],
+                [Peer(f"inproc:{p}", p) for p in ("a", "b") if p != n],
+                max_delta_items=16,
+                max_digest_buckets=32,
+            )
+            fed.endpoints[n] = small
+            for (_caller, target), link in fed.links.items():
+                if target == n:
+                    link.endpoint = small
+        _fill(fed, "a", 150)
+        for i in range(60):
+            _submit(fed, "b", Key("team:other", f"t{i}", "p"), f"w{i}")
+        await fed.round()
+        await fed.round()
+        assert _held(fed, "a") == _held(fed, "b") == 210
+        digests = [index_of(fed.ledgers[n]).evidence.bucket("") for n in ("a", "b")]
+        assert digests[0] == digests[1]
+    finally:
+        fed.close()
+
+
+def test_abstentions_on_keys_held_nowhere_share_the_waiting_vote_bound() -> None:
+    """Abstentions on keys this node holds no evidence for count against the same per-peer
+    bound as votes on evidence not held: beyond it they are refused, naming the limit; an
+    abstention on a key held here is taken whatever the bound."""
+    fed = Federation(["a", "h"], policy=Policy(max_waiting_votes_per_peer=2))
+    try:
+        now = wire.timestamp(fed.clock.now())
+        unknown = [Key("team:x", f"u{i}", "p") for i in range(3)]
+        abstentions = [pb.Vote(key=wire.key_pb(k), fresh_since=now, cast_at=now) for k in unknown]
+        reply = fed.endpoints["a"].push_delta("h", pb.Delta(votes=abstentions))
+        assert [r.id for r in reply.rejected] == [ids.key_id(unknown[2])]
+        assert "at most 2" in reply.rejected[0].reason
+        waiting = pb.Vote(
+            key=wire.key_pb(KEY),
+            version_id=ids.version_id(KEY, "3.13"),
+            evidence_id="f" * 32,
+            anchor=60,
+            worth_milli=500,
+            fresh_since=now,
+            cast_at=now,
+        )
+        reply = fed.endpoints["a"].push_delta("h", pb.Delta(votes=[waiting]))
+        assert [r.id for r in reply.rejected] == [ids.key_id(KEY)]
+        _submit(fed, "a", USER_KEY, "Porto")
+        held = pb.Vote(key=wire.key_pb(USER_KEY), fresh_since=now, cast_at=now)
+        assert list(fed.endpoints["a"].push_delta("h", pb.Delta(votes=[held])).rejected) == []
+    finally:
+        fed.close()
+
+
+# -- item 7: whose erasures apply, and the log -------------------------------------
+
+
+def test_a_peer_erasure_is_logged_naming_its_origin_operator_and_reason(
+    fed: Federation,
+) -> None:
+    """A peer's key tombstone applied here leaves a decision (outcome ERASED, rule
+    peer_erasure) naming the node it was made on, its operator, its reason and the relaying
+    peer, and carrying no key text."""
+    _submit(fed, "a", USER_KEY, "Porto")
+    tomb = _key_tombstone(USER_KEY, "c", fed.clock.now())
+    assert list(fed.endpoints["a"].push_delta("h", pb.Delta(tombstones=[tomb])).rejected) == []
+    assert _held(fed, "a") == 0
+    logged = [
+        d.decision
+        for d in fed.ledgers["a"].decisions(namespace="user:ana").items
+        if d.decision.rule is Rule.PEER_ERASURE
+    ]
+    assert len(logged) == 1
+    [d] = logged
+    assert d.outcome is Outcome.ERASED
+    assert d.key == Key("user:ana", f"erasure:{'e' * 32}", "key")
+    for part in ("made on c", "'mallory'", "'because I can'", "delivered by h"):
+        assert part in d.detail
+    assert "Porto" not in d.detail and "city" not in d.detail
+
+
+def test_an_erasure_from_a_member_not_accepted_is_refused_counted_and_not_applied(
+    fed: Federation,
+) -> None:
+    """With erasures accepted only from node b, a tombstone made on h, or one naming b as its
+    origin but relayed by h, is refused item by item, counted, and erases nothing."""
+    fed.ledgers["a"].erasure_grants = (ErasureGrant("b"),)
+    counted = _refused_count(fed, "a")
+    _submit(fed, "a", KEY, "3.12")
+    for i, origin in enumerate(("h", "b")):
+        tomb = _key_tombstone(KEY, origin, fed.clock.now(), erasure_id=f"{i:032x}")
+        reply = fed.endpoints["a"].push_delta("h", pb.Delta(tombstones=[tomb]))
+        assert [r.id for r in reply.rejected] == [f"{i:032x}"]
+        assert "accepts no erasures from h" in reply.rejected[0].reason
+    assert counted == [1, 1]
+    assert _held(fed, "a") == 1
+    assert fed.ledgers["a"].counts().erasures == 0
+
+
+def test_erasures_apply_only_in_the_namespaces_accepted(fed: Federation) -> None:
+    """With erasures accepted for user:* only, a key tombstone on team:infra is refused, one on
+    user:ana applied, and one covering nothing held here refused (its namespace cannot be
+    checked), to be offered again once this node holds what it covers."""
+    fed.ledgers["a"].erasure_grants = (ErasureGrant("*", ("user:*",)),)
+    _submit(fed, "a", KEY, "3.12")
+    _submit(fed, "a", USER_KEY, "Porto")
+    now = fed.clock.now()
+    team = _key_tombstone(KEY, "h", now, erasure_id="1" * 32)
+    user = _key_tombstone(USER_KEY, "h", now, erasure_id="2" * 32)
+    other = _key_tombstone(Key("user:bob", "bob", "city"), "h", now, erasure_id="3" * 32)
+    reply = fed.endpoints["a"].push_delta("h", pb.Delta(tombstones=[team, user, other]))
+    assert [r.id for r in reply.rejected] == ["1" * 32, "3" * 32]
+    assert "namespace" in reply.rejected[0].reason
+    assert "covers nothing" in reply.rejected[1].reason
+    with fed.ledgers["a"].repo.read() as tx:
+        assert [t.erasure_id for t in tx.tombstones_under([""])] == ["2" * 32]
+    assert _held(fed, "a") == 1
+
+
+def test_a_tombstone_naming_this_node_as_its_origin_is_refused(fed: Federation) -> None:
+    """A peer cannot pass off an erasure as this node's own: one naming this node as where it
+    was made, which this node does not hold, is refused and erases nothing."""
+    _submit(fed, "a", KEY, "3.12")
+    reply = fed.endpoints["a"].push_delta(
+        "h", pb.Delta(tombstones=[_key_tombstone(KEY, "a", fed.clock.now())])
+    )
+    assert len(reply.rejected) == 1 and "this node" in reply.rejected[0].reason
+    assert _held(fed, "a") == 1
+
+
+# -- item 10: clock skew -------------------------------------------------------------
+
+
+def test_a_tombstone_from_a_peer_whose_clock_runs_ahead_erases_what_is_held_now(
+    fed: Federation,
+) -> None:
+    """A tombstone dated two hours in the receiver's future still erases the evidence it
+    covers now; it counts as made at the receiver's clock, so evidence recorded after that
+    is decided normally instead of being blocked for two hours."""
+    _submit(fed, "a", KEY, "3.12")
+    tomb = _key_tombstone(KEY, "h", fed.clock.now() + 2 * HOUR)
+    assert list(fed.endpoints["a"].push_delta("h", pb.Delta(tombstones=[tomb])).rejected) == []
+    assert _held(fed, "a") == 0
+    with fed.ledgers["a"].repo.read() as tx:
+        [held] = tx.tombstones_under([""])
+    assert held.erased_at == fed.clock.now()
+    fed.clock.advance(1)
+    later = fed.ledgers["a"].submit(
+        Submission(KEY.namespace, KEY.subject, KEY.predicate, "3.13", "user_stated", "ana")
+    )
+    assert later.decision.outcome is Outcome.ACCEPTED
+
+
+async def test_a_round_with_a_skewed_peer_is_that_peers_error_naming_the_skew() -> None:
+    """Each round measures the peer's clock: a peer two hours ahead or two days behind fails
+    its round with an error naming the skew (the exchange itself still runs, so its erasure
+    applies), a peer a minute off syncs ok with the skew recorded."""
+    base = FakeClock()
+    clocks = {
+        "fast": FakeClock(base.now() + 2 * HOUR),
+        "slow": FakeClock(base.now() - 2 * MICROS_PER_DAY),
+        "near": FakeClock(base.now() - 60_000_000),
+    }
+    fed = Federation(["a", "fast", "slow", "near"], clock=base, clocks=clocks)
+    try:
+        _submit(fed, "a", KEY, "3.12")
+        await fed.round()
+        fed.ledgers["fast"].erase(key=KEY, operator="dpo", reason="request 7")
+        results = {r.node_id: r for r in await fed.syncers["a"].sync_round(force=True)}
+        assert (results["fast"].ok, results["slow"].ok, results["near"].ok) == (
+            False,
+            False,
+            True,
+        )
+        assert results["fast"].clock_skew == 2 * HOUR
+        assert results["fast"].error.startswith("clock skew: the peer's clock runs 2h00m00s ahead")
+        assert "2d00h00m behind" in results["slow"].error
+        assert results["near"].clock_skew == -60_000_000 and results["near"].error == ""
+        states = fed.syncers["a"].states
+        assert states["fast"].clock_skew == 2 * HOUR
+        assert states["fast"].last_error == results["fast"].error
+        assert states["near"].last_error == ""
+        # The fast peer's erasure, made in a's future, erased the value on a all the same.
+        assert results["fast"].tombstones_received == 1
+        assert _held(fed, "a") == 0
+    finally:
+        fed.close()

@@ -26,7 +26,7 @@ from factnode.ledger import Ledger, Submitted, ensure_node_id
 from factnode.metrics import Metrics
 from factnode.server._admin import AdminServicer
 from factnode.server._auth import Access
-from factnode.server._context import Changes, NodeContext
+from factnode.server._context import Changes, NodeContext, StreamQuota
 from factnode.server._decoding import add_service
 from factnode.server._fact import FactServicer
 from factnode.server._group_commit import GroupCommit
@@ -85,6 +85,7 @@ class Node:
         self._links: dict[str, GrpcPeerLink] = {}
         self._metrics_server: Any = None
         self.writer: GroupCommit | None = None
+        self.changes: Changes | None = None
         self.syncer: Syncer | None = None
         if settings.federated:
             index_of(self.ledger)  # digests are kept from the first write on
@@ -145,7 +146,10 @@ class Node:
         ]
         server = grpc.aio.server(options=options)
         access = Access(s)
-        changes = Changes()
+        changes = self.changes = Changes(self.ledger.last_change)
+        await changes.start()
+        # Every commit (peer input and decay included) may change a served belief.
+        self.ledger.on_commit(lambda _fx: changes.notify_threadsafe())
         self.writer = GroupCommit(self.ledger.ingest, self._committed(changes))
         self.writer.start()
         ctx = NodeContext(
@@ -157,6 +161,7 @@ class Node:
             self.writer,
             self.syncer,
             inline_reads=self.repo.is_sqlite_file,
+            watch_quota=StreamQuota(s.watch_streams_per_client),
         )
         add_service(server, FactServicer(ctx), "FactService", access)
         add_service(server, ReviewServicer(ctx), "ReviewService", access)
@@ -233,6 +238,8 @@ class Node:
             await self.server.stop(grace)
         if self.writer is not None:
             await self.writer.stop()  # after the calls: every queued submission is committed
+        if self.changes is not None:
+            await self.changes.stop()
         for link in self._links.values():
             await link.close()
         if self._metrics_server is not None:

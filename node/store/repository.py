@@ -129,6 +129,8 @@ class DecisionTransaction(Protocol):
         self, namespace: str | None, after_seq: int, limit: int
     ) -> list[BeliefChange]: ...
 
+    def last_change_seq(self) -> int: ...
+
 
 class BeliefTransaction(Protocol):
     """Served beliefs: by key, in pages, and counted for status."""

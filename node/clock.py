@@ -22,18 +22,20 @@ class SystemClock:
 
 
 def describe_skew(micros: int, *, signed: bool = True) -> str:
-    """A clock difference for people: "2h00m05s ahead", "2d00h00m behind", "1.250s ahead"."""
+    """A clock difference for people: "2h00m05s ahead", "2d00h00m behind", "5m00s", "1.250s"."""
     seconds = abs(micros) / 1_000_000
     if seconds < 60:
         text = f"{seconds:.3f}s"
     else:
-        whole = int(seconds)
-        days, rest = divmod(whole, 86_400)
+        days, rest = divmod(round(seconds), 86_400)
         hours, rest = divmod(rest, 3600)
         minutes, secs = divmod(rest, 60)
-        text = (
-            f"{days}d{hours:02d}h{minutes:02d}m" if days else f"{hours}h{minutes:02d}m{secs:02d}s"
-        )
+        if days:
+            text = f"{days}d{hours:02d}h{minutes:02d}m"
+        elif hours:
+            text = f"{hours}h{minutes:02d}m{secs:02d}s"
+        else:
+            text = f"{minutes}m{secs:02d}s"
     if not signed:
         return text
     return f"{text} {'ahead' if micros >= 0 else 'behind'}"

@@ -5,12 +5,13 @@ skew behind ok rounds (issue 22, items 6, 7 and 10)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
-from factnode.config import Peer
+from factnode.config import Peer, Settings
 from factnode.core import MICROS_PER_DAY, InvalidInput, Key, Outcome, Policy, Rule, Submission, ids
 from factnode.core.peer_checks import ErasureGrant
 from factnode.federation._index import index_of
@@ -22,6 +23,7 @@ from factnode.federation.sync import (
     FederationEndpoint,
 )
 from factnode.ledger import Committed
+from factnode.server.app import Node
 from factnode.testing import FakeClock, Federation
 
 KEY = Key("team:infra", "build", "python_version")
@@ -343,3 +345,28 @@ async def test_a_round_with_a_skewed_peer_is_that_peers_error_naming_the_skew() 
         assert _held(fed, "a") == 0
     finally:
         fed.close()
+
+
+def test_a_node_takes_its_erasure_grants_from_settings_and_counts_refusals(
+    tmp_path: Path,
+) -> None:
+    """A node built from settings applies their accept_erasures_from, and each tombstone it
+    refuses by them adds one to federation_erasures_refused_total."""
+    grants = (ErasureGrant("b"),)
+    node = Node(
+        Settings(
+            listen="127.0.0.1:0",
+            data_dir=tmp_path / "data",
+            node_id="n1",
+            accept_erasures_from=grants,
+        )
+    )
+    try:
+        assert node.ledger.erasure_grants == grants
+        tomb = wire.tombstone(_key_tombstone(KEY, "h", node.ledger.clock.now()))
+        received = node.ledger.receive("h", None, [tomb], [], [])
+        assert [i for i, _ in received.rejected] == [tomb.erasure_id]
+        sample = node.metrics.registry.get_sample_value("federation_erasures_refused_total")
+        assert sample == 1
+    finally:
+        node.repo.close()

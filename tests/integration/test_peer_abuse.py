@@ -13,6 +13,7 @@ from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.config import Peer, Settings
 from factnode.core import MICROS_PER_DAY, InvalidInput, Key, Outcome, Policy, Rule, Submission, ids
+from factnode.core.consensus import Vote
 from factnode.core.peer_checks import ErasureGrant
 from factnode.federation._index import index_of
 from factnode.federation.sync import (
@@ -22,8 +23,9 @@ from factnode.federation.sync import (
     MAX_REQUEST_REFS,
     FederationEndpoint,
 )
-from factnode.ledger import Committed
+from factnode.ledger import Committed, Ledger
 from factnode.server.app import Node
+from factnode.store import SqlRepository
 from factnode.testing import FakeClock, Federation
 
 KEY = Key("team:infra", "build", "python_version")
@@ -370,3 +372,31 @@ def test_a_node_takes_its_erasure_grants_from_settings_and_counts_refusals(
         assert sample == 1
     finally:
         node.repo.close()
+
+
+def test_the_waiting_bound_and_the_change_head_on_each_store(repository: SqlRepository) -> None:
+    """On SQLite and PostgreSQL alike: abstentions on keys held nowhere and votes on evidence
+    not held share one bound, an abstention on a held key is outside it, and the head of the
+    belief-change log moves with each change."""
+    ledger = Ledger(repository, Policy(max_waiting_votes_per_peer=2), "a", FakeClock())
+    now = ledger.clock.now()
+    assert ledger.last_change() == 0
+    sub = Submission(
+        USER_KEY.namespace, USER_KEY.subject, USER_KEY.predicate, "Porto", "user_stated", "ana"
+    )
+    ledger.submit(sub)
+    head = ledger.last_change()
+    assert head > 0
+    votes = [
+        Vote("h", Key("team:x", "u0", "p"), None, "", 0, 0, now, now),
+        Vote("h", KEY, ids.version_id(KEY, "3.13"), "f" * 32, 60, 500, now, now),
+        Vote("h", Key("team:x", "u1", "p"), None, "", 0, 0, now, now),
+        Vote("h", USER_KEY, None, "", 0, 0, now, now),
+    ]
+    received = ledger.receive("h", None, [], [], votes)
+    assert [i for i, _ in received.rejected] == [ids.key_id(Key("team:x", "u1", "p"))]
+    with repository.read() as tx:
+        assert tx.waiting_votes("h") == 2
+        assert tx.keys_held([KEY, USER_KEY]) == {USER_KEY}
+    ledger.submit(Submission("team:x", "u2", "p", "v", "user_stated", "ana"))
+    assert ledger.last_change() > head

@@ -180,3 +180,44 @@ async def test_the_notifier_hears_of_other_replicas_writes_by_polling_the_head()
         assert changes.wakeups == 1 and changes.head == 6
     finally:
         await changes.stop()
+
+
+async def test_a_stream_on_one_replica_sees_a_change_made_through_another(
+    repository_url: str, tmp_path: Path
+) -> None:
+    """Two replicas on one PostgreSQL store: a stream on the first, told of nothing by the
+    second's commit, still gets its change from the notifier's poll of the change log."""
+    if repository_url.startswith("sqlite"):
+        pytest.skip("one SQLite store is served by one process")
+    replicas = [
+        Node(
+            Settings(
+                listen="127.0.0.1:0",
+                data_dir=tmp_path / f"r{i}",
+                database_url=repository_url,
+                node_id="watch-node",
+                grace_seconds=0.0,
+            )
+        )
+        for i in range(2)
+    ]
+    for r in replicas:
+        await r.start()
+    try:
+        first = replicas[0].changes
+        assert first is not None
+        async with (
+            grpc.aio.insecure_channel(f"127.0.0.1:{replicas[0].port}") as watched,
+            grpc.aio.insecure_channel(f"127.0.0.1:{replicas[1].port}") as written,
+        ):
+            calls, seen, tasks = await _open(pb_grpc.FactServiceStub(watched), 1)
+            try:
+                await _until(lambda: first.waiting == 1, "the stream waiting")
+                await pb_grpc.FactServiceStub(written).SubmitFact(_fact("3.14"), timeout=WAIT)
+                await _until(lambda: len(seen[0]) == 1, "the change on the first replica")
+                assert seen[0][0].belief.object == "3.14"
+            finally:
+                await _close(calls, tasks)
+    finally:
+        for r in replicas:
+            await r.stop(0)

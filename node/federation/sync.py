@@ -441,8 +441,12 @@ class Syncer:
         refs = [(s, p) for s in (TOMBSTONES, EVIDENCE, PEER_VOTES) for p in leaves[s]]
         for chunk in _chunks(refs, mine):
             pending = chunk
+            got: set[str] = set()  # what the peer sent for this chunk
             while pending:
-                have = set(pulled)  # taken or refused here: either way not wanted again
+                # What we hold under the buckets asked for, and what the peer already sent
+                # there (taken or refused here: either way not wanted again).
+                asked = {p for s, p in pending if s in (EVIDENCE, TOMBSTONES)}
+                have = {i for i in got if any(i[:n] in asked for n in range(DEPTH + 1))}
                 for s, p in pending:
                     if s in (EVIDENCE, TOMBSTONES):
                         have.update(mine[s].ids_under([p]))
@@ -483,8 +487,9 @@ class Syncer:
                 new = {t.erasure_id for t in delta.tombstones} | {
                     e.evidence_id for e in delta.evidence
                 }
-                if left and sorted(left) == sorted(pending) and not new - pulled:
+                if left and sorted(left) == sorted(pending) and not new - got:
                     raise ConnectionError("the peer's delta answers made no progress")
+                got |= new
                 pulled |= new
                 pending = left
         return pulled

@@ -15,6 +15,7 @@ from factnode.config import Peer, Settings
 from factnode.core import MICROS_PER_DAY, InvalidInput, Key, Outcome, Policy, Rule, Submission, ids
 from factnode.core.consensus import Vote
 from factnode.core.peer_checks import ErasureGrant
+from factnode.federation import sync
 from factnode.federation._index import index_of
 from factnode.federation.sync import (
     EVIDENCE,
@@ -400,3 +401,22 @@ def test_the_waiting_bound_and_the_change_head_on_each_store(repository: SqlRepo
         assert tx.keys_held([KEY, USER_KEY]) == {USER_KEY}
     ledger.submit(Submission("team:x", "u2", "p", "v", "user_stated", "ana"))
     assert ledger.last_change() > head
+
+
+async def test_a_first_sync_larger_than_the_held_ids_limit_completes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pull lists as held only ids under the buckets it asks for, never everything taken so
+    far in the round: an empty node takes 800 pieces of evidence, in answers of 16, under a
+    held-ids limit of 600."""
+    monkeypatch.setattr(sync, "MAX_HAVE_IDS", 600)
+    fed = Federation(["a", "b"])
+    try:
+        small = FederationEndpoint(fed.ledgers["a"], [Peer("inproc:b", "b")], max_delta_items=16)
+        fed.endpoints["a"] = fed.links[("b", "a")].endpoint = small
+        _fill(fed, "a", 800)
+        [result] = await fed.syncers["b"].sync_round()
+        assert (result.ok, result.error) == (True, "")
+        assert _held(fed, "b") == 800
+    finally:
+        fed.close()

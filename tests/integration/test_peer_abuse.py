@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from factnode import _wire as wire
@@ -24,7 +25,9 @@ from factnode.federation.sync import (
     MAX_REQUEST_REFS,
     FederationEndpoint,
 )
+from factnode.federation.transport import FederationServicer, PeerLimits
 from factnode.ledger import Committed, Ledger
+from factnode.server._errors import ResourceExhausted
 from factnode.server.app import Node
 from factnode.store import SqlRepository
 from factnode.testing import FakeClock, Federation
@@ -420,3 +423,62 @@ async def test_a_first_sync_larger_than_the_held_ids_limit_completes(
         assert _held(fed, "b") == 800
     finally:
         fed.close()
+
+
+def test_a_peer_over_its_call_limits_is_refused_until_it_slows_down() -> None:
+    """Per peer: a call beyond the concurrent limit, or beyond the rate's burst, is refused
+    (RESOURCE_EXHAUSTED) naming the limit; the bucket refills at the rate, and one peer's
+    calls never use another's allowance."""
+    now = [0.0]
+    limits = PeerLimits(concurrent=2, per_second=10.0, burst=3, clock=lambda: now[0])
+
+    def one_call(peer: str) -> None:
+        with limits.call(peer):
+            pass
+
+    with limits.call("h"), limits.call("h"):
+        with pytest.raises(ResourceExhausted, match="at most 2"):
+            one_call("h")
+        one_call("b")  # another peer's allowance
+    one_call("h")  # the third of its burst of 3
+    with pytest.raises(ResourceExhausted, match="10 federation calls per second"):
+        one_call("h")
+    now[0] += 0.1  # one call's worth refilled
+    one_call("h")
+    with pytest.raises(ResourceExhausted):
+        one_call("h")
+
+
+class _Aborted(Exception):
+    def __init__(self, status: grpc.Status) -> None:
+        self.status = status
+
+
+class _PeerContext:
+    """A servicer context as a peer's verified mTLS connection presents it."""
+
+    def __init__(self, node_id: str) -> None:
+        self.node_id = node_id
+
+    def invocation_metadata(self) -> tuple[()]:
+        return ()
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return {"x509_common_name": [self.node_id.encode()]}
+
+    async def abort_with_status(self, status: grpc.Status) -> None:
+        raise _Aborted(status)
+
+
+async def test_the_federation_service_refuses_a_peer_over_its_rate(fed: Federation) -> None:
+    """FederationService counts each peer's calls: with a burst of one, a peer's second
+    GetDigest is RESOURCE_EXHAUSTED, while another peer's first is answered."""
+    servicer = FederationServicer(
+        FederationEndpoint(fed.ledgers["a"], [Peer("x:1", "h"), Peer("x:2", "b")]),
+        PeerLimits(per_second=0.001, burst=1),
+    )
+    await servicer.GetDigest(pb.DigestRequest(), _PeerContext("h"))
+    with pytest.raises(_Aborted) as refused:
+        await servicer.GetDigest(pb.DigestRequest(), _PeerContext("h"))
+    assert refused.value.status.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+    await servicer.GetDigest(pb.DigestRequest(), _PeerContext("b"))

@@ -24,6 +24,9 @@ from factnode.ledger._writing import Writing
 from factnode.store import Tombstone
 from factnode.store.repository import Transaction
 
+# How much of a peer erasure's operator and reason its decision quotes: the peer chose them.
+_LOGGED = 200
+
 
 class PeerInput(Writing, Forgetting):
     """Sync's side of the ledger: offer, receive and recount votes."""
@@ -232,7 +235,8 @@ class PeerInput(Writing, Forgetting):
                     detail=(
                         f"erased {len(covered)} piece(s) of evidence by {t.scope} "
                         f"{t.scope_hash}: made on {t.origin_node or peer_id} by operator "
-                        f"{t.operator!r} ({t.reason!r}), delivered by {peer_id}"
+                        f"{t.operator[:_LOGGED]!r} ({t.reason[:_LOGGED]!r}), "
+                        f"delivered by {peer_id}"
                     ),
                 )
             ]

@@ -20,7 +20,7 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.clock import Clock, SystemClock
 from factnode.config import ConfigError, Peer, Settings, check_exposure, redact_url
 from factnode.federation._index import index_of
-from factnode.federation.sync import FederationEndpoint, Syncer
+from factnode.federation.sync import MAX_DELTA_BYTES, FederationEndpoint, Syncer
 from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles
 from factnode.ledger import Ledger, Submitted, ensure_node_id
 from factnode.metrics import Metrics
@@ -120,7 +120,12 @@ class Node:
         assert s.federation_listen is not None
         tls = self._tls()
         server = grpc.aio.server(options=options)
-        endpoint = FederationEndpoint(self.ledger, s.peers)
+        # A delta answer fits well within the message limit, whatever it is set to.
+        endpoint = FederationEndpoint(
+            self.ledger,
+            s.peers,
+            max_delta_bytes=min(MAX_DELTA_BYTES, s.max_message_bytes // 2),
+        )
         add_service(server, FederationServicer(endpoint), "FederationService", None)
         creds = grpc.ssl_server_credentials(
             [(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=True

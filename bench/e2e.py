@@ -183,6 +183,7 @@ class NodeProcess:
         postgres: str | None,
         event_loop: str,
         cache_keys: int | None = None,
+        extra_config: str = "",
     ) -> None:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -196,6 +197,8 @@ class NodeProcess:
             lines.append(f"database_url = {json.dumps(postgres)}")
         if cache_keys is not None:
             lines.append(f"cache_keys = {cache_keys}")
+        if extra_config:  # TOML tables (such as [federation]) after the plain settings
+            lines.append(extra_config)
         config.write_text("\n".join(lines) + "\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith("FACTNODE_")}
         env["PYTHONUNBUFFERED"] = "1"

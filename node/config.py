@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from factnode.core import Policy, PolicyError, load_policy, policy_from_mapping
+from factnode.core.peer_checks import ACCEPT_ALL_ERASURES, ErasureGrant
 
 DEFAULT_LISTEN = "127.0.0.1:7420"
 # Hot keys the write path keeps in memory. The store has the same default for a repository
@@ -27,6 +28,8 @@ DEFAULT_CACHE_KEYS = 20_000
 # `auto`: uvloop where it is installed (a dependency on Linux and macOS), else asyncio's own.
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 ROLES = ("reader", "writer", "operator")
+# WatchBeliefs streams one client (token, or address without tokens) may hold open at once.
+DEFAULT_WATCH_STREAMS_PER_CLIENT = 1000
 
 
 class ConfigError(ValueError):
@@ -93,12 +96,15 @@ class Settings:
     federation_ca: Path | None = None
     sync_interval_seconds: float = 10.0
     fanout: int = 0  # 0: every peer each round
+    # Whose erasures this node applies, for which namespaces (`federation.accept_erasures_from`).
+    accept_erasures_from: tuple[ErasureGrant, ...] = ACCEPT_ALL_ERASURES
     grace_seconds: float = 5.0
     max_message_bytes: int = 4 * 1024 * 1024
     decay_interval_seconds: float = 3600.0
     metrics_listen: str | None = None  # host:port for Prometheus /metrics; off when unset
     cache_keys: int = DEFAULT_CACHE_KEYS  # hot keys the write path keeps in memory; 0: none
     event_loop: str = "auto"  # one of EVENT_LOOPS: uvloop where installed, else asyncio's
+    watch_streams_per_client: int = DEFAULT_WATCH_STREAMS_PER_CLIENT
 
     @property
     def db_url(self) -> str:
@@ -223,6 +229,27 @@ def _peers(raw: Any, policy: Policy) -> tuple[Peer, ...]:
     return tuple(out)
 
 
+def _erasure_grants(raw: Any) -> tuple[ErasureGrant, ...]:
+    name = "federation.accept_erasures_from"
+    if not isinstance(raw, list):
+        raise ConfigError(name, 'must be a list of tables like {node = "*", namespaces = ["*"]}')
+    out = []
+    for i, item in enumerate(raw):
+        where = f"{name}[{i}]"
+        if not isinstance(item, Mapping):
+            raise ConfigError(where, "must be a table with node and namespaces")
+        unknown = sorted(set(item) - {"node", "namespaces"})
+        if unknown:
+            raise ConfigError(f"{where}.{unknown[0]}", "unknown setting; known: namespaces, node")
+        namespaces = item.get("namespaces", ["*"])
+        if not isinstance(namespaces, list) or not all(
+            isinstance(n, str) and n.strip() for n in namespaces
+        ):
+            raise ConfigError(f"{where}.namespaces", "must be a list of namespace patterns")
+        out.append(ErasureGrant(_str(f"{where}.node", item.get("node")), tuple(namespaces)))
+    return tuple(out)
+
+
 _ENV = {
     "FACTNODE_LISTEN": "listen",
     "FACTNODE_DATA_DIR": "data_dir",
@@ -312,6 +339,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         "metrics_listen",
         "cache_keys",
         "event_loop",
+        "watch_streams_per_client",
     }
     unknown = sorted(set(data) - known)
     if unknown:
@@ -350,7 +378,8 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         changes["peers"] = _peers(data["peers"], policy)
     fed = data.get("federation", {})
     unknown_fed = sorted(
-        set(fed) - {"listen", "cert", "key", "ca", "sync_interval_seconds", "fanout"}
+        set(fed)
+        - {"listen", "cert", "key", "ca", "sync_interval_seconds", "fanout", "accept_erasures_from"}
     )
     if unknown_fed:
         raise ConfigError(f"federation.{unknown_fed[0]}", "unknown setting")
@@ -383,6 +412,8 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         if isinstance(fanout, bool) or not isinstance(fanout, int) or fanout < 0:
             raise ConfigError("federation.fanout", f"must be a whole number >= 0, got {fanout!r}")
         changes["fanout"] = fanout
+    if "accept_erasures_from" in fed:
+        changes["accept_erasures_from"] = _erasure_grants(fed["accept_erasures_from"])
     for name in ("grace_seconds", "decay_interval_seconds"):
         if name in data:
             changes[name] = _positive(name, data[name])
@@ -403,6 +434,13 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
                 "event_loop", f"must be one of {', '.join(EVENT_LOOPS)}, got {loop!r}"
             )
         changes["event_loop"] = loop
+    if "watch_streams_per_client" in data:
+        most = data["watch_streams_per_client"]
+        if isinstance(most, bool) or not isinstance(most, int) or most < 1:
+            raise ConfigError(
+                "watch_streams_per_client", f"must be a whole number >= 1, got {most!r}"
+            )
+        changes["watch_streams_per_client"] = most
     if "max_message_bytes" in data:
         changes["max_message_bytes"] = int(
             _positive("max_message_bytes", data["max_message_bytes"])

@@ -37,6 +37,11 @@ class Metrics:
             "Evidence turned into a tombstone by decay.",
             registry=self.registry,
         )
+        self.erasures_refused = Counter(
+            "federation_erasures_refused",
+            "Peers' erasure tombstones not applied, by federation.accept_erasures_from.",
+            registry=self.registry,
+        )
 
     def peer_refused(self, by_kind: Mapping[str, int]) -> None:
         """Counts items a peer sent that this node refused, by kind."""

@@ -114,13 +114,16 @@ class Federation:
         fanout: int = 0,
         seed: int = 0,
         repositories: Mapping[str, Repository] | None = None,
+        clocks: dict[str, FakeClock] | None = None,
     ) -> None:
         self.clock = clock or FakeClock()
         stores = repositories or {}
+        # A node named in `clocks` keeps its own (skewed) clock; the others share `clock`.
+        self.clocks = {n: (clocks or {}).get(n, self.clock) for n in node_ids}
         self.ledgers = {
-            n: Ledger(stores[n], policy or Policy(), n, self.clock)
+            n: Ledger(stores[n], policy or Policy(), n, self.clocks[n])
             if n in stores
-            else memory_ledger(policy, self.clock, n)
+            else memory_ledger(policy, self.clocks[n], n)
             for n in node_ids
         }
         peers = {n: [Peer(f"inproc:{p}", p) for p in node_ids if p != n] for n in node_ids}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf.message import Message
 
 from factnode.api.v1 import factnode_pb2 as pb
+from factnode.clock import describe_skew
 
 from ._json import enum_name, to_json
 
@@ -264,6 +265,13 @@ def decayed(r: pb.RunDecayResponse) -> str:
     return f"decayed {r.decayed}, tombstoned {r.tombstoned}"
 
 
+def show_skew(p: pb.PeerStatus) -> str:
+    """The peer's clock against this node's, or "-" when never measured."""
+    if not p.HasField("clock_skew_ms"):
+        return "-"
+    return describe_skew(p.clock_skew_ms * 1000)
+
+
 def status(r: pb.GetStatusResponse) -> str:
     n = r.counts
     lines = [
@@ -277,10 +285,17 @@ def status(r: pb.GetStatusResponse) -> str:
         lines.append(
             table(
                 [
-                    (p.node_id, p.address, show_time(p.last_sync), str(p.lag_seconds), p.last_error)
+                    (
+                        p.node_id,
+                        p.address,
+                        show_time(p.last_sync),
+                        str(p.lag_seconds),
+                        show_skew(p),
+                        p.last_error,
+                    )
                     for p in r.peers
                 ],
-                ("peer", "address", "last sync", "lag s", "last error"),
+                ("peer", "address", "last sync", "lag s", "clock skew", "last error"),
             )
         )
     else:

@@ -190,7 +190,8 @@ def _status(m: pb.GetStatusResponse) -> t.Status:
     counts = {f.name: v for f, v in m.counts.ListFields()}
     peers = tuple(
         t.PeerState(p.node_id, p.address, t.when(p.last_sync) if p.HasField("last_sync") else None,
-                    p.lag_seconds, p.last_error, p.max_anchor)
+                    p.lag_seconds, p.last_error, p.max_anchor,
+                    p.clock_skew_ms if p.HasField("clock_skew_ms") else None)
         for p in m.peers
     )  # fmt: skip
     return t.Status(m.node_id, m.version, m.listen_address, m.database, counts, peers)

@@ -10,6 +10,7 @@ from typing import Generic, TypeVar
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from factnode.api.v1 import factnode_pb2 as pb
+from factnode.clock import describe_skew
 from factnode.core import Key
 
 
@@ -264,6 +265,13 @@ class PeerState:
     lag_seconds: int
     last_error: str
     max_anchor: str
+    # The peer's clock minus this node's, in milliseconds; None: never measured.
+    clock_skew_ms: int | None = None
+
+    @property
+    def clock_skew(self) -> str:
+        """The peer's clock against this node's for people ("2h00m00s ahead"), or "-"."""
+        return "-" if self.clock_skew_ms is None else describe_skew(self.clock_skew_ms * 1000)
 
 
 @dataclass(frozen=True, slots=True)

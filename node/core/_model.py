@@ -43,6 +43,8 @@ class Outcome(enum.StrEnum):
     RESOLVED = "RESOLVED"
     # Federation transitions of the served belief.
     CONTESTED = "CONTESTED"
+    # Not a submission outcome: a peer's erasure applied on this node (rule peer_erasure).
+    ERASED = "ERASED"
 
 
 class Rule(enum.StrEnum):
@@ -70,6 +72,8 @@ class Rule(enum.StrEnum):
     FEDERATION_CONSENSUS = "federation_consensus"
     # An operator's pin on a key under review (DESIGN §7).
     OPERATOR_RESOLUTION = "operator_resolution"
+    # A peer's erasure tombstone, applied here (DESIGN §6).
+    PEER_ERASURE = "peer_erasure"
 
 
 class BeliefState(enum.StrEnum):

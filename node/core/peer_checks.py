@@ -6,8 +6,9 @@ applied, or the reason it is refused (reported back to the peer item by item).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
 from typing import Protocol
 
 from factnode.core._model import Evidence, Instant
@@ -48,9 +49,9 @@ class ErasureRecord(Protocol):
     def reason(self) -> str: ...
 
 
-def tombstone_problem(t: ErasureRecord, now: Instant, skew: int) -> str:
-    """Why a peer's tombstone is refused, or "" when it may be applied. One dated beyond
-    this node's clock plus the skew allowance is refused: no peer can block a key for ever."""
+def tombstone_problem(t: ErasureRecord) -> str:
+    """Why a peer's tombstone is malformed, or "" when it may be applied (its time is bounded
+    by `bounded_erased_at`, its origin by `erasure_refusal`)."""
     if t.scope not in ERASURE_SCOPES:
         return f"unknown erasure scope {quoted(t.scope)}"
     if (
@@ -67,9 +68,53 @@ def tombstone_problem(t: ErasureRecord, now: Instant, skew: int) -> str:
     check_instant(out, "erased_at", t.erased_at)
     if t.origin_node:  # older peers send none
         check_node_id(out, "origin_node", t.origin_node)
-    if not out and t.erased_at > now + skew:
-        return "erased_at lies in this node's future"
     return describe_violations(out)
+
+
+def bounded_erased_at(erased_at: Instant, now: Instant, skew: int) -> Instant:
+    """When a peer's erasure takes effect here. One dated beyond this node's clock plus the
+    skew allowance still erases what it covers now, but counts as made now: no peer can
+    block a key's later writes for ever, and no clock skew keeps erased data alive."""
+    return now if erased_at > now + skew else erased_at
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureGrant:
+    """Erasures this node accepts from one member (`node`, a glob: "*" is every member) for
+    the namespaces matching `namespaces` (globs)."""
+
+    node: str
+    namespaces: tuple[str, ...] = ("*",)
+
+
+# The default: erasures replicate (DESIGN §6), so every member's are applied, each logged.
+ACCEPT_ALL_ERASURES: tuple[ErasureGrant, ...] = (ErasureGrant("*", ("*",)),)
+
+
+def erasure_refusal(
+    grants: Sequence[ErasureGrant], origin: str, relay: str, namespaces: Collection[str] | None
+) -> str:
+    """Why a peer's tombstone is not applied here by the grants, or "" when it may be.
+
+    Both the node where the erasure was made (`origin`, as the tombstone names it) and the
+    peer that delivered it (`relay`, as its certificate proves) must be granted every
+    namespace it covers: a tombstone's origin is the relay's word. `namespaces` are those of
+    the evidence it covers here; None when it covers nothing held here, which only a grant
+    of every namespace ("*") accepts, since nothing here says which namespace it is in."""
+    for who, role in ((origin or relay, "the node where it was made"), (relay, "the relay")):
+        patterns = [p for g in grants if fnmatchcase(who, g.node) for p in g.namespaces]
+        if not patterns:
+            return f"this node accepts no erasures from {who} ({role})"
+        if namespaces is None:
+            if "*" not in patterns:
+                return (
+                    "it covers nothing this node holds, so its namespace cannot be checked "
+                    f"against the namespaces it accepts erasures for from {who}"
+                )
+            continue
+        if any(not any(fnmatchcase(ns, p) for p in patterns) for ns in namespaces):
+            return f"it covers a namespace this node accepts no erasures for from {who} ({role})"
+    return ""
 
 
 def vote_problem(v: Vote, policy: Policy, now: Instant) -> str:

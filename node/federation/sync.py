@@ -8,16 +8,18 @@ node, an in-process link in simulations and benchmarks).
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 
 from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
+from factnode.clock import describe_skew
 from factnode.config import Peer
 from factnode.core import FieldViolation, InvalidInput
 from factnode.federation._digest import DEPTH, SetDigest
@@ -54,6 +56,14 @@ LEAF_ITEMS = 1  # stop descending once a bucket holds at most this many items
 TWO_LEVEL_ITEMS = 16
 DESCEND_BATCH = 256  # buckets per GetDigest when descending: at most 4,096 children back
 DELTA_ITEMS = 512  # about this many items per PullDelta / PushDelta
+# What a peer may ask for and what one answer holds. An honest round asks for at most
+# DESCEND_BATCH buckets per GetDigest and DELTA_ITEMS buckets per PullDelta; a digest answer
+# of DESCEND_BATCH buckets at depth 1 holds at most 4,096 buckets.
+MAX_REQUEST_REFS = 1024
+MAX_HAVE_IDS = 20_000
+MAX_DIGEST_BUCKETS = 4096
+MAX_DELTA_ITEMS = 2048
+MAX_DELTA_BYTES = 2 * 1024 * 1024  # half the default message limit
 MAX_BACKOFF_SECONDS = 300.0
 
 
@@ -68,11 +78,28 @@ class PeerLink(Protocol):
 
 
 class FederationEndpoint:
-    """The server side of sync for one node; `caller` is the peer the connection proved."""
+    """The server side of sync for one node; `caller` is the peer the connection proved.
 
-    def __init__(self, ledger: Ledger, peers: Sequence[Peer]) -> None:
+    Every answer is bounded before it is built: a request names at most `MAX_REQUEST_REFS`
+    buckets and `MAX_HAVE_IDS` held ids, a digest answer holds at most `max_digest_buckets`
+    buckets and a delta at most `max_delta_items` items and about `max_delta_bytes` bytes.
+    What does not fit is named in the answer's `unanswered` for the caller to ask again,
+    so the memory an answer takes never depends on what the caller asked for."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        peers: Sequence[Peer],
+        *,
+        max_digest_buckets: int = MAX_DIGEST_BUCKETS,
+        max_delta_items: int = MAX_DELTA_ITEMS,
+        max_delta_bytes: int = MAX_DELTA_BYTES,
+    ) -> None:
         self.ledger = ledger
         self.peers = {p.node_id: p for p in peers}
+        self.max_digest_buckets = max_digest_buckets
+        self.max_delta_items = max_delta_items
+        self.max_delta_bytes = max_delta_bytes
 
     def _digest(self, caller: str, digest_set: pb.DigestSet) -> SetDigest:
         index = index_of(self.ledger)
@@ -87,23 +114,32 @@ class FederationEndpoint:
         raise InvalidInput([FieldViolation("buckets.set", f"unknown digest set {digest_set}")])
 
     def get_digest(self, caller: str, request: pb.DigestRequest) -> pb.Digest:
-        """Root buckets of every set, or the children of the requested buckets."""
+        """Root buckets of every set, or the children of the requested buckets, up to the
+        answer's bucket limit (the rest named in `unanswered`)."""
+        _check_refs(request.buckets, ())
         refs = list(request.buckets) or [pb.BucketRef(set=s, prefix="") for s in SETS]
         depth = min(request.depth, 2)
         out = pb.Digest()
         index = index_of(self.ledger)
+        for ref in refs:
+            _check_prefix(ref.prefix)
+            self._digest(caller, ref.set)  # an unknown set is refused before anything is built
         with index.lock:
-            for ref in refs:
-                _check_prefix(ref.prefix)
-                for prefix, digest, count in self._digest(caller, ref.set).children(
-                    ref.prefix, depth
-                ):
+            for i, ref in enumerate(refs):
+                children = self._digest(caller, ref.set).children(ref.prefix, depth)
+                if out.buckets and len(out.buckets) + len(children) > self.max_digest_buckets:
+                    out.unanswered.extend(refs[i:])
+                    break
+                for prefix, digest, count in children:
                     out.buckets.add(set=ref.set, prefix=prefix, hash=digest, count=count)
+        out.answered_at.CopyFrom(wire.timestamp(self.ledger.clock.now()))
         return out
 
     def pull_delta(self, caller: str, request: pb.DeltaRequest) -> pb.Delta:
-        """What this node holds under the requested buckets, less what the caller has."""
-        prefixes: dict[str, list[str]] = {"evidence": [], "tombstones": [], "votes": []}
+        """What this node holds under the requested buckets, less what the caller has, built
+        bucket by bucket up to the answer's limits: a bucket holding more than one answer's
+        items is replaced by its children, and what does not fit is named in `unanswered`."""
+        _check_refs(request.buckets, request.have_ids)
         names = {EVIDENCE: "evidence", TOMBSTONES: "tombstones", PEER_VOTES: "votes"}
         for ref in request.buckets:
             _check_prefix(ref.prefix)
@@ -111,13 +147,54 @@ class FederationEndpoint:
                 raise InvalidInput(
                     [FieldViolation("buckets.set", f"cannot pull digest set {ref.set}")]
                 )
-            prefixes[names[ref.set]].append(ref.prefix)
-        tombstones, evidence, votes = self.ledger.offer(prefixes, request.have_ids)
-        return pb.Delta(
-            tombstones=[wire.tombstone_pb(t) for t in tombstones],
-            evidence=[wire.relayed_pb(e) for e in evidence],
-            votes=[wire.vote_pb(v) for v in votes],
-        )
+        have = set(request.have_ids)
+        out = pb.Delta()
+        items = size = 0
+        work = collections.deque((ref.set, ref.prefix) for ref in request.buckets)
+        while work:
+            s, prefix = work.popleft()
+            digest = self._digest(caller, s)
+            with index_of(self.ledger).lock:
+                count = digest.bucket(prefix)[1]
+                split = (
+                    [c for c, _d, _n in digest.children(prefix, 1)]
+                    if count > self.max_delta_items and len(prefix) < DEPTH
+                    else None
+                )
+            if split is not None:
+                work.extendleft((s, c) for c in reversed(split))
+                continue
+            if count == 0:
+                continue  # nothing held here: answered, with nothing
+            if items and items + count > self.max_delta_items:
+                work.appendleft((s, prefix))
+                break
+            tombstones, evidence, votes = self.ledger.offer({names[s]: [prefix]}, have)
+            piece = pb.Delta(
+                tombstones=[wire.tombstone_pb(t) for t in tombstones],
+                evidence=[wire.relayed_pb(e) for e in evidence[: self.max_delta_items]],
+                votes=[wire.vote_pb(v) for v in votes],
+            )
+            piece_size = piece.ByteSize()
+            if piece_size > self.max_delta_bytes and len(prefix) < DEPTH and count > 1:
+                # Too many bytes for one answer: its children, one at a time, fit better.
+                with index_of(self.ledger).lock:
+                    smaller = [c for c, _d, _n in digest.children(prefix, 1)]
+                work.extendleft((s, c) for c in reversed(smaller))
+                continue
+            if items and size + piece_size > self.max_delta_bytes:
+                work.appendleft((s, prefix))
+                break
+            out.MergeFrom(piece)
+            items += len(piece.tombstones) + len(piece.evidence) + len(piece.votes)
+            size += piece_size
+            if len(evidence) > len(piece.evidence):
+                # A leaf bucket larger than one answer: the caller asks again with what it
+                # got among its held ids.
+                work.appendleft((s, prefix))
+                break
+        out.unanswered.extend(pb.BucketRef(set=s, prefix=p) for s, p in work)
+        return out
 
     def push_delta(self, caller: str, delta: pb.Delta) -> pb.PushDeltaResponse:
         """Takes what the caller offers; its votes count for the caller only."""
@@ -136,6 +213,26 @@ class FederationEndpoint:
             accepted=result.accepted,
             rejected=[pb.RejectedItem(id=i, reason=r) for i, r in result.rejected],
         )
+
+
+def _check_refs(refs: Sequence[pb.BucketRef], have_ids: Sequence[str]) -> None:
+    """Refuses, before anything is read, a request naming more buckets or held ids than
+    any honest round sends."""
+    out = []
+    if len(refs) > MAX_REQUEST_REFS:
+        out.append(
+            FieldViolation(
+                "buckets", f"at most {MAX_REQUEST_REFS} buckets per request, got {len(refs)}"
+            )
+        )
+    if len(have_ids) > MAX_HAVE_IDS:
+        out.append(
+            FieldViolation(
+                "have_ids", f"at most {MAX_HAVE_IDS} ids per request, got {len(have_ids)}"
+            )
+        )
+    if out:
+        raise InvalidInput(out)
 
 
 def _check_prefix(prefix: str) -> None:
@@ -158,6 +255,8 @@ class PeerState:
     last_error: str = ""
     failures: int = 0
     next_attempt: float = 0.0  # monotonic seconds
+    # The peer's clock minus this node's, in microseconds, on the last round that reached it.
+    clock_skew: int | None = None
 
 
 @dataclass
@@ -176,6 +275,7 @@ class RoundResult:
     tombstones_received: int = 0
     tombstones_sent: int = 0
     rejected: list[tuple[str, str]] = field(default_factory=list)
+    clock_skew: int | None = None  # the peer's clock minus this node's, in microseconds
 
 
 class Syncer:
@@ -226,9 +326,13 @@ class Syncer:
         return list(await asyncio.gather(*(self._guarded(s, timeout) for s in chosen)))
 
     async def _guarded(self, state: PeerState, timeout: float) -> RoundResult:
+        result: RoundResult | None = None
         try:
             _STEP_TIMEOUT.set(timeout)  # this peer's task has its own context
             result = await self.round_with(state.peer)
+            state.clock_skew = result.clock_skew
+            if result.clock_skew is not None:
+                _check_skew(result.clock_skew, self.ledger.policy.clock_skew_micros)
         except Exception as exc:
             state.failures += 1
             state.last_error = _describe(exc)
@@ -240,9 +344,13 @@ class Syncer:
                 state.last_error,
                 backoff,
             )
-            return RoundResult(
-                state.peer.node_id, state.peer.address, ok=False, error=state.last_error
-            )
+            if result is None:
+                return RoundResult(
+                    state.peer.node_id, state.peer.address, ok=False, error=state.last_error
+                )
+            # The exchange itself completed (what it moved stays moved), but the round is
+            # the peer's error, not an ok one.
+            return replace(result, ok=False, error=state.last_error)
         state.failures = 0
         state.last_error = ""
         state.next_attempt = 0.0
@@ -261,7 +369,17 @@ class Syncer:
         link = self.link_for(peer)
         result = RoundResult(peer.node_id, peer.address)
         mine = self._mine(peer.node_id)
-        roots = await _step(link.get_digest(pb.DigestRequest()))
+        sent = self.ledger.clock.now()
+        roots = await _step(link.get_digest(pb.DigestRequest(sent_at=wire.timestamp(sent))))
+        if roots.HasField("answered_at"):
+            # The peer read its clock between our two readings: measured from the midpoint,
+            # the error is at most half the round trip.
+            received = self.ledger.clock.now()
+            bad: list[FieldViolation] = []
+            theirs = wire.instant(roots.answered_at, "answered_at", bad)
+            if theirs is None:
+                raise InvalidInput(bad)
+            result.clock_skew = theirs - (sent + received) // 2
         frontier = [b for b in roots.buckets if b.set in mine and _differs(b, mine[b.set])]
         leaves: dict[pb.DigestSet, list[str]] = {s: [] for s in SETS}
         while frontier:
@@ -293,14 +411,14 @@ class Syncer:
         depth: int,
     ) -> list[pb.Bucket]:
         """The children `depth` levels below each bucket of `chunk` that differ from ours."""
-        reply = await _step(
-            link.get_digest(
-                pb.DigestRequest(
-                    buckets=[pb.BucketRef(set=b.set, prefix=b.prefix) for b in chunk], depth=depth
-                )
-            )
-        )
-        theirs = {(b.set, b.prefix): b for b in reply.buckets}
+        theirs: dict[tuple[pb.DigestSet, str], pb.Bucket] = {}
+        pending = [pb.BucketRef(set=b.set, prefix=b.prefix) for b in chunk]
+        while pending:
+            reply = await _step(link.get_digest(pb.DigestRequest(buckets=pending, depth=depth)))
+            theirs.update(((b.set, b.prefix), b) for b in reply.buckets)
+            if len(reply.unanswered) >= len(pending):
+                raise ConnectionError("the peer's digest answer left out every bucket asked for")
+            pending = list(reply.unanswered)
         for b in chunk:
             for prefix, _digest, _count in mine[b.set].children(b.prefix, depth):
                 if (b.set, prefix) not in theirs:
@@ -330,37 +448,58 @@ class Syncer:
         pulled: set[str] = set()
         refs = [(s, p) for s in (TOMBSTONES, EVIDENCE, PEER_VOTES) for p in leaves[s]]
         for chunk in _chunks(refs, mine):
-            have: list[str] = []
-            for s, p in chunk:
-                if s in (EVIDENCE, TOMBSTONES):
-                    have.extend(mine[s].ids_under([p]))
-            delta = await _step(
-                link.pull_delta(
-                    pb.DeltaRequest(
-                        buckets=[pb.BucketRef(set=s, prefix=p) for s, p in chunk], have_ids=have
+            pending = chunk
+            got: set[str] = set()  # what the peer sent for this chunk
+            while pending:
+                # What we hold under the buckets asked for, and what the peer already sent
+                # there (taken or refused here: either way not wanted again).
+                asked = {p for s, p in pending if s in (EVIDENCE, TOMBSTONES)}
+                have = {i for i in got if any(i[:n] in asked for n in range(DEPTH + 1))}
+                for s, p in pending:
+                    if s in (EVIDENCE, TOMBSTONES):
+                        have.update(mine[s].ids_under([p]))
+                delta = await _step(
+                    link.pull_delta(
+                        pb.DeltaRequest(
+                            buckets=[pb.BucketRef(set=s, prefix=p) for s, p in pending],
+                            have_ids=sorted(have),
+                        )
                     )
                 )
-            )
-            # Abandoning the wait does not stop the thread: what it applies stays applied.
-            received = await _step(
-                asyncio.to_thread(
-                    self.ledger.receive,
-                    peer.node_id,
-                    peer.max_anchor,
-                    [wire.tombstone(t) for t in delta.tombstones],
-                    [wire.relayed(e) for e in delta.evidence],
-                    [wire.vote(v, peer.node_id) for v in delta.votes],
-                    # The peer answered with all its votes under these buckets: any other we hold
-                    # there it withdrew (a withdrawal has no item of its own to send).
-                    [p for s, p in chunk if s == PEER_VOTES],
+                left = [(u.set, u.prefix) for u in delta.unanswered]
+                # The peer answered with all its votes under the buckets it did not leave out
+                # (wholly or in part): any other we hold there it withdrew (a withdrawal has
+                # no item of its own to send).
+                complete = [
+                    p
+                    for s, p in pending
+                    if s == PEER_VOTES
+                    and not any(ls == PEER_VOTES and lp.startswith(p) for ls, lp in left)
+                ]
+                # Abandoning the wait does not stop the thread: what it applies stays applied.
+                received = await _step(
+                    asyncio.to_thread(
+                        self.ledger.receive,
+                        peer.node_id,
+                        peer.max_anchor,
+                        [wire.tombstone(t) for t in delta.tombstones],
+                        [wire.relayed(e) for e in delta.evidence],
+                        [wire.vote(v, peer.node_id) for v in delta.votes],
+                        complete,
+                    )
                 )
-            )
-            result.tombstones_received += len(delta.tombstones)
-            result.evidence_received += len(delta.evidence)
-            result.votes_received += len(delta.votes)
-            result.rejected.extend(received.rejected)
-            pulled.update(t.erasure_id for t in delta.tombstones)
-            pulled.update(e.evidence_id for e in delta.evidence)
+                result.tombstones_received += len(delta.tombstones)
+                result.evidence_received += len(delta.evidence)
+                result.votes_received += len(delta.votes)
+                result.rejected.extend(received.rejected)
+                new = {t.erasure_id for t in delta.tombstones} | {
+                    e.evidence_id for e in delta.evidence
+                }
+                if left and sorted(left) == sorted(pending) and not new - got:
+                    raise ConnectionError("the peer's delta answers made no progress")
+                got |= new
+                pulled |= new
+                pending = left
         return pulled
 
     async def _push(
@@ -401,6 +540,19 @@ class Syncer:
             result.rejected.extend((r.id, r.reason) for r in reply.rejected)
 
 
+class ClockSkew(Exception):
+    """A peer's clock differs from this node's by more than the clock-skew allowance."""
+
+
+def _check_skew(skew: int, allowance: int) -> None:
+    if abs(skew) > allowance:
+        raise ClockSkew(
+            f"clock skew: the peer's clock runs {describe_skew(skew)} "
+            f"(allowance {describe_skew(allowance, signed=False)}); its votes and erasures "
+            "dated beyond the allowance are refused or bounded by this node's clock"
+        )
+
+
 def _describe(exc: BaseException) -> str:
     """A one-line reason for a failed round (gRPC errors by status code and details)."""
     code = getattr(exc, "code", None)
@@ -409,6 +561,8 @@ def _describe(exc: BaseException) -> str:
         return f"{code().name}: {details()}"[:300]
     if isinstance(exc, TimeoutError):
         return "timed out"
+    if isinstance(exc, ClockSkew):
+        return str(exc)
     if isinstance(exc, InvalidInput):
         return f"invalid: {exc}"[:300]
     # The type only: a database error's text quotes SQL and the values it carried.

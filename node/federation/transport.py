@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 import grpc
 
@@ -14,9 +17,57 @@ from factnode.config import Peer
 from factnode.federation.members import Roster
 from factnode.federation.sync import FederationEndpoint
 from factnode.federation.trust import NotAMember
-from factnode.server._errors import Context, PermissionDenied, unary
+from factnode.server._errors import Context, PermissionDenied, ResourceExhausted, unary
 
 CALL_TIMEOUT_SECONDS = 20.0
+# What one peer may ask of this node. An honest round makes its calls one after another
+# (a SyncNow beside the periodic round makes two at once), a few hundred calls even for a
+# first sync of a large store; beyond these a call is refused with RESOURCE_EXHAUSTED and
+# the peer's syncer retries after its backoff.
+PEER_CONCURRENT_CALLS = 4
+PEER_CALLS_PER_SECOND = 100.0
+PEER_CALL_BURST = 500
+
+
+@dataclass
+class _Allowance:
+    tokens: float
+    refilled: float
+    running: int = 0
+
+
+@dataclass
+class PeerLimits:
+    """Per-peer bounds on federation calls: at most `concurrent` at once and a token bucket
+    of `per_second` calls with bursts of `burst`."""
+
+    concurrent: int = PEER_CONCURRENT_CALLS
+    per_second: float = PEER_CALLS_PER_SECOND
+    burst: int = PEER_CALL_BURST
+    clock: Callable[[], float] = time.monotonic
+    _peers: dict[str, _Allowance] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def call(self, peer: str) -> Iterator[None]:
+        """Holds one of `peer`'s calls; refuses it when the peer is over a limit."""
+        now = self.clock()
+        a = self._peers.setdefault(peer, _Allowance(float(self.burst), now))
+        a.tokens = min(float(self.burst), a.tokens + (now - a.refilled) * self.per_second)
+        a.refilled = now
+        if a.running >= self.concurrent:
+            raise ResourceExhausted(
+                f"peer {peer} has {a.running} federation calls running (at most {self.concurrent})"
+            )
+        if a.tokens < 1:
+            raise ResourceExhausted(
+                f"peer {peer} is over {self.per_second:g} federation calls per second"
+            )
+        a.tokens -= 1
+        a.running += 1
+        try:
+            yield
+        finally:
+            a.running -= 1
 
 
 class TlsFiles:
@@ -97,22 +148,31 @@ def proven_peer(context: Context, peers: Sequence[str], roster: Roster | None = 
 class FederationServicer(pb_grpc.FederationServiceServicer):
     """Serves digests and deltas to peers; the caller is who its certificate proves."""
 
-    def __init__(self, endpoint: FederationEndpoint, roster: Roster | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: FederationEndpoint,
+        roster: Roster | None = None,
+        limits: PeerLimits | None = None,
+    ) -> None:
         self.endpoint = endpoint
         self.peer_ids = list(endpoint.peers)
         self.roster = roster
+        self.limits = limits or PeerLimits()
 
     @unary
     async def GetDigest(self, request: pb.DigestRequest, context: Context) -> pb.Digest:
         caller = proven_peer(context, self.peer_ids, self.roster)
-        return await asyncio.to_thread(self.endpoint.get_digest, caller, request)
+        with self.limits.call(caller):
+            return await asyncio.to_thread(self.endpoint.get_digest, caller, request)
 
     @unary
     async def PullDelta(self, request: pb.DeltaRequest, context: Context) -> pb.Delta:
         caller = proven_peer(context, self.peer_ids, self.roster)
-        return await asyncio.to_thread(self.endpoint.pull_delta, caller, request)
+        with self.limits.call(caller):
+            return await asyncio.to_thread(self.endpoint.pull_delta, caller, request)
 
     @unary
     async def PushDelta(self, request: pb.Delta, context: Context) -> pb.PushDeltaResponse:
         caller = proven_peer(context, self.peer_ids, self.roster)
-        return await asyncio.to_thread(self.endpoint.push_delta, caller, request)
+        with self.limits.call(caller):
+            return await asyncio.to_thread(self.endpoint.push_delta, caller, request)

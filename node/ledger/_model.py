@@ -124,6 +124,8 @@ class Committed:
     erasures_added: set[str] = field(default_factory=set)
     votes_put: list[Vote] = field(default_factory=list)
     votes_removed: list[tuple[str, Key]] = field(default_factory=list)
+    # Peers' tombstones this write refused by `federation.accept_erasures_from`.
+    erasures_refused: int = 0
 
 
 def served_of(row: StoredBelief | None) -> Served | None:

@@ -7,9 +7,17 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
-from factnode.core import Evidence, Key, Rule, ids
+from factnode.core import Decision, Evidence, Instant, Key, Outcome, Rule, ids
 from factnode.core.consensus import Vote, hour_of, newer
-from factnode.core.peer_checks import latest_per_key, tombstone_problem, vote_problem
+from factnode.core.peer_checks import (
+    ACCEPT_ALL_ERASURES,
+    ErasureGrant,
+    bounded_erased_at,
+    erasure_refusal,
+    latest_per_key,
+    tombstone_problem,
+    vote_problem,
+)
 from factnode.core.validation import (
     describe_violations,
     quoted,
@@ -20,12 +28,18 @@ from factnode.ledger._forgetting import Forgetting
 from factnode.ledger._model import Committed, Received
 from factnode.ledger._writing import Writing, isolating
 from factnode.store import RefusedData, Tombstone
+from factnode.store.repository import Transaction
+
+# How much of a peer erasure's operator and reason its decision quotes: the peer chose them.
+_LOGGED = 200
 
 
 class PeerInput(Writing, Forgetting):
     """Sync's side of the ledger: offer, receive and recount votes."""
 
     _counted_hour: int | None = None
+    # Whose erasures this node applies, for which namespaces (`federation.accept_erasures_from`).
+    erasure_grants: tuple[ErasureGrant, ...] = ACCEPT_ALL_ERASURES
 
     def offer(
         self, prefixes: dict[str, list[str]], have_ids: Collection[str] = ()
@@ -140,7 +154,7 @@ class PeerInput(Writing, Forgetting):
         # (a NUL, say) must not fail the transaction that carries the good ones.
         good_tombstones: list[Tombstone] = []
         for t in tombstones:
-            problem = tombstone_problem(t, now, self.policy.clock_skew_micros)
+            problem = tombstone_problem(t)
             if problem:
                 rejected.append((_shown(t.erasure_id), problem))
                 kinds["tombstone"] += 1
@@ -165,11 +179,17 @@ class PeerInput(Writing, Forgetting):
         with self.repo.write() as tx:
             known = tx.known_erasures([t.erasure_id for t in good_tombstones])
             for t in good_tombstones:
-                accepted += 1
                 if t.erasure_id in known:
+                    accepted += 1
                     continue
+                problem = self._erasure_refusal(tx, t, peer_id)
+                if problem:
+                    rejected.append((_shown(t.erasure_id), problem))
+                    fx.erasures_refused += 1
+                    continue
+                accepted += 1
                 known.add(t.erasure_id)
-                self._apply_erasure(tx, t, tx.evidence_covered(t), fx)
+                self._apply_peer_erasure(tx, t, peer_id, now, fx)
 
             items: list[tuple[Evidence, str | None]] = []
             # Evidence held already (in any status) was decided when it first arrived: a
@@ -207,29 +227,32 @@ class PeerInput(Writing, Forgetting):
             named = [v.evidence_id for v in checked_votes if v.version_id is not None]
             erased = tx.erased_ids(named)
             held = tx.evidence(named)
+            # An abstention on a key held nowhere here waits like a vote on evidence not
+            # held: both share the peer's one bound.
+            keys_here = tx.keys_held({v.key for v in checked_votes if v.version_id is None})
             good: list[Vote] = []
             room: int | None = None  # how many more of this peer's votes may wait
             for v in checked_votes:
                 problem = ""
-                if v.version_id is not None:
-                    named_evidence = held.get(v.evidence_id)
-                    if v.evidence_id in erased:
-                        problem = "the vote rests on erased evidence"
-                    elif named_evidence is None:
-                        if room is None:
-                            most = self.policy.max_waiting_votes_per_peer
-                            room = most - tx.waiting_votes(peer_id)
-                        if room <= 0:
-                            problem = (
-                                "too many of this peer's votes wait for evidence this node "
-                                f"does not hold (at most {self.policy.max_waiting_votes_per_peer})"
-                            )
-                        room -= 1
-                    elif (named_evidence.key, named_evidence.version_id) != (
-                        v.key,
-                        v.version_id,
-                    ):
-                        problem = "unknown version: the evidence it names is for another version"
+                named_evidence = held.get(v.evidence_id) if v.version_id is not None else None
+                unheld = v.key not in keys_here if v.version_id is None else named_evidence is None
+                if v.version_id is not None and v.evidence_id in erased:
+                    problem = "the vote rests on erased evidence"
+                elif unheld:
+                    if room is None:
+                        most = self.policy.max_waiting_votes_per_peer
+                        room = most - tx.waiting_votes(peer_id)
+                    if room <= 0:
+                        problem = (
+                            "too many of this peer's votes wait for evidence this node "
+                            f"does not hold (at most {self.policy.max_waiting_votes_per_peer})"
+                        )
+                    room -= 1
+                elif named_evidence is not None and (
+                    named_evidence.key,
+                    named_evidence.version_id,
+                ) != (v.key, v.version_id):
+                    problem = "unknown version: the evidence it names is for another version"
                 if problem:
                     rejected.append((_vote_item(v), problem))
                     kinds["vote"] += 1
@@ -266,6 +289,45 @@ class PeerInput(Writing, Forgetting):
             # As after a local erase: the erased bytes must not linger in the WAL or old pages.
             self.repo.after_erase()
         return Received(accepted, rejected, dict(kinds))
+
+    def _erasure_refusal(self, tx: Transaction, t: Tombstone, peer_id: str) -> str:
+        """Why this node does not apply a peer's tombstone it does not hold yet, or ""."""
+        if t.origin_node == self.node_id:
+            return "it names this node as the one where it was made, and this node made none such"
+        covered = tx.evidence_covered(t)
+        namespaces = {e.key.namespace for e in covered} if covered else None
+        return erasure_refusal(self.erasure_grants, t.origin_node, peer_id, namespaces)
+
+    def _apply_peer_erasure(
+        self, tx: Transaction, t: Tombstone, peer_id: str, now: Instant, fx: Committed
+    ) -> None:
+        """Applies a peer's erasure and logs it: a decision naming the erasure (hashes only),
+        where it was made, its operator and reason, and the peer that delivered it."""
+        t = replace(t, erased_at=bounded_erased_at(t.erased_at, now, self.policy.clock_skew_micros))
+        covered = tx.evidence_covered(t)
+        self._apply_erasure(tx, t, covered, fx)
+        namespaces = sorted({e.key.namespace for e in covered})
+        tx.add_decisions(
+            [
+                Decision(
+                    # Hashes only: a key or subject erasure leaves no key text behind.
+                    key=Key(
+                        namespaces[0] if len(namespaces) == 1 else "",
+                        f"erasure:{t.erasure_id}",
+                        t.scope,
+                    ),
+                    outcome=Outcome.ERASED,
+                    rule=Rule.PEER_ERASURE,
+                    decided_at=now,
+                    detail=(
+                        f"erased {len(covered)} piece(s) of evidence by {t.scope} "
+                        f"{t.scope_hash}: made on {t.origin_node or peer_id} by operator "
+                        f"{t.operator[:_LOGGED]!r} ({t.reason[:_LOGGED]!r}), "
+                        f"delivered by {peer_id}"
+                    ),
+                )
+            ]
+        )
 
     def reconsider_if_hour_changed(self) -> bool:
         """Vote weights move with the UTC hour: recount every voted key once per hour."""

@@ -297,6 +297,11 @@ class Reading(Serving):
         with self.repo.read() as tx:
             return tx.belief_changes(namespace or None, after_seq, limit)
 
+    def last_change(self) -> int:
+        """The position of the latest belief change (0: none yet), made through any replica."""
+        with self.repo.read() as tx:
+            return tx.last_change_seq()
+
     def counts(self) -> Counts:
         """Sizes of the store."""
         with self.repo.read() as tx:

@@ -69,6 +69,8 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 last_error=state.last_error,
                 max_anchor=state.peer.max_anchor or self.ctx.ledger.policy.default_max_anchor,
             )
+            if state.clock_skew is not None:
+                peer.clock_skew_ms = state.clock_skew // 1000
             if state.last_sync is not None:
                 peer.last_sync.FromNanoseconds(int(state.last_sync * 1e9))
                 peer.lag_seconds = int(now - state.last_sync)
@@ -112,6 +114,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                     votes_sent=r.votes_sent,
                     tombstones_received=r.tombstones_received,
                     tombstones_sent=r.tombstones_sent,
+                    clock_skew_ms=None if r.clock_skew is None else r.clock_skew // 1000,
                 )
                 for r in results
             ]

@@ -5,22 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, TypeVar
 
 from factnode import _wire as cv
 from factnode.api.v1 import factnode_pb2 as pb
+from factnode.config import DEFAULT_WATCH_STREAMS_PER_CLIENT as DEFAULT_STREAMS
 from factnode.core import Key
 from factnode.core.consensus import Tally
 from factnode.federation.members import Roster
 from factnode.federation.sync import Syncer
 from factnode.ledger import Belief, Explanation, Ledger, NotFound
 from factnode.metrics import Metrics
+from factnode.server._errors import ResourceExhausted
 from factnode.server._group_commit import GroupCommit
 
 T = TypeVar("T")
+
+log = logging.getLogger("factnode.server")
 
 STREAM_BATCH = 256  # SubmitFacts commits in batches of this many valid items
 WATCH_POLL_SECONDS = 1.0
@@ -32,19 +37,108 @@ async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 class Changes:
-    """Wakes belief watchers when this node writes."""
+    """One notifier for every WatchBeliefs stream of this process.
 
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
+    This node's commits poke it; so does, while streams wait, a timer every `poll_seconds`
+    (the only way to hear of writes made through another replica on the same PostgreSQL
+    store). On a poke it reads the head of the belief-change log once, and only when the
+    head moved does it wake the waiting streams, however many there are: an idle stream
+    costs no reads and no wake-ups, and a thousand of them cost one read per poke."""
+
+    def __init__(self, head: Callable[[], int], poll_seconds: float = WATCH_POLL_SECONDS) -> None:
+        self._read_head = head
+        self.poll_seconds = poll_seconds
+        self.head = 0  # the latest change position this notifier has read
+        self.waiting = 0  # streams waiting for the head to move
+        self.wakeups = 0  # times a waiting stream was woken (a stream's wait that returned)
+        self.reads = 0  # times the head was read
+        self._poked = asyncio.Event()
+        self._moved = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Reads the head and starts following it; call on the serving event loop."""
+        self._loop = asyncio.get_running_loop()
+        self.head = await run(self._read_head)
+        self.reads += 1
+        self._task = asyncio.create_task(self._follow())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
 
     def notify(self) -> None:
-        self._event.set()
-        self._event = asyncio.Event()
+        """Something may have changed a served belief (call on the event loop)."""
+        self._poked.set()
 
-    async def wait(self, timeout: float) -> None:
-        event = self._event
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+    def notify_threadsafe(self) -> None:
+        """As `notify`, from any thread (the ledger's commit observers run in the writer's)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._poked.set)
+
+    async def _follow(self) -> None:
+        while True:
+            timeout = self.poll_seconds if self.waiting else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poked.wait(), timeout)
+            self._poked.clear()
+            if not self.waiting:
+                continue  # nobody to wake: a stream reads the log itself before it waits
+            try:
+                head = await run(self._read_head)
+            except Exception as exc:  # a store outage must not end every watch for good
+                log.warning("reading the belief-change log failed: %s", type(exc).__name__)
+                await asyncio.sleep(self.poll_seconds)
+                continue
+            self.reads += 1
+            if head > self.head:
+                self.head = head
+                moved, self._moved = self._moved, asyncio.Event()
+                moved.set()
+
+    async def wait_beyond(self, seen: int) -> None:
+        """Returns once the change log's head is past `seen` (a head read before the stream's
+        own last read of the log, so no change committed since can be missed)."""
+        self.waiting += 1
+        if self.waiting == 1:
+            self._poked.set()  # start the poll timer, which sleeps while nobody waits
+        try:
+            while self.head <= seen:
+                await self._moved.wait()
+        finally:
+            self.waiting -= 1
+        self.wakeups += 1
+
+
+class StreamQuota:
+    """How many streams each client may hold open at once."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self._open: dict[object, int] = {}
+
+    @contextlib.contextmanager
+    def hold(self, client: object, describe: str) -> Iterator[None]:
+        """Holds one of `client`'s streams; RESOURCE_EXHAUSTED beyond `most`."""
+        held = self._open.get(client, 0)
+        if held >= self.most:
+            raise ResourceExhausted(
+                f"{describe} already holds {held} WatchBeliefs streams "
+                f"(at most {self.most}: watch_streams_per_client)"
+            )
+        self._open[client] = held + 1
+        try:
+            yield
+        finally:
+            left = self._open[client] - 1
+            if left:
+                self._open[client] = left
+            else:
+                del self._open[client]
 
 
 @dataclass
@@ -58,6 +152,7 @@ class NodeContext:
     database: str
     writer: GroupCommit
     syncer: Syncer | None = None
+    watch_quota: StreamQuota = field(default_factory=lambda: StreamQuota(DEFAULT_STREAMS))
     # A SQLite file: its reads are local and never wait for a writer in WAL mode (`read`).
     inline_reads: bool = False
     # The federation's members as this node knows them; None when the node does not federate.

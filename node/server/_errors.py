@@ -40,6 +40,10 @@ class FailedPrecondition(Exception):
     """The request is well formed, but the node is not in a state to carry it out."""
 
 
+class ResourceExhausted(Exception):
+    """The caller is over a limit (streams held, requests per second); it may retry later."""
+
+
 # A status travels in trailers, which clients cap (grpc: 16 KiB); echoed input is cut short.
 # In UTF-8 bytes: the message goes out percent-encoded (up to three bytes for each), and
 # the details base64-encoded, so a bound in characters let 1,024 emoji overflow the cap.
@@ -102,7 +106,7 @@ def _status_of(exc: BaseException, extra: list[Message]) -> grpc.Status:
         return _status(code_pb2.UNAUTHENTICATED, str(exc), extra)
     if isinstance(exc, (FailedPrecondition, NotUnderReview)):
         return _status(code_pb2.FAILED_PRECONDITION, str(exc), extra)
-    if isinstance(exc, StorageFull):
+    if isinstance(exc, (ResourceExhausted, StorageFull)):
         return _status(code_pb2.RESOURCE_EXHAUSTED, str(exc), extra)
     # The type only: a message or traceback could quote a fact's value or source.
     log.error("internal error: %s", type(exc).__name__)

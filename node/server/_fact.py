@@ -11,7 +11,12 @@ from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.core import Decision, Evidence, FieldViolation, InvalidInput
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger import DEFAULT_PAGE_SIZE, Submitted
-from factnode.server._auth import caller_identity, require_write, require_write_submission
+from factnode.server._auth import (
+    caller_identity,
+    current_grant,
+    require_write,
+    require_write_submission,
+)
 from factnode.server._bulk import ReplyBudget
 from factnode.server._context import NodeContext, maybe_belief, run, with_peer_tallies
 from factnode.server._errors import (
@@ -25,7 +30,6 @@ from factnode.server._errors import (
 from factnode.server._requests import check
 
 STREAM_BATCH = 256  # SubmitFacts commits in batches of this many valid items
-WATCH_POLL_SECONDS = 1.0
 
 
 class FactServicer(pb_grpc.FactServiceServicer):
@@ -224,18 +228,21 @@ class FactServicer(pb_grpc.FactServiceServicer):
             if request.resume_token
             else 0
         )
-        while not context.done():
-            changes = await run(self.ctx.ledger.changes, namespace, after, 100)
-            for change in changes:
-                belief = await run(maybe_belief, self.ctx.ledger, change.key)
-                after = change.seq
-                yield pb.BeliefChange(
-                    key=cv.key_pb(change.key),
-                    belief=cv.belief_pb(belief) if belief else None,
-                    resume_token=tokens.seq_position(change.seq, tokens.CHANGES),
-                )
-            if not changes:
-                await self.ctx.changes.wait(WATCH_POLL_SECONDS)
+        grant = current_grant()
+        with self.ctx.watch_quota.hold(grant, f"token {grant.name or 'unnamed'}"):
+            while not context.done():
+                seen = self.ctx.changes.head  # read before the log: no later change is missed
+                changes = await run(self.ctx.ledger.changes, namespace, after, 100)
+                for change in changes:
+                    belief = await run(maybe_belief, self.ctx.ledger, change.key)
+                    after = change.seq
+                    yield pb.BeliefChange(
+                        key=cv.key_pb(change.key),
+                        belief=cv.belief_pb(belief) if belief else None,
+                        resume_token=tokens.seq_position(change.seq, tokens.CHANGES),
+                    )
+                if not changes:
+                    await self.ctx.changes.wait_beyond(seen)
 
 
 def _report(results: list[tuple[int, Decision | pb.ItemError]]) -> pb.SubmitFactsResponse:

@@ -25,14 +25,14 @@ from factnode.clock import Clock, SystemClock
 from factnode.config import ConfigError, Peer, Settings, check_exposure, redact_url
 from factnode.federation._index import index_of
 from factnode.federation.members import Roster
-from factnode.federation.sync import FederationEndpoint, Syncer
+from factnode.federation.sync import MAX_DELTA_BYTES, FederationEndpoint, Syncer
 from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles
 from factnode.federation.trust import Authority, NotAMember
 from factnode.ledger import Ledger, Submitted, ensure_node_id
 from factnode.metrics import Metrics
 from factnode.server._admin import AdminServicer
 from factnode.server._auth import Access
-from factnode.server._context import Changes, NodeContext
+from factnode.server._context import Changes, NodeContext, StreamQuota
 from factnode.server._decoding import add_service
 from factnode.server._fact import FactServicer
 from factnode.server._group_commit import GroupCommit
@@ -104,8 +104,10 @@ class Node:
                 self.store_lock.release()
             raise
         self.ledger = Ledger(self.repo, settings.policy, node_id, clock or SystemClock())
+        self.ledger.erasure_grants = settings.accept_erasures_from
         self.metrics = Metrics()
         self.ledger.on_refused(self.metrics.peer_refused)
+        self.ledger.on_commit(lambda fx: self.metrics.erasures_refused.inc(fx.erasures_refused))
         # grpc-stubs' grpc_health stubs omit the `aio` submodule that grpcio-health-checking has.
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]
         self.server: grpc.aio.Server | None = None
@@ -116,6 +118,7 @@ class Node:
         self._links: dict[str, GrpcPeerLink] = {}
         self._metrics_server: Any = None
         self.writer: GroupCommit | None = None
+        self.changes: Changes | None = None
         self.syncer: Syncer | None = None
         self.roster: Roster | None = None
         if settings.federated:
@@ -193,7 +196,12 @@ class Node:
         assert s.federation_listen is not None
         tls = self._tls()
         server = grpc.aio.server(options=options)
-        endpoint = FederationEndpoint(self.ledger, s.peers)
+        # A delta answer fits well within the message limit, whatever it is set to.
+        endpoint = FederationEndpoint(
+            self.ledger,
+            s.peers,
+            max_delta_bytes=min(MAX_DELTA_BYTES, s.max_message_bytes // 2),
+        )
         add_service(server, FederationServicer(endpoint, self.roster), "FederationService", None)
         creds = grpc.ssl_server_credentials(
             [(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=True
@@ -219,7 +227,10 @@ class Node:
         ]
         server = grpc.aio.server(options=options)
         access = Access(s)
-        changes = Changes()
+        changes = self.changes = Changes(self.ledger.last_change)
+        await changes.start()
+        # Every commit (peer input and decay included) may change a served belief.
+        self.ledger.on_commit(lambda _fx: changes.notify_threadsafe())
         self.writer = GroupCommit(self.ledger.ingest_each, self._committed(changes))
         self.writer.start()
         ctx = NodeContext(
@@ -233,6 +244,7 @@ class Node:
             inline_reads=self.repo.is_sqlite_file,
             roster=self.roster,
             max_reply_bytes=s.max_message_bytes,
+            watch_quota=StreamQuota(s.watch_streams_per_client),
         )
         add_service(server, FactServicer(ctx), "FactService", access)
         add_service(server, ReviewServicer(ctx), "ReviewService", access)
@@ -311,6 +323,8 @@ class Node:
             await self.server.stop(grace)
         if self.writer is not None:
             await self.writer.stop()  # after the calls: every queued submission is committed
+        if self.changes is not None:
+            await self.changes.stop()
         for link in self._links.values():
             await link.close()
         if self._metrics_server is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from factnode.core import (
     BeliefState,
@@ -81,6 +81,9 @@ class SqlDecisions(TransactionPart):
                 )
             )
         return out
+
+    def last_change_seq(self) -> int:
+        return int(self._c.scalar(select(func.max(BC.c.seq))) or 0)
 
     def belief_changes(
         self, namespace: str | None, after_seq: int, limit: int

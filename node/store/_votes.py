@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import and_, delete, func, or_, select
 from sqlalchemy.sql.expression import ClauseElement
 
 from factnode.core import (
@@ -67,14 +67,35 @@ class SqlVotes(TransactionPart):
                 self._cache.put_votes(votes)
 
     def waiting_votes(self, voter: str) -> int:
-        """How many of `voter`'s votes name evidence this node does not hold."""
+        """How many of `voter`'s votes name evidence this node does not hold, or abstain on
+        a key it holds no evidence for."""
         held = select(E.c.evidence_id).where(E.c.evidence_id == V.c.evidence_id)
+        key_held = select(E.c.key_id).where(E.c.key_id == V.c.key_id)
         q = (
             select(func.count())
             .select_from(V)
-            .where(V.c.voter == voter, V.c.version_id.is_not(None), ~held.exists())
+            .where(
+                V.c.voter == voter,
+                or_(
+                    and_(V.c.version_id.is_not(None), ~held.exists()),
+                    and_(V.c.version_id.is_(None), ~key_held.exists()),
+                ),
+            )
         )
         return int(self._c.scalar(q) or 0)
+
+    def keys_held(self, keys: Collection[Key]) -> set[Key]:
+        """The keys among `keys` this node holds evidence for."""
+        by_id = {ids.key_id(k): k for k in keys}
+        out: set[Key] = set()
+        for part in chunks(sorted(by_id)):
+            out.update(
+                by_id[kid]
+                for kid in self._c.scalars(
+                    select(E.c.key_id).where(E.c.key_id.in_(part)).distinct()
+                )
+            )
+        return out
 
     def delete_votes(self, voter: str, keys: Collection[Key]) -> None:
         self._touch(keys)

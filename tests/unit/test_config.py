@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from factnode.config import ConfigError, Settings, load_settings
+from factnode.core.peer_checks import ErasureGrant
 from factnode.store.cache import DEFAULT_CACHE_KEYS
 
 
@@ -65,3 +66,58 @@ def test_a_bad_event_loop_is_refused_by_name(
         _load(tmp_path, toml, env)
     assert err.value.setting == "event_loop"
     assert "auto, uvloop, asyncio" in str(err.value)
+
+
+def test_erasures_are_accepted_from_every_member_by_default_and_can_be_narrowed(
+    tmp_path: Path,
+) -> None:
+    """Without accept_erasures_from every member's erasures apply in every namespace; the
+    setting lists members (globs) with their namespaces (every one when left out)."""
+    assert _load(tmp_path, "").accept_erasures_from == (ErasureGrant("*", ("*",)),)
+    narrowed = _load(
+        tmp_path,
+        '[federation]\naccept_erasures_from = [{node = "n2", namespaces = ["user:*"]}, '
+        '{node = "n3"}]\n',
+    )
+    assert narrowed.accept_erasures_from == (
+        ErasureGrant("n2", ("user:*",)),
+        ErasureGrant("n3", ("*",)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("toml", "field"),
+    [
+        ('accept_erasures_from = "n2"', "federation.accept_erasures_from"),
+        ("accept_erasures_from = [3]", "federation.accept_erasures_from[0]"),
+        (
+            'accept_erasures_from = [{namespaces = ["*"]}]',
+            "federation.accept_erasures_from[0].node",
+        ),
+        (
+            'accept_erasures_from = [{node = "n2", namespaces = "user:*"}]',
+            "federation.accept_erasures_from[0].namespaces",
+        ),
+        (
+            'accept_erasures_from = [{node = "n2", nodes = ["n3"]}]',
+            "federation.accept_erasures_from[0].nodes",
+        ),
+    ],
+)
+def test_a_bad_erasure_grant_is_refused_by_name(tmp_path: Path, toml: str, field: str) -> None:
+    """A malformed accept_erasures_from entry stops the node naming the entry's field."""
+    with pytest.raises(ConfigError) as refused:
+        _load(tmp_path, f"[federation]\n{toml}\n")
+    assert refused.value.setting == field
+
+
+def test_watch_streams_per_client_defaults_to_a_thousand_and_must_be_positive(
+    tmp_path: Path,
+) -> None:
+    """watch_streams_per_client is 1,000 unless set; zero or a fraction is refused by name."""
+    assert _load(tmp_path, "").watch_streams_per_client == 1000
+    assert _load(tmp_path, "watch_streams_per_client = 5\n").watch_streams_per_client == 5
+    for bad in ("0", "2.5", "true"):
+        with pytest.raises(ConfigError) as refused:
+            _load(tmp_path, f"watch_streams_per_client = {bad}\n")
+        assert refused.value.setting == "watch_streams_per_client"

@@ -24,6 +24,7 @@ class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTCOME_RETRACTED: _ClassVar[Outcome]
     OUTCOME_RESOLVED: _ClassVar[Outcome]
     OUTCOME_CONTESTED: _ClassVar[Outcome]
+    OUTCOME_ERASED: _ClassVar[Outcome]
 
 class BeliefState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -68,6 +69,7 @@ OUTCOME_AMBIGUOUS: Outcome
 OUTCOME_RETRACTED: Outcome
 OUTCOME_RESOLVED: Outcome
 OUTCOME_CONTESTED: Outcome
+OUTCOME_ERASED: Outcome
 BELIEF_STATE_UNSPECIFIED: BeliefState
 BELIEF_STATE_BELIEVED: BeliefState
 BELIEF_STATE_AMBIGUOUS: BeliefState
@@ -604,20 +606,22 @@ class StatusCounts(_message.Message):
     def __init__(self, evidence: _Optional[int] = ..., keys: _Optional[int] = ..., decisions: _Optional[int] = ..., contested: _Optional[int] = ..., ambiguous: _Optional[int] = ..., rejected: _Optional[int] = ...) -> None: ...
 
 class PeerStatus(_message.Message):
-    __slots__ = ("node_id", "address", "last_sync", "lag_seconds", "last_error", "max_anchor")
+    __slots__ = ("node_id", "address", "last_sync", "lag_seconds", "last_error", "max_anchor", "clock_skew_ms")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     LAST_SYNC_FIELD_NUMBER: _ClassVar[int]
     LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     MAX_ANCHOR_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_SKEW_MS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     last_sync: _timestamp_pb2.Timestamp
     lag_seconds: int
     last_error: str
     max_anchor: str
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., last_sync: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lag_seconds: _Optional[int] = ..., last_error: _Optional[str] = ..., max_anchor: _Optional[str] = ...) -> None: ...
+    clock_skew_ms: int
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., last_sync: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lag_seconds: _Optional[int] = ..., last_error: _Optional[str] = ..., max_anchor: _Optional[str] = ..., clock_skew_ms: _Optional[int] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
     __slots__ = ("node_id", "version", "listen_address", "database", "counts", "peers")
@@ -642,7 +646,7 @@ class SyncNowRequest(_message.Message):
     def __init__(self, peer_node_id: _Optional[str] = ...) -> None: ...
 
 class PeerSyncResult(_message.Message):
-    __slots__ = ("node_id", "address", "ok", "error", "differing_buckets", "evidence_received", "evidence_sent", "votes_received", "votes_sent", "tombstones_received", "tombstones_sent")
+    __slots__ = ("node_id", "address", "ok", "error", "differing_buckets", "evidence_received", "evidence_sent", "votes_received", "votes_sent", "tombstones_received", "tombstones_sent", "clock_skew_ms")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     OK_FIELD_NUMBER: _ClassVar[int]
@@ -654,6 +658,7 @@ class PeerSyncResult(_message.Message):
     VOTES_SENT_FIELD_NUMBER: _ClassVar[int]
     TOMBSTONES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
     TOMBSTONES_SENT_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_SKEW_MS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     ok: bool
@@ -665,7 +670,8 @@ class PeerSyncResult(_message.Message):
     votes_sent: int
     tombstones_received: int
     tombstones_sent: int
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., differing_buckets: _Optional[int] = ..., evidence_received: _Optional[int] = ..., evidence_sent: _Optional[int] = ..., votes_received: _Optional[int] = ..., votes_sent: _Optional[int] = ..., tombstones_received: _Optional[int] = ..., tombstones_sent: _Optional[int] = ...) -> None: ...
+    clock_skew_ms: int
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., differing_buckets: _Optional[int] = ..., evidence_received: _Optional[int] = ..., evidence_sent: _Optional[int] = ..., votes_received: _Optional[int] = ..., votes_sent: _Optional[int] = ..., tombstones_received: _Optional[int] = ..., tombstones_sent: _Optional[int] = ..., clock_skew_ms: _Optional[int] = ...) -> None: ...
 
 class SyncNowResponse(_message.Message):
     __slots__ = ("results",)
@@ -694,18 +700,24 @@ class Bucket(_message.Message):
     def __init__(self, set: _Optional[_Union[DigestSet, str]] = ..., prefix: _Optional[str] = ..., hash: _Optional[bytes] = ..., count: _Optional[int] = ...) -> None: ...
 
 class DigestRequest(_message.Message):
-    __slots__ = ("buckets", "depth")
+    __slots__ = ("buckets", "depth", "sent_at")
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_FIELD_NUMBER: _ClassVar[int]
     buckets: _containers.RepeatedCompositeFieldContainer[BucketRef]
     depth: int
-    def __init__(self, buckets: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., depth: _Optional[int] = ...) -> None: ...
+    sent_at: _timestamp_pb2.Timestamp
+    def __init__(self, buckets: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., depth: _Optional[int] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Digest(_message.Message):
-    __slots__ = ("buckets",)
+    __slots__ = ("buckets", "unanswered", "answered_at")
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    UNANSWERED_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_AT_FIELD_NUMBER: _ClassVar[int]
     buckets: _containers.RepeatedCompositeFieldContainer[Bucket]
-    def __init__(self, buckets: _Optional[_Iterable[_Union[Bucket, _Mapping]]] = ...) -> None: ...
+    unanswered: _containers.RepeatedCompositeFieldContainer[BucketRef]
+    answered_at: _timestamp_pb2.Timestamp
+    def __init__(self, buckets: _Optional[_Iterable[_Union[Bucket, _Mapping]]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., answered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DeltaRequest(_message.Message):
     __slots__ = ("buckets", "have_ids")
@@ -788,16 +800,18 @@ class ErasureTombstone(_message.Message):
     def __init__(self, erasure_id: _Optional[str] = ..., scope: _Optional[_Union[ErasureScope, str]] = ..., scope_hash: _Optional[str] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evidence_ids: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., origin_node: _Optional[str] = ...) -> None: ...
 
 class Delta(_message.Message):
-    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under")
+    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered")
     TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     VOTES_FIELD_NUMBER: _ClassVar[int]
     VOTES_COMPLETE_UNDER_FIELD_NUMBER: _ClassVar[int]
+    UNANSWERED_FIELD_NUMBER: _ClassVar[int]
     tombstones: _containers.RepeatedCompositeFieldContainer[ErasureTombstone]
     evidence: _containers.RepeatedCompositeFieldContainer[RelayedEvidence]
     votes: _containers.RepeatedCompositeFieldContainer[Vote]
     votes_complete_under: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ...) -> None: ...
+    unanswered: _containers.RepeatedCompositeFieldContainer[BucketRef]
+    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ...) -> None: ...
 
 class RejectedItem(_message.Message):
     __slots__ = ("id", "reason")

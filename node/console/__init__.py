@@ -26,6 +26,9 @@ def serve(
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    # Listening before the URL is announced: a client that connects at once is queued until
+    # uvicorn accepts, never refused.
+    sock.listen(socket.SOMAXCONN)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     app = create_app(settings)

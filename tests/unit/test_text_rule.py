@@ -85,8 +85,8 @@ def test_relayed_evidence_with_a_nul_is_refused_naming_the_field() -> None:
 def test_a_tombstone_with_a_nul_is_refused(field: str) -> None:
     """A peer's tombstone with a NUL in its operator or reason is refused, naming the field."""
     t = Tombstone(HEX_ID, "evidence", HEX_ID, 0, "ops", "gdpr", (HEX_ID,), "peer")
-    assert tombstone_problem(t, 0, 0) == ""
-    problem = tombstone_problem(replace(t, **{field: NUL}), 0, 0)
+    assert tombstone_problem(t) == ""
+    problem = tombstone_problem(replace(t, **{field: NUL}))
     assert problem == f"{field}: must not contain NUL (U+0000)"
 
 

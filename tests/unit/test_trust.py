@@ -22,7 +22,6 @@ from factnode.federation.trust import (
     signed_by,
 )
 
-NOW = dt.datetime.now(dt.UTC)
 
 
 @pytest.fixture
@@ -49,7 +48,7 @@ def test_a_ca_signed_certificate_names_its_node_id(ca_dir: Path) -> None:
     """The common name of a certificate the CA signed is the member's node id."""
     identity = _authority(ca_dir).identity((ca_dir / "alpha.crt").read_bytes())
     assert identity.node_id == "alpha"
-    assert _authority(ca_dir).admits(identity, NOW, None) is None
+    assert _authority(ca_dir).admits(identity, dt.datetime.now(dt.UTC), None) is None
 
 
 def test_another_ca_vouches_for_no_member(
@@ -116,7 +115,7 @@ def test_revocation_lists_are_numbered_and_cumulative(ca_dir: Path) -> None:
     first = authority.revocation_list(path.read_bytes())
     assert (number, first.number) == (1, 1)
     assert first.revokes(beta) and not first.revokes(alpha)
-    assert authority.admits(beta, NOW, first) is not None
+    assert authority.admits(beta, dt.datetime.now(dt.UTC), first) is not None
     _, number = revoke(ca_dir, ["alpha"])
     second = authority.revocation_list(path.read_bytes())
     assert number == 2 and second.revokes(alpha) and second.revokes(beta)
@@ -129,7 +128,7 @@ def test_a_revocation_list_not_signed_by_the_ca_is_refused(
     """A list signed by any other key, or bytes that are no list, are refused."""
     other = tmp_path_factory.mktemp("other-ca")
     cert, key = ensure_ca(other)
-    forged = sign_revocation_list(cert, key, [1, 2, 3], None, NOW)
+    forged = sign_revocation_list(cert, key, [1, 2, 3], None, dt.datetime.now(dt.UTC))
     with pytest.raises(NotAMember, match="not signed by the federation CA"):
         _authority(ca_dir).revocation_list(forged)
     with pytest.raises(NotAMember, match="not a certificate revocation list"):
@@ -140,13 +139,14 @@ def test_a_revocation_list_without_a_number_is_refused(ca_dir: Path) -> None:
     """Without a CRL number no list can be said to be newer, so none is taken."""
     ca_key = serialization.load_pem_private_key((ca_dir / "ca.key").read_bytes(), None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    now = dt.datetime.now(dt.UTC)
     crl = (
         x509.CertificateRevocationListBuilder()
         .issuer_name(
             x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "factnode development CA")])
         )
-        .last_update(NOW)
-        .next_update(NOW + dt.timedelta(days=1))
+        .last_update(now)
+        .next_update(now + dt.timedelta(days=1))
         .sign(ca_key, hashes.SHA256())
     )
     with pytest.raises(NotAMember, match="no CRL number"):

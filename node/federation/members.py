@@ -11,6 +11,7 @@ stop counting here at once and its links are refused from then on.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -23,6 +24,8 @@ from factnode.federation.trust import (
     RevocationList,
 )
 from factnode.ledger import Ledger
+
+log = logging.getLogger("factnode.federation")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +122,35 @@ class Roster:
         for node_id in revoked:
             if node_id != self.own.node_id:
                 self._ledger.stop_counting(node_id)
-        number = self.revocations.number if self.revocations else 0
-        return Revocation(applied, number, revoked)
+        return Revocation(applied, self.number, revoked)
+
+    @property
+    def number(self) -> int:
+        """The number of the revocation list held; 0 when none is."""
+        return self.revocations.number if self.revocations else 0
+
+    def later_than(self, number: int) -> bytes | None:
+        """The list held (DER), if it is later than a peer's list `number`: for gossip."""
+        if self.revocations is None or self.revocations.number <= number:
+            return None
+        return self.revocations.der
+
+    def offered(self, data: bytes, by: str) -> str:
+        """Applies a revocation list a peer passed on; why it was refused, or "". Any member
+        may carry it: it counts only if the CA signed it, and only if it is later."""
+        try:
+            done = self.revoke(data)
+        except NotAMember as exc:
+            log.warning("revocation list from %s refused: %s", by, exc)
+            return f"revocation list: {exc}"
+        if done.applied:
+            log.info(
+                "revocation list number %d from %s applied; revoked: %s",
+                done.number,
+                by,
+                ", ".join(done.revoked) or "no member known here",
+            )
+        return ""
 
     def members(self, now: dt.datetime, default_cap: str) -> list[MemberView]:
         """Every member known: this node first, then by node id."""

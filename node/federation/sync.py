@@ -24,6 +24,7 @@ from factnode.config import Peer
 from factnode.core import FieldViolation, InvalidInput
 from factnode.federation._digest import DEPTH, SetDigest
 from factnode.federation._index import index_of
+from factnode.federation.members import Roster
 from factnode.ledger import Ledger
 
 log = logging.getLogger("factnode.federation")
@@ -94,9 +95,12 @@ class FederationEndpoint:
         max_digest_buckets: int = MAX_DIGEST_BUCKETS,
         max_delta_items: int = MAX_DELTA_ITEMS,
         max_delta_bytes: int = MAX_DELTA_BYTES,
+        roster: Roster | None = None,
     ) -> None:
         self.ledger = ledger
         self.peers = {p.node_id: p for p in peers}
+        # The revocation list this node holds and passes on; None: it gossips none.
+        self.roster = roster
         self.max_digest_buckets = max_digest_buckets
         self.max_delta_items = max_delta_items
         self.max_delta_bytes = max_delta_bytes
@@ -133,6 +137,11 @@ class FederationEndpoint:
                 for prefix, digest, count in children:
                     out.buckets.add(set=ref.set, prefix=prefix, hash=digest, count=count)
         out.answered_at.CopyFrom(wire.timestamp(self.ledger.clock.now()))
+        if self.roster is not None and not request.buckets:  # a round's first request
+            out.revocation_list_number = self.roster.number
+            later = self.roster.later_than(request.revocation_list_number)
+            if later is not None:
+                out.revocation_list = later
         return out
 
     def pull_delta(self, caller: str, request: pb.DeltaRequest) -> pb.Delta:
@@ -201,6 +210,11 @@ class FederationEndpoint:
         peer = self.peers.get(caller)
         for prefix in delta.votes_complete_under:
             _check_prefix(prefix)
+        refused = []
+        if delta.revocation_list and self.roster is not None:
+            problem = self.roster.offered(delta.revocation_list, caller)
+            if problem:
+                refused.append(pb.RejectedItem(id="revocation_list", reason=problem))
         result = self.ledger.receive(
             caller,
             peer.max_anchor if peer else None,
@@ -211,7 +225,7 @@ class FederationEndpoint:
         )
         return pb.PushDeltaResponse(
             accepted=result.accepted,
-            rejected=[pb.RejectedItem(id=i, reason=r) for i, r in result.rejected],
+            rejected=[*refused, *(pb.RejectedItem(id=i, reason=r) for i, r in result.rejected)],
         )
 
 
@@ -291,10 +305,13 @@ class Syncer:
         interval: float = 10.0,
         rng: random.Random | None = None,
         refused: Callable[[str], bool] = lambda node_id: False,
+        roster: Roster | None = None,
     ) -> None:
         self.ledger = ledger
         # Members this node no longer dials (a revoked certificate), by node id.
         self.refused = refused
+        # The revocation list this node holds and passes on; None: it gossips none.
+        self.roster = roster
         self.states = {p.node_id: PeerState(p) for p in peers}
         self.link_for = link_for
         self.fanout = fanout
@@ -370,7 +387,11 @@ class Syncer:
         result = RoundResult(peer.node_id, peer.address)
         mine = self._mine(peer.node_id)
         sent = self.ledger.clock.now()
-        roots = await _step(link.get_digest(pb.DigestRequest(sent_at=wire.timestamp(sent))))
+        request = pb.DigestRequest(sent_at=wire.timestamp(sent))
+        if self.roster is not None:
+            request.revocation_list_number = self.roster.number
+        roots = await _step(link.get_digest(request))
+        await self._exchange_revocations(link, peer, roots, result)
         if roots.HasField("answered_at"):
             # The peer read its clock between our two readings: measured from the midpoint,
             # the error is at most half the round trip.
@@ -402,6 +423,25 @@ class Syncer:
         # What the peer just sent is on the peer: pushing it back would double the traffic.
         await self._push(link, mine, leaves, result, pulled)
         return result
+
+    async def _exchange_revocations(
+        self, link: PeerLink, peer: Peer, roots: pb.Digest, result: RoundResult
+    ) -> None:
+        """Revocation lists gossip like everything signed (DESIGN §7): the peer's, if later
+        than this node's, is applied here; this node's, if later than the peer's, is pushed."""
+        roster = self.roster
+        if roster is None:
+            return
+        if roots.revocation_list:
+            problem = await _step(
+                asyncio.to_thread(roster.offered, roots.revocation_list, peer.node_id)
+            )
+            if problem:
+                result.rejected.append(("revocation_list", problem))
+        later = roster.later_than(roots.revocation_list_number)
+        if later is not None:
+            answer = await _step(link.push_delta(pb.Delta(revocation_list=later)))
+            result.rejected.extend((r.id, r.reason) for r in answer.rejected)
 
     async def _children(
         self,

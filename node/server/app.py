@@ -131,6 +131,7 @@ class Node:
                 fanout=settings.fanout,
                 interval=settings.sync_interval_seconds,
                 refused=self.roster.is_revoked,
+                roster=self.roster,
             )
 
     def _roster(self) -> Roster:
@@ -201,6 +202,7 @@ class Node:
             self.ledger,
             s.peers,
             max_delta_bytes=min(MAX_DELTA_BYTES, s.max_message_bytes // 2),
+            roster=self.roster,
         )
         add_service(server, FederationServicer(endpoint, self.roster), "FederationService", None)
         creds = grpc.ssl_server_credentials(

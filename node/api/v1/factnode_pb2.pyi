@@ -700,24 +700,30 @@ class Bucket(_message.Message):
     def __init__(self, set: _Optional[_Union[DigestSet, str]] = ..., prefix: _Optional[str] = ..., hash: _Optional[bytes] = ..., count: _Optional[int] = ...) -> None: ...
 
 class DigestRequest(_message.Message):
-    __slots__ = ("buckets", "depth", "sent_at")
+    __slots__ = ("buckets", "depth", "sent_at", "revocation_list_number")
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
     SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    REVOCATION_LIST_NUMBER_FIELD_NUMBER: _ClassVar[int]
     buckets: _containers.RepeatedCompositeFieldContainer[BucketRef]
     depth: int
     sent_at: _timestamp_pb2.Timestamp
-    def __init__(self, buckets: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., depth: _Optional[int] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    revocation_list_number: int
+    def __init__(self, buckets: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., depth: _Optional[int] = ..., sent_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revocation_list_number: _Optional[int] = ...) -> None: ...
 
 class Digest(_message.Message):
-    __slots__ = ("buckets", "unanswered", "answered_at")
+    __slots__ = ("buckets", "unanswered", "answered_at", "revocation_list", "revocation_list_number")
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
     UNANSWERED_FIELD_NUMBER: _ClassVar[int]
     ANSWERED_AT_FIELD_NUMBER: _ClassVar[int]
+    REVOCATION_LIST_FIELD_NUMBER: _ClassVar[int]
+    REVOCATION_LIST_NUMBER_FIELD_NUMBER: _ClassVar[int]
     buckets: _containers.RepeatedCompositeFieldContainer[Bucket]
     unanswered: _containers.RepeatedCompositeFieldContainer[BucketRef]
     answered_at: _timestamp_pb2.Timestamp
-    def __init__(self, buckets: _Optional[_Iterable[_Union[Bucket, _Mapping]]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., answered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    revocation_list: bytes
+    revocation_list_number: int
+    def __init__(self, buckets: _Optional[_Iterable[_Union[Bucket, _Mapping]]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., answered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revocation_list: _Optional[bytes] = ..., revocation_list_number: _Optional[int] = ...) -> None: ...
 
 class DeltaRequest(_message.Message):
     __slots__ = ("buckets", "have_ids")
@@ -800,18 +806,20 @@ class ErasureTombstone(_message.Message):
     def __init__(self, erasure_id: _Optional[str] = ..., scope: _Optional[_Union[ErasureScope, str]] = ..., scope_hash: _Optional[str] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evidence_ids: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., origin_node: _Optional[str] = ...) -> None: ...
 
 class Delta(_message.Message):
-    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered")
+    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list")
     TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     VOTES_FIELD_NUMBER: _ClassVar[int]
     VOTES_COMPLETE_UNDER_FIELD_NUMBER: _ClassVar[int]
     UNANSWERED_FIELD_NUMBER: _ClassVar[int]
+    REVOCATION_LIST_FIELD_NUMBER: _ClassVar[int]
     tombstones: _containers.RepeatedCompositeFieldContainer[ErasureTombstone]
     evidence: _containers.RepeatedCompositeFieldContainer[RelayedEvidence]
     votes: _containers.RepeatedCompositeFieldContainer[Vote]
     votes_complete_under: _containers.RepeatedScalarFieldContainer[str]
     unanswered: _containers.RepeatedCompositeFieldContainer[BucketRef]
-    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ...) -> None: ...
+    revocation_list: bytes
+    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., revocation_list: _Optional[bytes] = ...) -> None: ...
 
 class RejectedItem(_message.Message):
     __slots__ = ("id", "reason")

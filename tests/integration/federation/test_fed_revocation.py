@@ -1,6 +1,7 @@
 """Revocation by a list the CA signed: a member handed it stops counting the revoked node's
-votes at once, refuses its links, and lists it as revoked; the CA's key never leaves the
-operator's machine. (Passing the list on by gossip comes with the fleet's sync.)"""
+votes at once, refuses its links, lists it as revoked, and passes the list on in its sync
+rounds, so every member it reaches does the same; the CA's key never leaves the operator's
+machine."""
 
 from __future__ import annotations
 
@@ -70,6 +71,9 @@ def test_a_revoked_member_stops_counting_and_is_refused(fed: Federation) -> None
     path, number = revoke(fed.root / "certs", ["r3"])
     done = r1.admin.Revoke(pb.RevokeRequest(revocation_list=path.read_bytes()), timeout=RPC_TIMEOUT)
     assert (done.applied, done.number, list(done.revoked)) == (True, number, ["r3"])
+    # Gossip: r2, never handed the list, takes it in r1's next round (r1 pushes it).
+    assert not r2_members(fed)["r3"].revoked
+    assert _tally_voters(fed, "r2", k) == {"r1", "r2", "r3"}
 
     after = r1.belief(k)
     assert after is not None and after.state == CONTESTED
@@ -82,11 +86,20 @@ def test_a_revoked_member_stops_counting_and_is_refused(fed: Federation) -> None
     assert not toward_r1.ok and "revoked" in toward_r1.error
     assert [r.node_id for r in r1.sync().results] == ["r2"]  # r1 no longer dials r3
     assert _tally_voters(fed, "r1", k) == {"r1", "r2"}
+    assert fed["r2"].admin.ListMembers(pb.ListMembersRequest()).revocation_list_number == number
+    assert r2_members(fed)["r3"].revoked
+    assert _tally_voters(fed, "r2", k) == {"r1", "r2"}
+    [toward_r2] = fed["r3"].sync("r2").results
+    assert not toward_r2.ok and "revoked" in toward_r2.error
 
     again = r1.admin.Revoke(
         pb.RevokeRequest(revocation_list=path.read_bytes()), timeout=RPC_TIMEOUT
     )
     assert (again.applied, again.number) == (False, number)
+
+
+def r2_members(fed: Federation) -> dict[str, pb.Member]:
+    return {m.node_id: m for m in fed["r2"].admin.ListMembers(pb.ListMembersRequest()).members}
 
 
 def test_a_list_the_ca_did_not_sign_is_invalid(fed: Federation, tmp_path: Path) -> None:
@@ -109,8 +122,7 @@ def test_a_list_the_ca_did_not_sign_is_invalid(fed: Federation, tmp_path: Path) 
 def test_members_and_revoke_on_the_command_line(fed: Federation) -> None:
     """`factnode members` lists the node's members; `factnode revoke FILE` hands it a list."""
     r2 = fed["r2"]
-    [round_] = fed["r3"].sync("r2").results  # r2 sees r3's certificate on its link
-    assert round_.ok, round_.error
+    fed["r3"].sync("r2")  # r2 sees r3's certificate on its link (refused or not)
     path, number = revoke(fed.root / "certs", ["r3"])
     cli = [sys.executable, "-m", "factnode.cli"]
     listed = subprocess.run(
@@ -136,6 +148,10 @@ def test_members_and_revoke_on_the_command_line(fed: Federation) -> None:
     )  # fmt: skip
     assert handed.returncode == 0, handed.stderr
     assert f"number {number} applied" in handed.stdout and "r3" in handed.stdout
+    # Gossip the other way: r1's round takes the later list from r2's digest answer.
+    [with_r2] = fed["r1"].sync("r2").results
+    assert with_r2.ok, with_r2.error
+    assert fed["r1"].admin.ListMembers(pb.ListMembersRequest()).revocation_list_number == number
     missing = subprocess.run(
         [*cli, "revoke", "--address", r2.address, str(path) + ".missing"],
         capture_output=True, text=True, timeout=60, check=False,

@@ -202,3 +202,6 @@ class VersionHistory:
     # Retractions (and facts on other keys naming this key in `contradicts`) that end some
     # of this version's evidence, as they count now: the answer to "why not any more?".
     ended_by: tuple[str, ...] = field(default=())
+    # For the served version the rule it is served by; for another, the rule the served
+    # version beats it by (RETRACT or CORRECTION where it no longer counts); else None.
+    rule: Rule | None = None

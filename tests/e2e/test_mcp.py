@@ -201,7 +201,9 @@ async def test_forget_rejections_missing_arguments_and_ended_keys(
                 source="user:ed", confidence=0.1,
             )  # fmt: skip
             assert rejected.is_error, text(rejected)
-            assert "remember_fact: REJECTED by rule min_confidence: " in text(rejected), text(rejected)
+            assert "remember_fact: REJECTED by rule min_confidence: " in text(rejected), text(
+                rejected
+            )
 
             forgot = await call(session, "forget", **key, reason="retired", every_value=True)
             assert not forgot.is_error and text(forgot).startswith("RETRACTED"), text(forgot)

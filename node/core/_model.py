@@ -59,7 +59,10 @@ class Rule(enum.StrEnum):
     NO_PROVENANCE = "no_provenance"
     ERASED = "erased"
     DUPLICATE = "duplicate"
-    # Decisions and verdicts that need no arbitration.
+    # Decisions and verdicts that need no arbitration. SOLE_VERSION names a belief (one
+    # version counts now: the first, or the last left after retractions, corrections or
+    # erasures); FIRST_VERSION a decision (this submission gave the key its first version).
+    # One name for both would say a key's belief was "first" after its rivals ended.
     SOLE_VERSION = "sole_version"
     FIRST_VERSION = "first_version"
     CORROBORATION = "corroboration"

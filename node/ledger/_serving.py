@@ -20,7 +20,7 @@ from factnode.core import (
     arbitrate,
     representatives,
 )
-from factnode.core.consensus import Tally, Vote, same_vote, transition
+from factnode.core.consensus import Tally, Vote, retallied, same_vote, tally, transition
 from factnode.core.serving import counted_votes, own_vote, peer_voted, serve
 from factnode.core.validation import check_instant, check_key
 from factnode.ledger._model import Belief, Committed, belief_from_rows, served_of
@@ -106,11 +106,13 @@ class Serving:
         current: dict[Key, list[StoredBelief]] | None = None,
         quiet: Collection[Key] = (),
         known: Mapping[Key, Arbitrated] | None = None,
+        votes_before: Mapping[Key, Sequence[Vote]] | None = None,
     ) -> dict[Key, list[StoredBelief]]:
         """Recomputes each key's local belief, this node's vote and the served belief,
         records what changed, and returns every key's served rows. `quiet` keys change
         without announcing (erased keys); `known` holds the given states already
-        arbitrated."""
+        arbitrated; `votes_before` the votes held before this transaction changed them,
+        where it did (else the votes read here are the ones before)."""
         if not states:
             return {}
         keys = list(states)
@@ -161,6 +163,7 @@ class Serving:
             )
             served_rows[key] = rows
             old = current.get(key, [])
+            logged = None
             if [(b.version_id, b.evidence_id, b.rule, b.state) for b in old] != [
                 (b.version_id, b.evidence_id, b.rule, b.state) for b in rows
             ] or (key in quiet and old):
@@ -172,8 +175,13 @@ class Serving:
                     result,
                     now,
                 )
-                if logged is not None:
-                    transitions.append(logged)
+            if logged is None and result is not None and result.peer_voted and rows:
+                before = (votes_before or {}).get(key, votes.get(key, []))
+                logged = retallied(
+                    key, self._tally_before(before, state, fx, now), result, served_of(rows[0]), now
+                )
+            if logged is not None:
+                transitions.append(logged)
         if removed:
             tx.delete_votes(self.node_id, removed)
             fx.votes_removed.extend((self.node_id, k) for k in removed)
@@ -189,6 +197,21 @@ class Serving:
         active evidence held here; a vote whose evidence has not arrived waits."""
         held = {e.evidence_id: e for e in state.evidence}
         return counted_votes(list(votes), held, self.policy, self.node_id)
+
+    def _tally_before(
+        self, votes: Sequence[Vote], state: KeyState, fx: Committed, now: Instant
+    ) -> Tally | None:
+        """The tally `votes` gave before this transaction: counted against the key's evidence
+        without what the transaction added."""
+        held = {e.evidence_id: e for e in state.evidence if e.evidence_id not in fx.evidence_added}
+        mine = [v for v in votes if v.voter == self.node_id]
+        return tally(
+            [*mine, *counted_votes(votes, held, self.policy, self.node_id)],
+            now=now,
+            threshold=self.policy.consensus_threshold,
+            half_life_days=self.policy.vote_half_life_days,
+            self_id=self.node_id,
+        )
 
     def _peer_voted(self, votes: Iterable[Vote]) -> bool:
         """Whether any node but this one votes among `votes`."""

@@ -193,7 +193,7 @@ def test_explain_and_get_on_an_ended_key_say_what_ended_it(ledger: Ledger) -> No
     assert "user_stated from hr" in str(got.value)
     with pytest.raises(NotFound, match="'Acme' was ended by retraction " + retraction):
         ledger.belief(WORKS_AT)
-    with pytest.raises(NotFound, match="as of .*'Acme' was ended by retraction"):
+    with pytest.raises(NotFound, match=r"as of .*'Acme' was ended by retraction"):
         ledger.explain(WORKS_AT, as_of=FakeClock().now() + 3 * DAY)
     assert ledger.explain(WORKS_AT, as_of=FakeClock().now() + DAY).belief is not None
 

@@ -125,3 +125,25 @@ async def test_a_change_of_tally_while_contested_is_logged_once() -> None:
         assert len(tallies()) == 2, tallies()
     finally:
         fed.close()
+
+
+async def test_as_of_answers_and_history_agree_with_get_under_consensus(fed: Federation) -> None:
+    """Under consensus, GetBelief as of now and as known now, Explain as of now and history's
+    served row name 3.12 by federation_consensus like GetBelief; as known before the peers'
+    evidence arrived, the votes wait and a's own 3.11 is served alone."""
+    before_sync = fed.clock.now()
+    fed.clock.advance(1_000_000)
+    for _ in range(3):
+        await fed.round()
+    a = fed.ledgers["a"]
+    now = fed.clock.now()
+    want = ("3.12", "BELIEVED", Rule.FEDERATION_CONSENSUS)
+    for view in ({}, {"as_of": now}, {"known_at": now}, {"as_of": now, "known_at": now}):
+        b = a.belief(KEY, **view)
+        assert (b.object, b.state.value, b.rule) == want, view
+    explained = a.explain(KEY, as_of=now).belief
+    assert explained is not None and explained.rule is Rule.FEDERATION_CONSENSUS
+    [served] = [h for h in a.history(KEY) if h.status == "BELIEVED"]
+    assert (served.object, served.rule) == ("3.12", Rule.FEDERATION_CONSENSUS)
+    past = a.belief(KEY, known_at=before_sync)
+    assert (past.object, past.rule) == ("3.11", Rule.SOLE_VERSION)

@@ -40,10 +40,10 @@ from factnode.core._model import (
     iso,
 )
 from factnode.core.arbitration import (
-    arbitrate,
     counted_retractions,
     ends,
     representatives,
+    verdict_of,
     visible,
 )
 from factnode.core.consensus import Served, Tally, Vote, pinned, served, tally, tied_versions
@@ -241,8 +241,8 @@ def view(
         and (as_of is None or e.valid_from <= as_of)
     ]
     seen = tuple(visible(held, state.retractions, policy=policy, as_of=as_of, known_at=known_at))
-    verdict = arbitrate(seen, policy)
     reps = representatives(seen, policy)
+    verdict = verdict_of(key, reps, policy)
     applies = pin is not None and (known_at is None or pin.pinned_at <= known_at)
     pin_version = pin.version_id if applies and pin is not None else None
     mine = own_vote(node_id, key, verdict, reps.get, policy, now, pin_version)

@@ -22,7 +22,14 @@ from factnode.core import (
 )
 from factnode.core.arbitration import Comparison
 from factnode.core.consensus import Tally, Vote, consensus_reason, tally
-from factnode.core.serving import Answer, Pin, nothing_served, served_history, view
+from factnode.core.serving import (
+    Answer,
+    Pin,
+    is_present,
+    nothing_served,
+    served_history,
+    view,
+)
 from factnode.ledger._model import Belief, Explanation, NotFound, Page, belief_from_rows, belief_of
 from factnode.ledger._serving import Serving, check_key_input, check_times
 from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief
@@ -54,8 +61,16 @@ class Reading(Serving):
                 found = self._beliefs(tx, [key]).get(key)
                 state = None
             else:
-                state, answer = self._view(tx, key, as_of, known_at)
-                found = belief_of(key, answer)
+                state = tx.key_states([key])[key]
+                votes = tx.votes([key])[key]
+                pin = tx.pins([key]).get(key) if self._may_pin(state, votes) else None
+                if is_present(state, pin, as_of, known_at):
+                    # The view sees everything: it is GetBelief's answer, read as GetBelief does.
+                    held = {e.evidence_id: e for e in state.evidence}
+                    found = self._beliefs(tx, [key], held).get(key)
+                else:
+                    answer = self._answer(key, state, votes, pin, [], as_of, known_at)
+                    found = belief_of(key, answer)
         if found is None:
             if state is None:
                 with self.repo.read() as tx:
@@ -63,15 +78,13 @@ class Reading(Serving):
             raise NotFound(nothing_served(key, state, self.policy, as_of, known_at))
         return found
 
-    def _view(
-        self, tx: Transaction, key: Key, as_of: Instant | None, known_at: Instant | None
-    ) -> tuple[KeyState, Answer]:
-        """A key's state and what it serves at (`as_of`, `known_at`), in one read."""
-        state = tx.key_states([key])[key]
-        votes = tx.votes([key])[key]
-        pin = tx.pins([key]).get(key)
-        present = tx.beliefs([key]).get(key, [])
-        return state, self._answer(key, state, votes, pin, present, as_of, known_at)
+    def _may_pin(self, state: KeyState, votes: Sequence[Vote]) -> bool:
+        """Whether a pin could apply to a key in some view: only where versions can tie
+        (two or more held) or peers vote; most keys need no pin read."""
+        if self._peer_voted(votes):
+            return True
+        first = state.evidence[0].version_id if state.evidence else None
+        return any(e.version_id != first for e in state.evidence)
 
     def _answer(
         self,

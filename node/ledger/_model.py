@@ -115,6 +115,8 @@ class Committed:
     erasures_added: set[str] = field(default_factory=set)
     votes_put: list[Vote] = field(default_factory=list)
     votes_removed: list[tuple[str, Key]] = field(default_factory=list)
+    # Each refreshed key's tally as the transaction last counted it (for the decision log).
+    tallies: dict[Key, Tally | None] = field(default_factory=dict)
 
 
 def served_of(row: StoredBelief | None) -> Served | None:

@@ -176,10 +176,15 @@ class Serving:
                     now,
                 )
             if logged is None and result is not None and result.peer_voted and rows:
-                before = (votes_before or {}).get(key, votes.get(key, []))
-                logged = retallied(
-                    key, self._tally_before(before, state, fx, now), result, served_of(rows[0]), now
-                )
+                if key in fx.tallies:
+                    # Counted already in this transaction: compare with that, or a change
+                    # would be logged twice (evidence and votes of one delta refresh apart).
+                    earlier = fx.tallies[key]
+                else:
+                    before = (votes_before or {}).get(key, votes.get(key, []))
+                    earlier = self._tally_before(before, state, fx, now)
+                logged = retallied(key, earlier, result, served_of(rows[0]), now)
+            fx.tallies[key] = result
             if logged is not None:
                 transitions.append(logged)
         if removed:

@@ -207,6 +207,21 @@ def past_views_agree_with_history(ledger: Ledger, k: Key) -> None:
         assert (got[0] if got else None) == (covering[0][1] if covering else None), (k, t, rows)
 
 
+def the_log_has_the_current_tally(ledger: Ledger, k: Key, served: Story) -> None:
+    """Every change of tally is logged: where peers vote on a served key, the decision log's
+    last tally for it names the voters behind each version as they are counted now."""
+    result = ledger.tally_of(k)
+    if served is None or result is None or not result.peer_voted:
+        return
+    details = [d.decision.detail for d in ledger.decisions(k, page_size=1000).items]
+    last = [d.split("tally: ", 1)[1] for d in details if "tally: " in d][-1]
+    logged = [
+        (part.split(": ", 1)[0], tuple(part.split(" by ", 1)[1].split(", ")))
+        for part in last.split("; ")
+    ]
+    assert logged == [(t.version_id, t.voters) for t in result.versions], (k, details, result)
+
+
 @settings(
     max_examples=25,
     deadline=None,
@@ -231,5 +246,6 @@ def test_every_view_of_every_key_agrees(steps: list[object]) -> None:
                 under_review = want is not None and want[1] is not BeliefState.BELIEVED
                 assert queued == (want if under_review else None), (name, k, want, queued)
                 past_views_agree_with_history(ledger, k)
+                the_log_has_the_current_tally(ledger, k, want)
     finally:
         fed.close()

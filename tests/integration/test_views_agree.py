@@ -231,7 +231,8 @@ def the_log_has_the_current_tally(ledger: Ledger, k: Key, served: Story) -> None
 def test_every_view_of_every_key_agrees(steps: list[object]) -> None:
     """GetBelief (with and without as_of/known_at at now), Explain, the served row of
     GetHistory, ListBeliefs and the review queue agree on value, state and rule on every
-    node; the queue holds the key exactly when its state is CONTESTED or AMBIGUOUS."""
+    node; the queue holds the key exactly when its state is CONTESTED or AMBIGUOUS; as-of
+    answers follow history's intervals; the decision log holds the current tally."""
     fed = Federation(NODES)
     try:
         for s in steps:

@@ -175,11 +175,13 @@ def belief_json(b: Belief) -> dict[str, Any]:
 
 
 def version_text(v: Version) -> str:
-    """One version of a key: its value, status, when it held, and the evidence for it."""
+    """One version of a key: its value, status and rule (for the served version the rule
+    it is served by, as recall says), when it held, and the evidence for it."""
     spans = ", ".join(
         f"{_iso(i.start)} until {_iso(i.end) if i.end else 'now'}" for i in v.intervals
     )
-    lines = [f"{v.object!r} ({v.status}){': held ' + spans if spans else ''}"]
+    rule = f", rule {v.rule}" if v.rule else ""
+    lines = [f"{v.object!r} ({v.status}{rule}){': held ' + spans if spans else ''}"]
     lines += [f"  - {_provenance(e)}" for e in v.evidence]
     return "\n".join(lines)
 

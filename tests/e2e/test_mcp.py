@@ -90,6 +90,7 @@ async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path)
 
             history = text(await call(session, "history", **key))
             assert "'Porto'" in history and "'Lisbon'" in history, history
+            assert "'Lisbon' (BELIEVED, rule trust_anchor): held " in history, history
 
             forgot = await call(session, "forget", **key, reason="moved abroad", object="Lisbon")
             assert not forgot.is_error and text(forgot).startswith("RETRACTED"), text(forgot)
@@ -209,7 +210,7 @@ async def test_forget_rejections_missing_arguments_and_ended_keys(
             assert not forgot.is_error and text(forgot).startswith("RETRACTED"), text(forgot)
             assert f"now nothing is believed for {ns}/ed/employer." in text(forgot), text(forgot)
             history = text(await call(session, "history", **key))
-            assert history.count("(RETRACTED)") == 2, history  # the historical value too
+            assert history.count("(RETRACTED, rule retract)") == 2, history  # historical too
             why = await call(session, "why", **key)
             assert why.is_error and "not found: no belief for" in text(why), text(why)
             assert "'Initech' was ended by retraction " in text(why), text(why)

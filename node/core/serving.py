@@ -51,6 +51,9 @@ from factnode.core.decide import KeyState
 from factnode.core.peer_checks import counted_vote
 from factnode.core.policy import Policy
 
+# Rules by which a key serves another version than its local arbitration's winner.
+_OVERRULING = frozenset({Rule.FEDERATION_CONSENSUS, Rule.OPERATOR_RESOLUTION})
+
 RepOf = Callable[[str], Evidence | None]
 """Each version's strongest visible evidence, by version id (None for a version not held)."""
 
@@ -339,10 +342,6 @@ def served_history(
         intervals.setdefault(vid, []).append(Interval(start, None))
     present = at(None)
     served_now = {v.version_id: v for v in present.values}
-    by_rule = {
-        Rule.FEDERATION_CONSENSUS,
-        Rule.OPERATOR_RESOLUTION,
-    }
     first = present.first
     out = []
     for h in local:
@@ -354,12 +353,12 @@ def served_history(
             if status in ("BELIEVED", "AMBIGUOUS") and first is not None:
                 # The local winner (or a version tied with it) that a pin or the votes did
                 # not choose: stored and visible, not believed.
-                status = "DISBELIEVED" if first.rule in by_rule else status
+                status = "DISBELIEVED" if first.rule in _OVERRULING else status
             if status == "RETRACTED":
                 rule = Rule.RETRACT
             elif status == "CORRECTED":
                 rule = Rule.CORRECTION
-            elif first is not None and first.rule in by_rule:
+            elif first is not None and first.rule in _OVERRULING:
                 rule = first.rule
             elif present.verdict is not None:
                 rule = present.verdict.rule_against(h.version_id)

@@ -212,6 +212,7 @@ def history_pb(h: VersionHistory, evidence: dict[str, Evidence]) -> pb.VersionHi
         supersedes=list(h.supersedes),
         superseded_by=list(h.superseded_by),
         ended_by=[evidence_pb(evidence[i]) for i in h.ended_by if i in evidence],
+        rule=h.rule.value if h.rule is not None else "",
     )
     for iv in h.intervals:
         interval = msg.intervals.add(start=timestamp(iv.start))

@@ -21,9 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-from pydantic import Field
+from mcp.types import CallToolResult, InputRequiredResult
+from pydantic import Field, ValidationError
 
 import factnode
 from factnode.client import (
@@ -77,6 +78,34 @@ def field_text(err: ClientError, address: str) -> str:
     if isinstance(err, Unavailable):
         return f"the factnode at {address} is unreachable ({err.code}): {err}"
     return f"the node refused the call ({err.code}): {err}"
+
+
+def arguments_text(tool: str, err: ValidationError) -> str:
+    """Arguments that do not fit a tool's schema, in words for the model: each argument
+    named, without pydantic's links or the rejected values (those are the caller's data)."""
+    reasons = []
+    for e in err.errors(include_url=False, include_input=False):
+        name = ".".join(str(part) for part in e["loc"]) or "arguments"
+        if e["type"] == "missing":
+            reasons.append(f"{name}: is required")
+        else:
+            reasons.append(f"{name}: {e['msg'][:1].lower()}{e['msg'][1:]}")
+    return f"invalid input to {tool}: " + "; ".join(reasons)
+
+
+class _Server(MCPServer[Any]):
+    """The SDK's server, with arguments that do not fit a tool's schema reported as one short
+    line per argument (the SDK's text is pydantic's, with documentation links)."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(arguments_text(name, exc.__cause__)) from exc.__cause__
+            raise
 
 
 def parse_time(text: str | None, field: str) -> datetime | None:
@@ -153,11 +182,13 @@ def belief_json(b: Belief) -> dict[str, Any]:
 
 
 def version_text(v: Version) -> str:
-    """One version of a key: its value, status, when it held, and the evidence for it."""
+    """One version of a key: its value, status and rule (for the served version the rule
+    it is served by, as recall says), when it held, and the evidence for it."""
     spans = ", ".join(
         f"{_iso(i.start)} until {_iso(i.end) if i.end else 'now'}" for i in v.intervals
     )
-    lines = [f"{v.object!r} ({v.status}){': held ' + spans if spans else ''}"]
+    rule = f", rule {v.rule}" if v.rule else ""
+    lines = [f"{v.object!r} ({v.status}{rule}){': held ' + spans if spans else ''}"]
     lines += [f"  - {_provenance(e)}" for e in v.evidence]
     return "\n".join(lines)
 
@@ -210,7 +241,7 @@ def add_recall_about(server: MCPServer[Any], client: AsyncClient) -> None:
 
 def build_server(client: AsyncClient) -> MCPServer[Any]:
     """An MCP server whose tools and resources call the node through `client`."""
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = _Server(
         name="factnode", version=factnode.__version__, instructions=INSTRUCTIONS
     )
 
@@ -292,6 +323,9 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
         d = done.decision
         text = f"{d.outcome} by rule {d.rule}" + (f": {d.detail}" if d.detail else "")
         text += f" (evidence {done.evidence_id})" if done.evidence_id else ""
+        if d.outcome == "REJECTED":
+            # Not a belief candidate: the model must see that the fact did not count.
+            raise ToolError(f"{text}; the fact was not recorded as a belief candidate")
         if done.belief is not None:
             text += f"\nnow believed: {belief_text(done.belief)}"
         return text
@@ -346,8 +380,9 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
             "Record that a key's value stopped being true (e.g. 'Ana left Acme'). The retraction "
             "is evidence with a trust anchor: it ends the belief only if it outranks it under the "
             "same rules as facts (an llm_generated retraction cannot end a user_stated fact). "
-            "The evidence stays in the audit trail. For a multi-valued predicate (speaks, "
-            "knows, interested_in) name the value to retract."
+            "The evidence stays in the audit trail. Name the value that stopped being true "
+            "in 'object'; to retract every value the key has ever had (current, historical "
+            "and disbelieved alike) set 'every_value' to true instead."
         )
     )
     async def forget(
@@ -357,8 +392,17 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
         reason: Annotated[str, Field(description="Why it stopped being true, kept in the log.")],
         object: Annotated[
             str | None,
-            Field(description="For multi-valued predicates: the one value to retract."),
+            Field(description="The value that stopped being true, e.g. 'Acme'."),
         ] = None,
+        every_value: Annotated[
+            bool,
+            Field(
+                description=(
+                    "True to retract every value of the key, not one: only when that is "
+                    "what was said (e.g. 'forget where Ana works'). Leave unset with 'object'."
+                )
+            ),
+        ] = False,
         attribution: Annotated[
             str | None,
             Field(description="Trust anchor of the retraction; default user_stated."),
@@ -368,6 +412,12 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
             Field(description="Who or what says it stopped being true; default: this client."),
         ] = None,
     ) -> str:
+        if (object is None) == (not every_value):
+            raise ToolError(
+                "invalid input to forget: give 'object' (the value that stopped being true) "
+                "or 'every_value': true (every value the key has had), not "
+                + ("both" if every_value else "neither")
+            )
         decision, belief = await call(
             client.retract(
                 (namespace, subject, predicate),

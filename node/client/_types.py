@@ -164,6 +164,9 @@ class Version:
     superseded_by: tuple[str, ...]
     # What ends some of its evidence now: retractions, and facts that moved keys.
     ended_by: tuple[Evidence, ...] = ()
+    # The served version's rule, as GetBelief names it; for another version, the rule the
+    # served one beats it by ("retract" or "correction" where it no longer counts).
+    rule: str = ""
 
     @classmethod
     def of(cls, m: pb.VersionHistory) -> Version:
@@ -172,7 +175,7 @@ class Version:
             tuple(Interval(when(i.start), when(i.end) if i.HasField("end") else None)
                   for i in m.intervals),
             tuple(Evidence.of(e) for e in m.evidence), tuple(m.supersedes), tuple(m.superseded_by),
-            tuple(Evidence.of(e) for e in m.ended_by),
+            tuple(Evidence.of(e) for e in m.ended_by), m.rule,
         )  # fmt: skip
 
 

@@ -61,7 +61,10 @@ class Rule(enum.StrEnum):
     NO_PROVENANCE = "no_provenance"
     ERASED = "erased"
     DUPLICATE = "duplicate"
-    # Decisions and verdicts that need no arbitration.
+    # Decisions and verdicts that need no arbitration. SOLE_VERSION names a belief (one
+    # version counts now: the first, or the last left after retractions, corrections or
+    # erasures); FIRST_VERSION a decision (this submission gave the key its first version).
+    # One name for both would say a key's belief was "first" after its rivals ended.
     SOLE_VERSION = "sole_version"
     FIRST_VERSION = "first_version"
     CORROBORATION = "corroboration"
@@ -198,3 +201,6 @@ class VersionHistory:
     # Retractions (and facts on other keys naming this key in `contradicts`) that end some
     # of this version's evidence, as they count now: the answer to "why not any more?".
     ended_by: tuple[str, ...] = field(default=())
+    # For the served version the rule it is served by; for another, the rule the served
+    # version beats it by (RETRACT or CORRECTION where it no longer counts); else None.
+    rule: Rule | None = None

@@ -257,6 +257,37 @@ def transition(
     )
 
 
+def composition(result: Tally | None) -> tuple[str | None, tuple[tuple[str, tuple[str, ...]], ...]]:
+    """Who votes for what, and the consensus version: what a vote-set change can change
+    (weights alone also move with the hour, which is no transition)."""
+    if result is None or not result.peer_voted:
+        return None, ()
+    return result.consensus, tuple((t.version_id, t.voters) for t in result.versions)
+
+
+def retallied(
+    key: Key, before: Tally | None, after: Tally | None, served_now: Served | None, now: Instant
+) -> Decision | None:
+    """The decision-log entry for a tally that changed while what the key serves did not
+    (DESIGN §7: every transition is logged): a node's vote moved, arrived or was withdrawn,
+    or the consensus version changed under a protected local belief. None when the voters and
+    their versions are as they were, or when no peer votes now."""
+    if served_now is None or after is None or not after.peer_voted:
+        return None
+    if composition(before) == composition(after):
+        return None
+    contested = served_now.state is BeliefState.CONTESTED
+    return Decision(
+        key=key,
+        outcome=Outcome.CONTESTED if contested else Outcome.CORROBORATED,
+        rule=Rule.FEDERATION_CONSENSUS,
+        decided_at=now,
+        version_id=served_now.version_id,
+        detail=f"tally changed, {served_now.version_id} still served {served_now.state} by "
+        f"{served_now.rule}; tally: {describe_tally(after)}",
+    )
+
+
 def describe_tally(result: Tally) -> str:
     """Each version's share and voters, for the decision log."""
     return "; ".join(

@@ -13,12 +13,10 @@ from factnode.core import (
     Evidence,
     Instant,
     Key,
-    Policy,
     Rule,
-    Verdict,
-    arbitrate,
 )
 from factnode.core.consensus import Served, Tally, Vote
+from factnode.core.serving import Answer
 from factnode.store import StoredBelief
 
 T = TypeVar("T")
@@ -126,6 +124,8 @@ class Committed:
     votes_removed: list[tuple[str, Key]] = field(default_factory=list)
     # Peers' tombstones this write refused by `federation.accept_erasures_from`.
     erasures_refused: int = 0
+    # Each refreshed key's tally as the transaction last counted it (for the decision log).
+    tallies: dict[Key, Tally | None] = field(default_factory=dict)
 
 
 def served_of(row: StoredBelief | None) -> Served | None:
@@ -152,18 +152,22 @@ def belief_from_rows(rows: Sequence[StoredBelief], reps: dict[str, Evidence]) ->
     )
 
 
-def belief_from_verdict(key: Key, evidence: Sequence[Evidence], policy: Policy) -> Belief | None:
-    """The local belief that arbitration gives over `evidence` (no votes counted)."""
-    verdict: Verdict | None = arbitrate(evidence, policy)
-    if verdict is None:
+def belief_of(key: Key, answer: Answer) -> Belief | None:
+    """The belief a key serves in a view (`serving.view`), or None where nothing is."""
+    first = answer.first
+    if first is None:
         return None
-    by_id = {e.evidence_id: e for e in evidence}
-    rep = by_id[verdict.evidence_id]
-    values: tuple[tuple[str, str], ...] = ()
-    if verdict.believed:
-        values = tuple(
-            (vid, next(e.object for e in evidence if e.version_id == vid))
-            for vid in verdict.believed
-        )
-    state = BeliefState.AMBIGUOUS if verdict.ambiguous else BeliefState.BELIEVED
-    return Belief(key, verdict.version_id, rep.object, state, verdict.rule, rep, values)
+    values = (
+        tuple((v.version_id, v.evidence.object) for v in answer.values)
+        if len(answer.values) > 1 or first.rule is Rule.MULTI_VALUED
+        else ()
+    )
+    return Belief(
+        key,
+        first.version_id,
+        first.evidence.object,
+        first.state,
+        first.rule,
+        first.evidence,
+        values,
+    )

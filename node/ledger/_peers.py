@@ -267,12 +267,14 @@ class PeerInput(Writing, Forgetting):
                     for v in tx.votes_under(peer_id, votes_complete_under)
                     if v.key not in sent
                 }
-                if withdrawn:
-                    tx.delete_votes(peer_id, withdrawn)
-                    fx.votes_removed.extend((peer_id, k) for k in withdrawn)
+            # The votes as they were, so a change of tally is logged (`_refresh`).
+            before = tx.votes({v.key for v in good} | withdrawn) if good or withdrawn else {}
+            if withdrawn:
+                tx.delete_votes(peer_id, withdrawn)
+                fx.votes_removed.extend((peer_id, k) for k in withdrawn)
             fresh: list[Vote] = []
             if good:
-                current = tx.votes({v.key for v in good})
+                current = before  # withdrawn keys are not among these
                 for v in good:
                     held_vote = next((o for o in current[v.key] if o.voter == peer_id), None)
                     # An older vote arriving late never replaces a newer one. A newer one is
@@ -282,7 +284,13 @@ class PeerInput(Writing, Forgetting):
                         fresh.append(v)
                 tx.put_votes(fresh)
                 fx.votes_put.extend(fresh)
-            self._refresh(tx, tx.key_states({v.key for v in fresh} | withdrawn), now, fx)
+            self._refresh(
+                tx,
+                tx.key_states({v.key for v in fresh} | withdrawn),
+                now,
+                fx,
+                votes_before=before,
+            )
             accepted += len(good)
         self._after(fx)
         if fx.erasures_added:

@@ -19,18 +19,18 @@ from factnode.core import (
     history,
     ids,
     representatives,
-    visible,
 )
 from factnode.core.arbitration import Comparison
 from factnode.core.consensus import Tally, Vote, consensus_reason, tally
-from factnode.ledger._model import (
-    Belief,
-    Explanation,
-    NotFound,
-    Page,
-    belief_from_rows,
-    belief_from_verdict,
+from factnode.core.serving import (
+    Answer,
+    Pin,
+    is_present,
+    nothing_served,
+    served_history,
+    view,
 )
+from factnode.ledger._model import Belief, Explanation, NotFound, Page, belief_from_rows, belief_of
 from factnode.ledger._serving import Serving, check_filters, check_key_input, check_times
 from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief
 from factnode.store.repository import Transaction
@@ -51,28 +51,63 @@ class Reading(Serving):
     def belief(
         self, key: Key, as_of: Instant | None = None, known_at: Instant | None = None
     ) -> Belief:
-        """The served belief now, or the local belief as of an event time / as known at a time."""
+        """The served belief now or, with `as_of` / `known_at`, what the key serves at that
+        event time as known then (`serving.view`: pins and votes count as that view sees
+        them, and a view that sees everything answers what the present does)."""
         check_key_input(key)
         check_times(as_of, known_at)
         with self.repo.read() as tx:
             if as_of is None and known_at is None:
                 found = self._beliefs(tx, [key]).get(key)
+                state = None
             else:
                 state = tx.key_states([key])[key]
-                found = belief_from_verdict(
-                    key,
-                    visible(
-                        state.evidence,
-                        state.retractions,
-                        policy=self.policy,
-                        as_of=as_of,
-                        known_at=known_at,
-                    ),
-                    self.policy,
-                )
+                votes = tx.votes([key])[key]
+                pin = tx.pins([key]).get(key) if self._may_pin(state, votes) else None
+                if is_present(state, pin, as_of, known_at):
+                    # The view sees everything: it is GetBelief's answer, read as GetBelief does.
+                    held = {e.evidence_id: e for e in state.evidence}
+                    found = self._beliefs(tx, [key], held).get(key)
+                else:
+                    answer = self._answer(key, state, votes, pin, [], as_of, known_at)
+                    found = belief_of(key, answer)
         if found is None:
-            raise NotFound(f"no belief for {key}")
+            if state is None:
+                with self.repo.read() as tx:
+                    state = tx.key_states([key])[key]
+            raise NotFound(nothing_served(key, state, self.policy, as_of, known_at))
         return found
+
+    def _may_pin(self, state: KeyState, votes: Sequence[Vote]) -> bool:
+        """Whether a pin could apply to a key in some view: only where versions can tie
+        (two or more held) or peers vote; most keys need no pin read."""
+        if self._peer_voted(votes):
+            return True
+        first = state.evidence[0].version_id if state.evidence else None
+        return any(e.version_id != first for e in state.evidence)
+
+    def _answer(
+        self,
+        key: Key,
+        state: KeyState,
+        votes: Sequence[Vote],
+        pin: Pin | None,
+        present: Sequence[StoredBelief],
+        as_of: Instant | None = None,
+        known_at: Instant | None = None,
+    ) -> Answer:
+        return view(
+            key,
+            state,
+            votes,
+            pin,
+            self.policy,
+            self.node_id,
+            self.clock.now(),
+            as_of=as_of,
+            known_at=known_at,
+            present=[(b.version_id, b.evidence_id, b.rule, b.state) for b in present],
+        )
 
     def served_in_memory(self, key: Key) -> Belief | None:
         """The served belief of a hot key from memory, or None: then ask `served`. Only keys
@@ -88,15 +123,18 @@ class Reading(Serving):
         memory = self.repo.served
         epoch = memory.epoch()
         with self.repo.read() as tx:
+            rows = tx.beliefs([key]).get(key, [])
             found = self._beliefs(tx, [key]).get(key)
             if found is None:
-                raise NotFound(f"no belief for {key}")
+                state = tx.key_states([key])[key]
+                raise NotFound(nothing_served(key, state, self.policy))
             votes = tx.votes([key])[key]
             if not self._peer_voted(votes):
                 memory.fill(epoch, key, found)
                 return found, None
             state = tx.key_states([key])[key]
-        return found, self._explained(key, state, found, votes)
+            pin = tx.pins([key]).get(key)
+        return found, self._explained(key, state, votes, pin, rows)
 
     def list_beliefs(
         self, namespace: str, subject: str | None = None, page_size: int = 0, page_token: str = ""
@@ -160,59 +198,63 @@ class Reading(Serving):
         return Page(items, position(rows[-1]) if more else "")
 
     def history(self, key: Key, known_at: Instant | None = None) -> list[VersionHistory]:
-        """Every version of a key with its validity intervals, statuses and lineage."""
+        """Every version of a key with its validity intervals, statuses and lineage: the
+        intervals in which it was served at each event time as known at `known_at`, and the
+        served version's status and rule as GetBelief (at `known_at`) gives them."""
         check_key_input(key)
         check_times(None, known_at)
         with self.repo.read() as tx:
             state = tx.key_states([key])[key]
             lineage = tx.lineage(key)
+            votes = tx.votes([key])[key]
+            pin = tx.pins([key]).get(key)
+            present = tx.beliefs([key]).get(key, [])
         if not state.evidence:
             raise NotFound(f"no evidence for {key}")
-        return history(
+        local = history(
             state.evidence, state.retractions, self.policy, known_at=known_at, lineage=lineage
         )
+
+        def at(as_of: Instant | None) -> Answer:
+            return self._answer(key, state, votes, pin, present, as_of, known_at)
+
+        return served_history(local, state, at, known_at)
 
     def explain(
         self, key: Key, as_of: Instant | None = None, known_at: Instant | None = None
     ) -> Explanation:
         """The belief and, for every other version, the first rule by which the belief beats
         it. Where votes or an operator's pin decided what is served, that is the rule named,
-        with the vote shares; local arbitration's own chain is kept beside it."""
+        with the vote shares; local arbitration's own chain is kept beside it. The view at
+        (`as_of`, `known_at`) is the one `belief` answers."""
         check_key_input(key)
         check_times(as_of, known_at)
-        now_view = as_of is None and known_at is None
         with self.repo.read() as tx:
             state = tx.key_states([key])[key]
-            served = self._beliefs(tx, [key]).get(key) if now_view else None
-            votes = tx.votes([key])[key] if now_view else []
-        return self._explained(key, state, served, votes, as_of, known_at)
+            votes = tx.votes([key])[key]
+            pin = tx.pins([key]).get(key)
+            present = tx.beliefs([key]).get(key, [])
+        return self._explained(key, state, votes, pin, present, as_of, known_at)
 
     def _explained(
         self,
         key: Key,
         state: KeyState,
-        served: Belief | None,
         votes: Sequence[Vote],
+        pin: Pin | None,
+        present: Sequence[StoredBelief],
         as_of: Instant | None = None,
         known_at: Instant | None = None,
     ) -> Explanation:
-        evidence = visible(
-            state.evidence,
-            state.retractions,
-            policy=self.policy,
-            as_of=as_of,
-            known_at=known_at,
-        )
-        verdict, local = explain(evidence, self.policy)
-        if verdict is None:
-            raise NotFound(f"no belief for {key}")
-        result = self._tally(votes, state) if votes else None
-        belief = served or belief_from_verdict(key, evidence, self.policy)
-        assert belief is not None
+        answer = self._answer(key, state, votes, pin, present, as_of, known_at)
+        belief = belief_of(key, answer)
+        if belief is None:
+            raise NotFound(nothing_served(key, state, self.policy, as_of, known_at))
+        _, local = explain(answer.evidence, self.policy)
         comparisons = local
         if belief.rule in (Rule.FEDERATION_CONSENSUS, Rule.OPERATOR_RESOLUTION):
-            comparisons = self._served_comparisons(belief, evidence, result)
-        return Explanation(belief, comparisons, local, result)
+            comparisons = self._served_comparisons(belief, answer.evidence, answer.tally)
+        return Explanation(belief, comparisons, local, answer.tally)
 
     def _served_comparisons(
         self, belief: Belief, evidence: Sequence[Evidence], result: Tally | None
@@ -253,12 +295,15 @@ class Reading(Serving):
         keys without a belief are left out."""
         with self.repo.read() as tx:
             states = tx.key_states(keys)
-            served = self._beliefs(tx, keys)
+            rows = tx.beliefs(keys)
             votes = tx.votes(keys)
+            pins = tx.pins(keys)
         out = {}
         for key in keys:
             try:
-                out[key] = self._explained(key, states[key], served.get(key), votes[key])
+                out[key] = self._explained(
+                    key, states[key], votes[key], pins.get(key), rows.get(key, [])
+                )
             except NotFound:
                 continue
         return out

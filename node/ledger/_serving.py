@@ -9,7 +9,6 @@ from dataclasses import replace
 from factnode.clock import Clock
 from factnode.core import (
     Arbitrated,
-    BeliefState,
     Evidence,
     FieldViolation,
     Instant,
@@ -22,17 +21,14 @@ from factnode.core import (
     representatives,
 )
 from factnode.core.consensus import (
-    Served,
     Tally,
     Vote,
-    pinned,
+    retallied,
     same_vote,
-    served,
     tally,
-    tied_versions,
     transition,
 )
-from factnode.core.peer_checks import counted_vote
+from factnode.core.serving import counted_votes, own_vote, peer_voted, serve
 from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_key, check_text
 from factnode.ledger._model import Belief, Committed, belief_from_rows, served_of
 from factnode.store import Repository, StoredBelief
@@ -131,11 +127,13 @@ class Serving:
         current: dict[Key, list[StoredBelief]] | None = None,
         quiet: Collection[Key] = (),
         known: Mapping[Key, Arbitrated] | None = None,
+        votes_before: Mapping[Key, Sequence[Vote]] | None = None,
     ) -> dict[Key, list[StoredBelief]]:
         """Recomputes each key's local belief, this node's vote and the served belief,
         records what changed, and returns every key's served rows. `quiet` keys change
         without announcing (erased keys); `known` holds the given states already
-        arbitrated."""
+        arbitrated; `votes_before` the votes held before this transaction changed them,
+        where it did (else the votes read here are the ones before)."""
         if not states:
             return {}
         keys = list(states)
@@ -166,7 +164,8 @@ class Serving:
         )
         for key, state in states.items():
             verdict, reps = verdicts[key]
-            pin = pins.get(key)
+            pinned_at = pins.get(key)
+            pin = pinned_at.version_id if pinned_at is not None else None
             mine = self._own_vote(key, verdict, reps, now, pin)
             others = self._peer_votes_counted(votes.get(key, []), state)
             old_mine = next((v for v in votes.get(key, []) if v.voter == self.node_id), None)
@@ -185,6 +184,7 @@ class Serving:
             )
             served_rows[key] = rows
             old = current.get(key, [])
+            logged = None
             if [(b.version_id, b.evidence_id, b.rule, b.state) for b in old] != [
                 (b.version_id, b.evidence_id, b.rule, b.state) for b in rows
             ] or (key in quiet and old):
@@ -196,8 +196,18 @@ class Serving:
                     result,
                     now,
                 )
-                if logged is not None:
-                    transitions.append(logged)
+            if logged is None and result is not None and result.peer_voted and rows:
+                if key in fx.tallies:
+                    # Counted already in this transaction: compare with that, or a change
+                    # would be logged twice (evidence and votes of one delta refresh apart).
+                    earlier = fx.tallies[key]
+                else:
+                    before = (votes_before or {}).get(key, votes.get(key, []))
+                    earlier = self._tally_before(before, state, fx, now)
+                logged = retallied(key, earlier, result, served_of(rows[0]), now)
+            fx.tallies[key] = result
+            if logged is not None:
+                transitions.append(logged)
         if removed:
             tx.delete_votes(self.node_id, removed)
             fx.votes_removed.extend((self.node_id, k) for k in removed)
@@ -212,17 +222,26 @@ class Serving:
         """The peers' votes on a key as this node counts them: each weighed from the key's
         active evidence held here; a vote whose evidence has not arrived waits."""
         held = {e.evidence_id: e for e in state.evidence}
-        out = []
-        for v in votes:
-            if v.voter != self.node_id:
-                counted = counted_vote(v, held, self.policy)
-                if counted is not None:
-                    out.append(counted)
-        return out
+        return counted_votes(list(votes), held, self.policy, self.node_id)
+
+    def _tally_before(
+        self, votes: Sequence[Vote], state: KeyState, fx: Committed, now: Instant
+    ) -> Tally | None:
+        """The tally `votes` gave before this transaction: counted against the key's evidence
+        without what the transaction added."""
+        held = {e.evidence_id: e for e in state.evidence if e.evidence_id not in fx.evidence_added}
+        mine = [v for v in votes if v.voter == self.node_id]
+        return tally(
+            [*mine, *counted_votes(votes, held, self.policy, self.node_id)],
+            now=now,
+            threshold=self.policy.consensus_threshold,
+            half_life_days=self.policy.vote_half_life_days,
+            self_id=self.node_id,
+        )
 
     def _peer_voted(self, votes: Iterable[Vote]) -> bool:
         """Whether any node but this one votes among `votes`."""
-        return any(v.voter != self.node_id for v in votes)
+        return peer_voted(list(votes), self.node_id)
 
     def _own_vote(
         self,
@@ -232,27 +251,8 @@ class Serving:
         now: Instant,
         pin: str | None = None,
     ) -> Vote | None:
-        """This node's vote is its local belief; where that is AMBIGUOUS it abstains, unless
-        an operator pinned one of the tied versions: then it votes for that one."""
-        if verdict is None or self.policy.is_multi_valued(key.predicate):
-            return None
-        chosen = verdict.version_id
-        if verdict.ambiguous:
-            if pin is None or pin not in tied_versions(verdict):
-                return Vote(self.node_id, key, None, "", 0, 0, 0, now)
-            chosen = pin
-        rep = reps.of(chosen)
-        assert rep is not None
-        return Vote(
-            self.node_id,
-            key,
-            chosen,
-            rep.evidence_id,
-            self.policy.anchor_value(rep.attribution, rep.anchor_cap),
-            rep.worth_milli,
-            rep.valid_from,
-            now,
-        )
+        """This node's vote on a key at present (`serving.own_vote`)."""
+        return own_vote(self.node_id, key, verdict, reps.of, self.policy, now, pin)
 
     def _served_rows(
         self,
@@ -263,50 +263,15 @@ class Serving:
         now: Instant,
         pin: str | None = None,
     ) -> tuple[list[StoredBelief], Tally | None]:
-        if verdict is not None and verdict.believed:
-            believed = [(vid, reps.of(vid)) for vid in verdict.believed]
-            return [
-                StoredBelief(
-                    key, vid, rep.object, rep.evidence_id, verdict.rule, BeliefState.BELIEVED, now
-                )
-                for vid, rep in believed
-                if rep is not None
-            ], None
-        result = None
-        if self._peer_voted(votes):
-            # Without a peer's vote the count cannot change what is served (`served`).
-            result = tally(
-                votes,
-                now=now,
-                threshold=self.policy.consensus_threshold,
-                half_life_days=self.policy.vote_half_life_days,
-                self_id=self.node_id,
+        """The rows to store for what a key serves at present (`serving.serve`)."""
+        values, result = serve(verdict, reps.of, votes, self.policy, self.node_id, now, pin)
+        rows = [
+            StoredBelief(
+                key, v.version_id, v.evidence.object, v.evidence.evidence_id, v.rule, v.state, now
             )
-        local_rep = reps.of(verdict.version_id) if verdict else None
-        protected = (
-            local_rep is not None
-            and self.policy.anchor_value(local_rep.attribution, local_rep.anchor_cap)
-            >= self.policy.anchors[self.policy.protect_anchor]
-        )
-        answer = served(
-            verdict.version_id if verdict else None,
-            verdict.rule if verdict else None,
-            verdict.ambiguous if verdict else False,
-            protected,
-            result,
-        )
-        answer = pinned(answer, pin, verdict, result)
-        rep = reps.of(answer.version_id) if answer is not None else None
-        if answer is not None and rep is None and verdict is not None:
-            # The consensus version's evidence has not reached this node yet.
-            answer = Served(verdict.version_id, BeliefState.CONTESTED, verdict.rule)
-            rep = local_rep
-        if answer is None or rep is None:
-            return [], result
-        row = StoredBelief(
-            key, answer.version_id, rep.object, rep.evidence_id, answer.rule, answer.state, now
-        )
-        return [row], result
+            for v in values
+        ]
+        return rows, result
 
     def _publish(self, tx: Transaction, beliefs: Mapping[Key, Belief]) -> None:
         """Offers GetBelief's answers for keys without peer votes, as this write leaves them,

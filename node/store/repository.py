@@ -19,6 +19,7 @@ from factnode.core import (
     Rule,
 )
 from factnode.core.consensus import Vote
+from factnode.core.serving import Pin
 
 if TYPE_CHECKING:
     from factnode.store.cache import ServedMemory  # cache imports this module
@@ -200,7 +201,7 @@ class VoteTransaction(Protocol):
 class PinTransaction(Protocol):
     """Operators' pins on keys under review."""
 
-    def pins(self, keys: Collection[Key]) -> dict[Key, str]: ...
+    def pins(self, keys: Collection[Key]) -> dict[Key, Pin]: ...
 
     def put_pin(
         self, key: Key, version_id: str, operator: str, reason: str, at: Instant

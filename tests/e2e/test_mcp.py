@@ -92,10 +92,12 @@ async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path)
 
             history = text(await call(session, "history", **key))
             assert "'Porto'" in history and "'Lisbon'" in history, history
+            assert "'Lisbon' (BELIEVED, rule trust_anchor): held " in history, history
 
-            forgot = await call(session, "forget", **key, reason="moved abroad")
+            forgot = await call(session, "forget", **key, reason="moved abroad", object="Lisbon")
             assert not forgot.is_error and text(forgot).startswith("RETRACTED"), text(forgot)
-            assert f"now nothing is believed for {ns}/ana/city." in text(forgot)
+            # Only the named value ends: the agent_inferred Porto it had beaten is back.
+            assert f"now: {ns}/ana/city: 'Porto' (BELIEVED" in text(forgot), text(forgot)
 
             speaks = {**key, "predicate": "speaks"}
             for language in ("Portuguese", "English"):
@@ -158,6 +160,63 @@ async def test_bad_input_returns_the_nodes_field_errors(
                 source="chat",
             )  # fmt: skip
             assert not done.is_error and text(done).startswith("ACCEPTED"), text(done)
+
+
+async def test_forget_rejections_missing_arguments_and_ended_keys(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """forget retracts every value only when told to in `every_value`, never by leaving
+    `object` out; a missing argument is one short line naming it; a REJECTED fact is an
+    error result naming the rule; `why` on a retracted key says what ended it."""
+    ns = unique_ns("mcp")
+    key = {"namespace": ns, "subject": "ed", "predicate": "employer"}
+    with anyio.fail_after(SESSION_TIMEOUT):
+        async with mcp_session(server.address, tmp_path) as session:
+            for company, day in (("Acme", "2024-01-01"), ("Initech", "2024-06-01")):
+                done = await call(
+                    session, "remember_fact", **key, object=company, attribution="user_stated",
+                    source="user:ed", valid_from=day,
+                )  # fmt: skip
+                assert not done.is_error, text(done)
+
+            neither = await call(session, "forget", **key, reason="left")
+            assert neither.is_error and "give 'object'" in text(neither), text(neither)
+            assert "'every_value': true" in text(neither) and "not neither" in text(neither)
+            both = await call(
+                session, "forget", **key, reason="left", object="Initech", every_value=True
+            )
+            assert both.is_error and "not both" in text(both), text(both)
+            still = text(await call(session, "recall", **key))
+            assert "'Initech' (BELIEVED" in still, still  # neither refusal retracted anything
+
+            missing = await call(session, "forget", **key)
+            assert missing.is_error, text(missing)
+            assert text(missing) == "invalid input to forget: reason: is required", text(missing)
+            wrong = await call(
+                session, "remember_fact", **key, object="Hooli", attribution="user_stated",
+                source="user:ed", worth="a lot",
+            )  # fmt: skip
+            assert wrong.is_error and "worth: " in text(wrong), text(wrong)
+            assert "pydantic" not in text(wrong) and "a lot" not in text(wrong), text(wrong)
+
+            rejected = await call(
+                session, "remember_fact", **key, object="Hooli", attribution="user_stated",
+                source="user:ed", confidence=0.1,
+            )  # fmt: skip
+            assert rejected.is_error, text(rejected)
+            assert "remember_fact: REJECTED by rule min_confidence: " in text(rejected), text(
+                rejected
+            )
+
+            forgot = await call(session, "forget", **key, reason="retired", every_value=True)
+            assert not forgot.is_error and text(forgot).startswith("RETRACTED"), text(forgot)
+            assert f"now nothing is believed for {ns}/ed/employer." in text(forgot), text(forgot)
+            history = text(await call(session, "history", **key))
+            assert history.count("(RETRACTED, rule retract)") == 2, history  # historical too
+            why = await call(session, "why", **key)
+            assert why.is_error and "not found: no belief for" in text(why), text(why)
+            assert "'Initech' was ended by retraction " in text(why), text(why)
+            assert "user_stated from " in text(why), text(why)
 
 
 async def test_unreachable_node_is_tool_error_text(tmp_path: Path) -> None:

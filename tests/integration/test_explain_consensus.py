@@ -77,3 +77,73 @@ async def test_leaving_consensus_is_logged(fed: Federation) -> None:
     last = a.decisions(KEY).items[-1].decision
     assert last.outcome is Outcome.SUPERSEDED
     assert last.detail.startswith("left federation consensus"), last.detail
+
+
+async def test_a_change_of_tally_while_contested_is_logged_once() -> None:
+    """a and b split a key evenly (CONTESTED); when c's vote joins a's the key stays
+    CONTESTED with the same served version, and the log gains one entry with the new
+    tally; idle rounds and the hourly recount add none."""
+    fed = Federation(["a", "b", "c"])
+    try:
+        day_ago = fed.clock.now() - MICROS_PER_DAY
+
+        def say(node: str, value: str, worth: float) -> None:
+            fed.ledgers[node].submit(
+                Submission(*KEY, value, "agent_observed", f"{node}-src", worth, 0.9, day_ago)
+            )
+
+        say("a", "3.11", 0.5)
+        say("b", "3.12", 0.5)
+        for _ in range(3):
+            await fed.round()
+        a = fed.ledgers["a"]
+
+        def tallies() -> list[str]:
+            return [
+                d.decision.detail
+                for d in a.decisions(KEY).items
+                if d.decision.rule is Rule.FEDERATION_CONSENSUS
+            ]
+
+        assert a.belief(KEY).state.value == "CONTESTED"
+        assert len(tallies()) == 1 and "50.0% by a" in tallies()[0], tallies()
+        say("c", "3.11", 0.2)
+        for _ in range(3):
+            await fed.round()
+        belief = a.belief(KEY)
+        assert (belief.object, belief.state.value) == ("3.11", "CONTESTED")
+        logged = tallies()
+        assert len(logged) == 2, logged
+        assert logged[1].startswith("tally changed"), logged[1]
+        assert "58.3% by a, c" in logged[1] and "41.6% by b" in logged[1], logged[1]
+        last = a.decisions(KEY).items[-1].decision
+        assert last.outcome is Outcome.CONTESTED
+        for _ in range(2):
+            await fed.round()
+        fed.clock.advance(3 * 3600 * 1_000_000)
+        a.reconsider()
+        assert len(tallies()) == 2, tallies()
+    finally:
+        fed.close()
+
+
+async def test_as_of_answers_and_history_agree_with_get_under_consensus(fed: Federation) -> None:
+    """Under consensus, GetBelief as of now and as known now, Explain as of now and history's
+    served row name 3.12 by federation_consensus like GetBelief; as known before the peers'
+    evidence arrived, the votes wait and a's own 3.11 is served alone."""
+    before_sync = fed.clock.now()
+    fed.clock.advance(1_000_000)
+    for _ in range(3):
+        await fed.round()
+    a = fed.ledgers["a"]
+    now = fed.clock.now()
+    want = ("3.12", "BELIEVED", Rule.FEDERATION_CONSENSUS)
+    for view in ({}, {"as_of": now}, {"known_at": now}, {"as_of": now, "known_at": now}):
+        b = a.belief(KEY, **view)
+        assert (b.object, b.state.value, b.rule) == want, view
+    explained = a.explain(KEY, as_of=now).belief
+    assert explained is not None and explained.rule is Rule.FEDERATION_CONSENSUS
+    [served] = [h for h in a.history(KEY) if h.status == "BELIEVED"]
+    assert (served.object, served.rule) == ("3.12", Rule.FEDERATION_CONSENSUS)
+    past = a.belief(KEY, known_at=before_sync)
+    assert (past.object, past.rule) == ("3.11", Rule.SOLE_VERSION)

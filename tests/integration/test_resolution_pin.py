@@ -7,9 +7,12 @@ import pytest
 
 from factnode.core import BeliefState, InvalidInput, Key, Outcome, Rule, Submission
 from factnode.ledger import Ledger, NotFound, NotUnderReview
+from factnode.testing import FakeClock
 
 LIVES_IN = Key("user:ana", "ana", "lives_in")
 SEPT = 1_756_684_800_000_000  # 2025-09-01T00:00:00Z
+DAY = 86_400_000_000
+YEAR_2030 = 1_893_456_000_000_000  # 2030-01-01T00:00:00Z
 
 
 def _say(ledger: Ledger, value: str, source: str, valid_from: int = SEPT) -> None:
@@ -101,3 +104,46 @@ def test_a_resolution_needs_a_held_version_and_a_reason(ledger: Ledger) -> None:
     with pytest.raises(InvalidInput, match="reason"):
         ledger.resolve(LIVES_IN, version_id=None, obj="Faro", reason=" ", operator="op")
     assert ledger.counts() == before
+
+
+def _story(ledger: Ledger, **view: int) -> tuple[str, BeliefState, Rule]:
+    b = ledger.belief(LIVES_IN, **view)
+    return (b.object, b.state, b.rule)
+
+
+def test_every_view_of_a_pinned_key_tells_the_same_story(ledger: Ledger, clock: FakeClock) -> None:
+    """After a pin settles a tie, GetBelief now, as of now, as known in the future, Explain and
+    the served row of GetHistory all name the pinned value BELIEVED by operator_resolution."""
+    yesterday = clock.now() - DAY
+    _say(ledger, "Oslo", "ana", yesterday)
+    _say(ledger, "Bergen", "bob", yesterday)
+    ledger.resolve(LIVES_IN, version_id=None, obj="Oslo", reason="asked Ana", operator="op")
+    pinned = ("Oslo", BeliefState.BELIEVED, Rule.OPERATOR_RESOLUTION)
+    now = clock.now()
+    assert _story(ledger) == pinned
+    assert _story(ledger, as_of=now) == pinned
+    assert _story(ledger, known_at=now) == pinned
+    assert _story(ledger, known_at=YEAR_2030) == pinned
+    assert _story(ledger, as_of=YEAR_2030, known_at=YEAR_2030) == pinned
+    explained = ledger.explain(LIVES_IN, as_of=now)
+    assert explained.belief is not None
+    assert (explained.belief.object, explained.belief.rule) == ("Oslo", Rule.OPERATOR_RESOLUTION)
+    rows = {h.object: h for h in ledger.history(LIVES_IN)}
+    assert (rows["Oslo"].status, rows["Oslo"].rule) == ("BELIEVED", Rule.OPERATOR_RESOLUTION)
+    assert rows["Oslo"].intervals and rows["Oslo"].intervals[-1].end is None
+    assert rows["Bergen"].status == "DISBELIEVED" and rows["Bergen"].intervals == ()
+
+
+def test_a_pin_counts_only_in_views_that_know_of_it(ledger: Ledger, clock: FakeClock) -> None:
+    """As known before the pin was recorded, the tie is AMBIGUOUS by tiebreak; from then on
+    the pin serves its version, in as-of answers and history alike."""
+    yesterday = clock.now() - DAY
+    _say(ledger, "Oslo", "ana", yesterday)
+    _say(ledger, "Bergen", "bob", yesterday)
+    before = clock.advance(1_000_000)
+    clock.advance(1_000_000)
+    ledger.resolve(LIVES_IN, version_id=None, obj="Oslo", reason="asked Ana", operator="op")
+    assert _story(ledger, known_at=before)[1:] == (BeliefState.AMBIGUOUS, Rule.TIEBREAK)
+    assert _story(ledger, known_at=clock.now())[0] == "Oslo"
+    rows = {h.object: h for h in ledger.history(LIVES_IN, known_at=before)}
+    assert {h.status for h in rows.values()} == {"AMBIGUOUS"}

@@ -179,3 +179,29 @@ def test_a_decayed_retraction_stops_ending_the_belief() -> None:
         assert ledger.belief(WORKS_AT).object == "Acme"
     finally:
         ledger.repo.close()
+
+
+def test_explain_and_get_on_an_ended_key_say_what_ended_it(ledger: Ledger) -> None:
+    """On a key whose every version was retracted or moved away by `contradicts`, Explain and
+    GetBelief (now and as of a time after the end) are NOT_FOUND naming what ended each value;
+    an erased value is never named."""
+    ledger.submit(_sub(WORKS_AT, "Acme", 1))
+    ledger.retract(WORKS_AT, "Acme", FakeClock().now() + 2 * DAY, "left", source="hr")
+    retraction = ledger.history(WORKS_AT)[0].ended_by[0]
+    with pytest.raises(NotFound, match="'Acme' was ended by retraction " + retraction) as got:
+        ledger.explain(WORKS_AT)
+    assert "user_stated from hr" in str(got.value)
+    with pytest.raises(NotFound, match="'Acme' was ended by retraction " + retraction):
+        ledger.belief(WORKS_AT)
+    with pytest.raises(NotFound, match=r"as of .*'Acme' was ended by retraction"):
+        ledger.explain(WORKS_AT, as_of=FakeClock().now() + 3 * DAY)
+    assert ledger.explain(WORKS_AT, as_of=FakeClock().now() + DAY).belief is not None
+
+    ledger.submit(_sub(EMPLOYER, "Globex", 1, anchor="agent_observed"))
+    moved = ledger.submit(_sub(WORKS_AT, "Initech", 5, contradicts=EMPLOYER))
+    with pytest.raises(NotFound, match=f"on {WORKS_AT}, which names this key in contradicts"):
+        ledger.explain(EMPLOYER)
+    ledger.erase(key=EMPLOYER, operator="op", reason="gdpr")
+    with pytest.raises(NotFound) as erased:
+        ledger.explain(EMPLOYER)
+    assert "Globex" not in str(erased.value) and moved.evidence_id not in str(erased.value)

@@ -23,7 +23,6 @@ from factnode.federation.trust import (
 )
 
 
-
 @pytest.fixture
 def ca_dir(tmp_path: Path) -> Path:
     """A development CA with certificates for alpha and beta."""

@@ -42,6 +42,7 @@ class VersionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     VERSION_STATUS_DISBELIEVED: _ClassVar[VersionStatus]
     VERSION_STATUS_RETRACTED: _ClassVar[VersionStatus]
     VERSION_STATUS_CORRECTED: _ClassVar[VersionStatus]
+    VERSION_STATUS_CONTESTED: _ClassVar[VersionStatus]
 
 class DigestSet(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -81,6 +82,7 @@ VERSION_STATUS_HISTORICAL: VersionStatus
 VERSION_STATUS_DISBELIEVED: VersionStatus
 VERSION_STATUS_RETRACTED: VersionStatus
 VERSION_STATUS_CORRECTED: VersionStatus
+VERSION_STATUS_CONTESTED: VersionStatus
 DIGEST_SET_UNSPECIFIED: DigestSet
 DIGEST_SET_EVIDENCE: DigestSet
 DIGEST_SET_TOMBSTONES: DigestSet
@@ -344,7 +346,7 @@ class Interval(_message.Message):
     def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class VersionHistory(_message.Message):
-    __slots__ = ("version_id", "object", "status", "intervals", "evidence", "supersedes", "superseded_by", "ended_by")
+    __slots__ = ("version_id", "object", "status", "intervals", "evidence", "supersedes", "superseded_by", "ended_by", "rule")
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -353,6 +355,7 @@ class VersionHistory(_message.Message):
     SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
     ENDED_BY_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
     version_id: str
     object: str
     status: VersionStatus
@@ -361,7 +364,8 @@ class VersionHistory(_message.Message):
     supersedes: _containers.RepeatedScalarFieldContainer[str]
     superseded_by: _containers.RepeatedScalarFieldContainer[str]
     ended_by: _containers.RepeatedCompositeFieldContainer[Evidence]
-    def __init__(self, version_id: _Optional[str] = ..., object: _Optional[str] = ..., status: _Optional[_Union[VersionStatus, str]] = ..., intervals: _Optional[_Iterable[_Union[Interval, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[_Iterable[str]] = ..., ended_by: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ...) -> None: ...
+    rule: str
+    def __init__(self, version_id: _Optional[str] = ..., object: _Optional[str] = ..., status: _Optional[_Union[VersionStatus, str]] = ..., intervals: _Optional[_Iterable[_Union[Interval, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[_Iterable[str]] = ..., ended_by: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., rule: _Optional[str] = ...) -> None: ...
 
 class GetHistoryResponse(_message.Message):
     __slots__ = ("key", "versions")

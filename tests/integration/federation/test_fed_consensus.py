@@ -110,15 +110,18 @@ def test_three_to_two_is_contested_on_every_node(fed5: Federation, keys: Keys) -
         "n4": lisbon,
         "n5": lisbon,
     }
-    # The transition to CONTESTED is logged, with the tally at that moment (which can be an
-    # earlier one, e.g. 2:2 before the fifth vote arrived: the state did not change after it).
+    # The transition to CONTESTED is logged, and so is every later change of tally while it
+    # stays CONTESTED (e.g. 2:2 and then the fifth vote), so the last entry has the 3:2 tally.
     for node in fed5:
         log = node.facts.ListDecisions(
             pb.ListDecisionsRequest(key=keys.three_to_two, page_size=1000), timeout=RPC_TIMEOUT
         ).decisions
-        last = [d for d in log if d.rule == CONSENSUS][-1]
+        entries = [d for d in log if d.rule == CONSENSUS]
+        assert entries[0].detail.startswith("tally: "), entries[0].detail
+        last = entries[-1]
         assert last.outcome == pb.OUTCOME_CONTESTED, node.node_id
-        assert last.detail.startswith("tally: "), last.detail
+        assert "60.0% by n1, n2, n3" in last.detail, last.detail
+        assert "40.0% by n4, n5" in last.detail, last.detail
 
 
 def test_a_contested_key_is_queued_with_both_versions_on_every_node(

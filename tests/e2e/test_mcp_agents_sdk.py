@@ -93,3 +93,55 @@ async def test_agents_sdk_without_a_valid_token_is_refused(
             with pytest.raises(UserError, match="Server not initialized"):
                 await factnode.list_tools()
             await factnode.cleanup()
+
+
+# --- the README's examples ---------------------------------------------------------------
+
+README_URL = "http://127.0.0.1:7430/mcp"
+
+
+def _readme_block(marker: str) -> str:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index(f"<!-- {marker} -->") :]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert README_URL in code and f"Bearer {TOKEN}" in code
+    return code
+
+
+def test_readme_agents_sdk_tool_calls_run(
+    server: ServerProcess, tmp_path: Path, token_file: Path
+) -> None:
+    """The README's Agents SDK tool-call example runs as printed against a real
+    `factnode mcp --http` with its token, and prints what its comments say."""
+    code = _readme_block("agents-sdk-tools-example")
+    printed: list[str] = []
+    lines = code.splitlines()
+    # Each print's expected output is its line's comment, or the next line's where it is long.
+    expected = [
+        (line if "# " in line else lines[i + 1]).split("# ", 1)[1]
+        for i, line in enumerate(lines)
+        if "print(" in line
+    ]
+    with mcp_http(server, tmp_path / "home", "--mcp-token-file", str(token_file)) as url:
+        run = {"__name__": "readme", "print": lambda *a: printed.append(" ".join(map(str, a)))}
+        exec(compile(code.replace(README_URL, url), "README.md", "exec"), run)
+    assert printed == expected and len(expected) == 3
+
+
+async def test_readme_agents_sdk_agent_sees_the_tools(
+    server: ServerProcess, tmp_path: Path, token_file: Path
+) -> None:
+    """The README's Agent example, up to the model's run, connects with its token and gives
+    the agent factnode's tools (the run itself needs a model and is not made)."""
+    code = _readme_block("agents-sdk-agent-example")
+    run_line = "        result = await Runner.run(agent, message)  # the model: OPENAI_API_KEY\n"
+    assert run_line in code
+    code = code.replace(
+        run_line, "        return await agent.get_mcp_tools(RunContextWrapper(context=None))\n"
+    ).replace("        return str(result.final_output)\n", "")
+    with mcp_http(server, tmp_path / "home", "--mcp-token-file", str(token_file)) as url:
+        run: dict[str, object] = {"__name__": "readme", "RunContextWrapper": RunContextWrapper}
+        exec(compile(code.replace(README_URL, url), "README.md", "exec"), run)
+        with anyio.fail_after(SESSION_TIMEOUT):
+            tools = await run["chat"]("unused")  # type: ignore[operator]
+    assert {t.name for t in tools} >= TOOLS

@@ -1,19 +1,40 @@
 """The OpenAI Agents SDK (`openai-agents`) as a client of `factnode mcp --http`: its
 `MCPServerStreamableHttp` lists and calls the tools of a real MCP server talking to a real
-served node, with the MCP bearer token in its headers; no model is called."""
+served node, with the MCP bearer token in its headers; no LLM is called (where an Agent runs,
+a scripted stand-in plays the model)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from _e2e import ServerProcess, unique_ns
-from agents import Agent, RunContextWrapper
+from agents import (
+    Agent,
+    Handoff,
+    Model,
+    ModelResponse,
+    ModelSettings,
+    RunConfig,
+    RunContextWrapper,
+    Tool,
+    Usage,
+)
 from agents.exceptions import UserError
+from agents.items import TResponseInputItem, TResponseStreamEvent
 from agents.mcp import MCPServerStreamableHttp
+from agents.models.interface import ModelTracing
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
 from test_mcp_http import SESSION_TIMEOUT, TOKEN, mcp_http
 
 TOOLS = {"remember_fact", "recall", "recall_about", "why", "history", "forget"}
@@ -128,20 +149,65 @@ def test_readme_agents_sdk_tool_calls_run(
     assert printed == expected and len(expected) == 3
 
 
-async def test_readme_agents_sdk_agent_sees_the_tools(
+class ScriptedModel(Model):
+    """A stand-in for the LLM: it calls `remember_fact`, then `recall_about`, then answers
+    with the last tool output it was given; it records the tools it was offered."""
+
+    def __init__(self, ns: str) -> None:
+        self.calls = [
+            ("remember_fact", {"namespace": ns, "subject": "ana", "predicate": "lives_in",
+                               "object": "Porto", "attribution": "user_stated",
+                               "source": "user:ana"}),
+            ("recall_about", {"namespace": ns, "subject": "ana"}),
+        ]  # fmt: skip
+        self.offered: list[set[str]] = []
+
+    async def get_response(
+        self, system_instructions: str | None, input: str | list[TResponseInputItem],
+        model_settings: ModelSettings, tools: list[Tool], output_schema: object,
+        handoffs: list[Handoff], tracing: ModelTracing, *, previous_response_id: str | None,
+        conversation_id: str | None, prompt: object,
+    ) -> ModelResponse:  # fmt: skip
+        self.offered.append({t.name for t in tools})
+        turn = len(self.offered)
+        if turn <= len(self.calls):
+            name, args = self.calls[turn - 1]
+            call = ResponseFunctionToolCall(
+                type="function_call", call_id=f"call-{turn}", name=name,
+                arguments=json.dumps(args),
+            )  # fmt: skip
+            return ModelResponse(output=[call], usage=Usage(), response_id=None)
+        assert isinstance(input, list)
+        outputs = [i for i in input if i.get("type") == "function_call_output"]
+        answer = ResponseOutputMessage(
+            type="message", id="answer", role="assistant", status="completed",
+            content=[ResponseOutputText(type="output_text", text=str(outputs[-1]["output"]),
+                                        annotations=[])],
+        )  # fmt: skip
+        return ModelResponse(output=[answer], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+        raise NotImplementedError("the test runs without streaming")
+
+
+async def test_readme_agents_sdk_agent_runs_the_tools(
     server: ServerProcess, tmp_path: Path, token_file: Path
 ) -> None:
-    """The README's Agent example, up to the model's run, connects with its token and gives
-    the agent factnode's tools (the run itself needs a model and is not made)."""
+    """The README's Agent example, run with a scripted model in place of the LLM, offers the
+    model factnode's tools and carries out its remember_fact and recall_about calls on the
+    node through `factnode mcp --http` and its token."""
     code = _readme_block("agents-sdk-agent-example")
-    run_line = "        result = await Runner.run(agent, message)  # the model: OPENAI_API_KEY\n"
+    run_line = "Runner.run(agent, message)"
     assert run_line in code
-    code = code.replace(
-        run_line, "        return await agent.get_mcp_tools(RunContextWrapper(context=None))\n"
-    ).replace("        return str(result.final_output)\n", "")
+    code = code.replace(run_line, "Runner.run(agent, message, run_config=RUN_CONFIG)")
+    model = ScriptedModel(unique_ns("user:agents-sdk"))
     with mcp_http(server, tmp_path / "home", "--mcp-token-file", str(token_file)) as url:
-        run: dict[str, object] = {"__name__": "readme", "RunContextWrapper": RunContextWrapper}
+        run: dict[str, Any] = {
+            "__name__": "readme",
+            "RUN_CONFIG": RunConfig(model=model, tracing_disabled=True),
+        }
         exec(compile(code.replace(README_URL, url), "README.md", "exec"), run)
         with anyio.fail_after(SESSION_TIMEOUT):
-            tools = await run["chat"]("unused")  # type: ignore[operator]
-    assert {t.name for t in tools} >= TOOLS
+            answer = await run["chat"]("I'm Ana and I live in Porto now.")
+    assert all(offered >= TOOLS for offered in model.offered) and len(model.offered) == 3
+    assert "- lives_in: 'Porto' (BELIEVED" in answer, answer

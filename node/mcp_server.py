@@ -477,6 +477,14 @@ MCP_PATH = "/mcp"  # the MCP SDK's default Streamable HTTP endpoint
 DEFAULT_HTTP_LISTEN = "127.0.0.1:7430"
 
 
+# A JSON-RPC error (id null: the request is not read), so that MCP clients, which read a
+# JSON-RPC error out of a non-2xx answer, show this text rather than a bare status.
+UNAUTHORIZED_BODY = (
+    b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32001, '
+    b'"message": "unauthorized: send Authorization: Bearer <MCP token>"}}'
+)
+
+
 class BearerTokens:
     """ASGI wrapper: an HTTP request without `Authorization: Bearer <one of tokens>` gets 401.
 
@@ -499,7 +507,7 @@ class BearerTokens:
         if scope["type"] == "http" and self.tokens:
             header = dict(scope.get("headers") or ()).get(b"authorization", b"")
             if not self.allows(header):
-                body = b'{"error": "unauthorized: send Authorization: Bearer <MCP token>"}'
+                body = UNAUTHORIZED_BODY
                 await send({
                     "type": "http.response.start", "status": 401,
                     "headers": [(b"content-type", b"application/json"),
@@ -543,6 +551,9 @@ async def serve_http(
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    # Listening before the announcement: a client that connects as soon as it reads the URL
+    # is queued, not refused (uvicorn starts accepting a moment later).
+    sock.listen(2048)
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     client = AsyncClient(address, token=token, ca_cert=ca_cert, timeout=timeout)
     try:

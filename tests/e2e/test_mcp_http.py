@@ -64,6 +64,7 @@ async def test_tools_over_http_with_a_token(server: ServerProcess, tmp_path: Pat
             refused = httpx.post(url, json=ping, headers=headers, timeout=CLI_TIMEOUT)
             assert refused.status_code == 401, (headers, refused.text)
             assert refused.headers["www-authenticate"].startswith("Bearer")
+            assert refused.json()["error"]["message"].startswith("unauthorized:"), refused.text
 
         key = {"namespace": "user:http", "subject": "ana", "predicate": "lives_in"}
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)

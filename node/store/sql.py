@@ -97,6 +97,10 @@ class SqlTransaction(
         cache.votes.keep({k: by_voter(vs) for k, vs in self._load_votes(votes, voted).items()})
 
 
+# How long `close` waits for reads still running on kept connections.
+CLOSE_WAIT_SECONDS = 10.0
+
+
 class SqlRepository:
     """Opens transactions on a SQLModel engine; the schema is migrated on open.
 
@@ -132,6 +136,10 @@ class SqlRepository:
         # outside the pool, whose size would otherwise bound how many threads may read.
         self._readers: dict[threading.Thread, Connection] = {}
         self._readers_lock = threading.Lock()
+        # Reads under way on kept connections: `close` waits for them (bounded), since closing
+        # a SQLite connection while another thread reads on it crashes the process.
+        self._reading = threading.Condition()
+        self._reads_active = 0
         self._read_engine = (
             make_engine(url, unpooled=True, wal_limit_bytes=wal_limit_bytes)
             if self.is_sqlite_file
@@ -240,10 +248,18 @@ class SqlRepository:
 
     @contextmanager
     def read(self) -> Iterator[SqlTransaction]:
-        kept = self._read_connection()
+        with self._reading:
+            kept = self._read_connection()
+            if kept is not None:
+                self._reads_active += 1
         if kept is not None:
-            with kept.begin():
-                yield SqlTransaction(kept)
+            try:
+                with kept.begin():
+                    yield SqlTransaction(kept)
+            finally:
+                with self._reading:
+                    self._reads_active -= 1
+                    self._reading.notify_all()
             return
         with self._serial, self.engine.connect() as conn, statement_reads(conn), conn.begin():
             yield SqlTransaction(conn)
@@ -282,11 +298,17 @@ class SqlRepository:
     def close(self) -> None:
         if self._pinned is not None:
             self._pinned.close()
-        with self._readers_lock:
-            readers = list(self._readers.values())
-            self._readers.clear()
-        for conn in readers:
-            conn.close()
+        with self._reading:
+            # A read a cancelled call left running in its thread finishes first (bounded: a
+            # read still running then keeps its connection, which the process's exit closes).
+            self._reading.wait_for(lambda: self._reads_active == 0, timeout=CLOSE_WAIT_SECONDS)
+            idle = self._reads_active == 0
+            with self._readers_lock:
+                readers = list(self._readers.values())
+                self._readers.clear()
+        if idle:
+            for conn in readers:
+                conn.close()
         if self._read_engine is not None:
             self._read_engine.dispose()
         if self.checkpoints is not None:

@@ -138,3 +138,26 @@ def test_a_memory_store_keeps_no_read_connection() -> None:
         assert _read_conn(store) is not first  # each read a Connection of its own
     finally:
         store.close()
+
+
+def test_close_waits_for_a_read_under_way_on_another_thread(tmp_path: Path) -> None:
+    """`close` does not close a kept connection while another thread reads on it (closing a
+    SQLite connection under a running read crashed the node at shutdown); it waits, bounded."""
+    store = SqlRepository(f"sqlite:///{tmp_path / 'closing.db'}")
+    reading, finished = threading.Event(), threading.Event()
+    seen: list[object] = []
+
+    def read() -> None:
+        with store.read() as tx:
+            reading.set()
+            time.sleep(0.3)  # a read still running when the node closes its store
+            seen.append(tx.counts())
+        finished.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert reading.wait(10)
+    store.close()
+    assert finished.is_set(), "close returned while a read was under way"
+    reader.join(10)
+    assert len(seen) == 1

@@ -58,6 +58,24 @@ def _status(exc: grpc.aio.AioRpcError) -> str:
     return f"{exc.code().name}: {(exc.details() or '')[:120]}"
 
 
+async def _digest_step(fed: Any, request: pb.DigestRequest, pid: int) -> dict[str, Any]:
+    """One GetDigest: its request and answer sizes (or refusal) and the node's memory after."""
+    step: dict[str, Any] = {"request_bytes": request.ByteSize()}
+    try:
+        digest = await fed.GetDigest(request, timeout=CALL_TIMEOUT)
+        step.update(
+            status="OK",
+            answer_bytes=digest.ByteSize(),
+            buckets=len(digest.buckets),
+            unanswered=len(digest.unanswered),
+        )
+    except grpc.aio.AioRpcError as exc:
+        step["status"] = _status(exc)
+    rss, peak = _memory(pid)
+    step["rss_mb"], step["rss_peak_mb"] = round(rss, 1), round(peak, 1)
+    return step
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="factnode-abuse-") as tmp:
         work = Path(tmp)
@@ -108,37 +126,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 # 1. One GetDigest of 4,000 root buckets at depth 2.
                 refs = [pb.BucketRef(set=pb.DIGEST_SET_EVIDENCE, prefix="")] * 4000
                 request = pb.DigestRequest(buckets=refs, depth=2)
-                step: dict[str, Any] = {"request_bytes": request.ByteSize()}
-                try:
-                    digest = await fed.GetDigest(request, timeout=CALL_TIMEOUT)
-                    step.update(
-                        status="OK",
-                        answer_bytes=digest.ByteSize(),
-                        buckets=len(digest.buckets),
-                        unanswered=len(digest.unanswered) if hasattr(digest, "unanswered") else 0,
-                    )
-                except grpc.aio.AioRpcError as exc:
-                    step["status"] = _status(exc)
-                rss, peak = _memory(pid)
-                step["rss_mb"], step["rss_peak_mb"] = round(rss, 1), round(peak, 1)
+                step = await _digest_step(fed, request, pid)
                 out["digest"] = step
                 say(f"digest: {step}")
 
                 # 1b. As many root buckets as a request may name, at depth 2.
                 request = pb.DigestRequest(buckets=refs[:1024], depth=2)
-                step = {"request_bytes": request.ByteSize()}
-                try:
-                    digest = await fed.GetDigest(request, timeout=CALL_TIMEOUT)
-                    step.update(
-                        status="OK",
-                        answer_bytes=digest.ByteSize(),
-                        buckets=len(digest.buckets),
-                        unanswered=len(digest.unanswered) if hasattr(digest, "unanswered") else 0,
-                    )
-                except grpc.aio.AioRpcError as exc:
-                    step["status"] = _status(exc)
-                rss, peak = _memory(pid)
-                step["rss_mb"], step["rss_peak_mb"] = round(rss, 1), round(peak, 1)
+                step = await _digest_step(fed, request, pid)
                 out["digest_1024"] = step
                 say(f"digest of 1,024 root buckets: {step}")
 

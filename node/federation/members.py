@@ -34,7 +34,6 @@ class MemberView:
 
     node_id: str
     address: str
-    last_heard: float | None  # seconds since the epoch
     certificate_expires: dt.datetime | None
     revoked: bool
     max_anchor: str
@@ -74,7 +73,9 @@ class Roster:
         self._identities: dict[str, Identity] = {own.node_id: own}
         self._addresses = {own.node_id: own_address} | {p.node_id: p.address for p in peers}
         self._caps = {p.node_id: p.max_anchor for p in peers if p.max_anchor}
-        self._last_heard: dict[str, float] = {}
+        # Certificates already checked, by their PEM: a peer presents the same one on every
+        # call, and its CA signature need not be verified again each time.
+        self._by_pem: dict[bytes, Identity] = {}
         held = load()
         self.revocations: RevocationList | None = (
             None if held is None else authority.revocation_list(held)
@@ -82,7 +83,9 @@ class Roster:
 
     def seen(self, certificate: bytes) -> Identity:
         """Remembers the certificate a member presented (PEM); NotAMember if the CA did not sign it."""
-        identity = self.authority.identity(certificate)
+        identity = self._by_pem.get(certificate)
+        if identity is None:
+            identity = self._by_pem[certificate] = self.authority.identity(certificate)
         held = self._identities.get(identity.node_id)
         # A reissued certificate replaces the one held; an older one never comes back.
         if held is None or identity.not_after >= held.not_after:
@@ -101,10 +104,6 @@ class Roster:
             and self.revocations is not None
             and self.revocations.revokes(identity)
         )
-
-    def heard(self, node_id: str, at: float) -> None:
-        """A sync round with `node_id` completed at `at` (seconds since the epoch)."""
-        self._last_heard[node_id] = max(at, self._last_heard.get(node_id, at))
 
     def revoke(self, data: bytes) -> Revocation:
         """Applies a revocation list the CA signed, if it is newer than the one held; the
@@ -164,7 +163,6 @@ class Roster:
                 MemberView(
                     node_id=node_id,
                     address=self._addresses.get(node_id, ""),
-                    last_heard=self._last_heard.get(node_id),
                     certificate_expires=identity.not_after if identity else None,
                     revoked=self.is_revoked(node_id),
                     max_anchor=self._caps.get(node_id, default_cap),

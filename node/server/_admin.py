@@ -147,16 +147,12 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 self=m.is_self,
                 refused=m.refused,
             )
-            heard = max(
-                (t for t in (m.last_heard, synced.get(m.node_id)) if t is not None), default=None
-            )
-            if heard is not None:
-                member.last_heard.FromNanoseconds(int(heard * 1e9))
+            if m.node_id in synced:
+                member.last_heard.FromNanoseconds(int(synced[m.node_id] * 1e9))
             if m.certificate_expires is not None:
                 member.certificate_expires.FromDatetime(m.certificate_expires)
             members.append(member)
-        number = roster.revocations.number if roster.revocations else 0
-        return pb.ListMembersResponse(members=members, revocation_list_number=number)
+        return pb.ListMembersResponse(members=members, revocation_list_number=roster.number)
 
     @unary
     async def Revoke(self, request: pb.RevokeRequest, context: Context) -> pb.RevokeResponse:

@@ -26,12 +26,12 @@ from factnode.core.validation import (
     check_text,
 )
 from factnode.ledger._model import Committed, DecayReport, ErasureReport
-from factnode.ledger._serving import Serving, bearing_on
+from factnode.ledger._serving import Component, bearing_on
 from factnode.store import Tombstone
 from factnode.store.repository import Transaction
 
 
-class Forgetting(Serving):
+class Forgetting(Component):
     """Erase and decay."""
 
     def erase(
@@ -89,14 +89,12 @@ class Forgetting(Serving):
                 doomed = tx.evidence_in_scope("evidence", evidence_id, None, None)
             erased_ids = {e.evidence_id for e in doomed} | ({evidence_id} if evidence_id else set())
             tombstone = replace(tombstone, evidence_ids=tuple(sorted(erased_ids)))
-            keys = self._apply_erasure(
-                tx, tombstone, doomed, fx, extra_keys={key} if key else set()
-            )
-        self._after(fx)
+            keys = self.apply_erasure(tx, tombstone, doomed, fx, extra_keys={key} if key else set())
+        self._serving.announce(fx)
         self.repo.after_erase()
         return ErasureReport(tombstone.erasure_id, len(doomed), len(keys), now)
 
-    def _apply_erasure(
+    def apply_erasure(
         self,
         tx: Transaction,
         tombstone: Tombstone,
@@ -125,7 +123,7 @@ class Forgetting(Serving):
         fx.evidence_removed.update(ids_)
         fx.erasures_added.add(tombstone.erasure_id)
         current.update({k: v for k, v in tx.beliefs([k for k in keys if k not in current]).items()})
-        self._refresh(
+        self._serving.refresh(
             tx, tx.key_states(keys), tombstone.erased_at, fx, current=current, quiet=forget
         )
         return keys
@@ -157,6 +155,6 @@ class Forgetting(Serving):
                 keys |= bearing_on(tx, [e for e in page if e.evidence_id in cold])
                 tx.set_status(cold, EvidenceStatus.DECAYED)
                 fx.evidence_removed.update(cold)  # decayed evidence leaves sync too
-                self._refresh(tx, tx.key_states(keys), self.clock.now(), fx)
-            self._after(fx)
+                self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
+            self._serving.announce(fx)
         return DecayReport(decayed, tombstoned)

@@ -26,6 +26,7 @@ from factnode.core.validation import (
 )
 from factnode.ledger._forgetting import Forgetting
 from factnode.ledger._model import Committed, Received
+from factnode.ledger._serving import Component, Serving
 from factnode.ledger._writing import Writing, isolating
 from factnode.store import RefusedData, Tombstone
 from factnode.store.repository import Transaction
@@ -34,12 +35,17 @@ from factnode.store.repository import Transaction
 _LOGGED = 200
 
 
-class PeerInput(Writing, Forgetting):
+class PeerInput(Component):
     """Sync's side of the ledger: offer, receive and recount votes."""
 
     _counted_hour: int | None = None
     # Whose erasures this node applies, for which namespaces (`federation.accept_erasures_from`).
     erasure_grants: tuple[ErasureGrant, ...] = ACCEPT_ALL_ERASURES
+
+    def __init__(self, serving: Serving, writing: Writing, forgetting: Forgetting) -> None:
+        super().__init__(serving)
+        self._writing = writing
+        self._forgetting = forgetting
 
     def offer(
         self, prefixes: dict[str, list[str]], have_ids: Collection[str] = ()
@@ -65,7 +71,7 @@ class PeerInput(Writing, Forgetting):
     def on_refused(self, observer: Callable[[Mapping[str, int]], None]) -> None:
         """Calls `observer` after each delta received with its refused items by kind
         ("tombstone", "evidence", "vote"), pushed or pulled alike; not for a delta without any."""
-        self._refusal_observers.append(observer)
+        self._serving.refusal_observers.append(observer)
 
     def receive(
         self,
@@ -126,7 +132,7 @@ class PeerInput(Writing, Forgetting):
         for r in parts:
             total.update(r.refused)
         if total:
-            for observer in self._refusal_observers:
+            for observer in self._serving.refusal_observers:
                 observer(dict(total))
         return Received(
             sum(r.accepted for r in parts),
@@ -217,7 +223,7 @@ class PeerInput(Writing, Forgetting):
                         None,
                     )
                 )
-            for e, ruling in self._ingest_in(tx, items, fx)[0]:
+            for e, ruling in self._writing.ingest_in(tx, items, fx)[0]:
                 if ruling.decision.rule is Rule.ERASED:
                     rejected.append((e.evidence_id, "covered by an erasure"))
                     kinds["evidence"] += 1
@@ -284,7 +290,7 @@ class PeerInput(Writing, Forgetting):
                         fresh.append(v)
                 tx.put_votes(fresh)
                 fx.votes_put.extend(fresh)
-            self._refresh(
+            self._serving.refresh(
                 tx,
                 tx.key_states({v.key for v in fresh} | withdrawn),
                 now,
@@ -292,7 +298,7 @@ class PeerInput(Writing, Forgetting):
                 votes_before=before,
             )
             accepted += len(good)
-        self._after(fx)
+        self._serving.announce(fx)
         if fx.erasures_added:
             # As after a local erase: the erased bytes must not linger in the WAL or old pages.
             self.repo.after_erase()
@@ -313,7 +319,7 @@ class PeerInput(Writing, Forgetting):
         where it was made, its operator and reason, and the peer that delivered it."""
         t = replace(t, erased_at=bounded_erased_at(t.erased_at, now, self.policy.clock_skew_micros))
         covered = tx.evidence_covered(t)
-        self._apply_erasure(tx, t, covered, fx)
+        self._forgetting.apply_erasure(tx, t, covered, fx)
         namespaces = sorted({e.key.namespace for e in covered})
         tx.add_decisions(
             [
@@ -352,8 +358,8 @@ class PeerInput(Writing, Forgetting):
         with self.repo.write() as tx:
             if keys is None:
                 keys = {v.key for v in tx.all_votes()}
-            self._refresh(tx, tx.key_states(keys), self.clock.now(), fx)
-        self._after(fx)
+            self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
+        self._serving.announce(fx)
 
     def stop_counting(self, voter: str) -> int:
         """Forgets every vote of `voter` (its certificate was revoked, DESIGN §7): the keys
@@ -364,8 +370,8 @@ class PeerInput(Writing, Forgetting):
             if keys:
                 tx.delete_votes(voter, keys)
                 fx.votes_removed.extend((voter, k) for k in keys)
-                self._refresh(tx, tx.key_states(keys), self.clock.now(), fx)
-        self._after(fx)
+                self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
+        self._serving.announce(fx)
         return len(keys)
 
 

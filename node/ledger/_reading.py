@@ -31,7 +31,7 @@ from factnode.core.serving import (
     view,
 )
 from factnode.ledger._model import Belief, Explanation, NotFound, Page, belief_from_rows, belief_of
-from factnode.ledger._serving import Serving, check_filters, check_key_input, check_times
+from factnode.ledger._serving import Component, check_filters, check_key_input, check_times
 from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief
 from factnode.store.repository import Transaction
 
@@ -45,7 +45,7 @@ def _page_size(size: int) -> int:
     return min(size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
 
 
-class Reading(Serving):
+class Reading(Component):
     """Everything a client or operator reads from the node."""
 
     def belief(
@@ -58,7 +58,7 @@ class Reading(Serving):
         check_times(as_of, known_at)
         with self.repo.read() as tx:
             if as_of is None and known_at is None:
-                found = self._beliefs(tx, [key]).get(key)
+                found = self._serving.beliefs(tx, [key]).get(key)
                 state = None
             else:
                 state = tx.key_states([key])[key]
@@ -67,7 +67,7 @@ class Reading(Serving):
                 if is_present(state, pin, as_of, known_at):
                     # The view sees everything: it is GetBelief's answer, read as GetBelief does.
                     held = {e.evidence_id: e for e in state.evidence}
-                    found = self._beliefs(tx, [key], held).get(key)
+                    found = self._serving.beliefs(tx, [key], held).get(key)
                 else:
                     answer = self._answer(key, state, votes, pin, [], as_of, known_at)
                     found = belief_of(key, answer)
@@ -81,7 +81,7 @@ class Reading(Serving):
     def _may_pin(self, state: KeyState, votes: Sequence[Vote]) -> bool:
         """Whether a pin could apply to a key in some view: only where versions can tie
         (two or more held) or peers vote; most keys need no pin read."""
-        if self._peer_voted(votes):
+        if self._serving.peer_voted(votes):
             return True
         first = state.evidence[0].version_id if state.evidence else None
         return any(e.version_id != first for e in state.evidence)
@@ -112,7 +112,7 @@ class Reading(Serving):
     def served_in_memory(self, key: Key) -> Belief | None:
         """The served belief of a hot key from memory, or None: then ask `served`. Only keys
         no peer votes on are kept (a tally depends on the time); safe on the event loop."""
-        found: Belief | None = self.repo.served.get(key)
+        found = self._serving.memory.get(key)
         return found
 
     def served(self, key: Key) -> tuple[Belief, Explanation | None]:
@@ -120,16 +120,16 @@ class Reading(Serving):
         tally: one read transaction for what GetBelief answers. A belief without peer votes
         is kept in memory for `served_in_memory` until a write touches its key."""
         check_key_input(key)
-        memory = self.repo.served
+        memory = self._serving.memory
         epoch = memory.epoch()
         with self.repo.read() as tx:
             rows = tx.beliefs([key]).get(key, [])
-            found = self._beliefs(tx, [key]).get(key)
+            found = self._serving.beliefs(tx, [key]).get(key)
             if found is None:
                 state = tx.key_states([key])[key]
                 raise NotFound(nothing_served(key, state, self.policy))
             votes = tx.votes([key])[key]
-            if not self._peer_voted(votes):
+            if not self._serving.peer_voted(votes):
                 memory.fill(epoch, key, found)
                 return found, None
             state = tx.key_states([key])[key]
@@ -283,7 +283,7 @@ class Reading(Serving):
         evidence)."""
         mine = [v for v in votes if v.voter == self.node_id]
         return tally(
-            [*mine, *self._peer_votes_counted(votes, state)],
+            [*mine, *self._serving.peer_votes_counted(votes, state)],
             now=self.clock.now(),
             threshold=self.policy.consensus_threshold,
             half_life_days=self.policy.vote_half_life_days,

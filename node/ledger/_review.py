@@ -21,12 +21,10 @@ from factnode.core.validation import (
     check_text,
 )
 from factnode.ledger._model import Committed, NotFound, NotUnderReview, Resolution, Submitted
-from factnode.ledger._reading import Reading
-from factnode.ledger._serving import check_key_input
-from factnode.ledger._writing import Writing
+from factnode.ledger._serving import Component, check_key_input
 
 
-class Review(Writing, Reading):
+class Review(Component):
     """Operators' resolutions."""
 
     def resolve(
@@ -83,10 +81,12 @@ class Review(Writing, Reading):
                 detail=f"pinned by {operator.strip()}: {reason}",
             )
             tx.add_decisions([decision])
-            served = self._refresh(tx, {key: KeyState(state.evidence, state.retractions)}, now, fx)
+            served = self._serving.refresh(
+                tx, {key: KeyState(state.evidence, state.retractions)}, now, fx
+            )
             rows = served.get(key, [])
-            belief = self._beliefs(tx, [key], {e.evidence_id: e for e in held}).get(key)
-        self._after(fx)
+            belief = self._serving.beliefs(tx, [key], {e.evidence_id: e for e in held}).get(key)
+        self._serving.announce(fx)
         row = rows[0] if rows else None
         # The evidence the served row names, or else the version's least id: never the
         # first in the key's state, whose order depends on where the state was read from.

@@ -30,6 +30,7 @@ from factnode.core.consensus import (
 )
 from factnode.core.serving import counted_votes, own_vote, peer_voted, serve
 from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_key, check_text
+from factnode.ledger._memory import ServedMemory
 from factnode.ledger._model import Belief, Committed, belief_from_rows, served_of
 from factnode.store import Repository, StoredBelief
 from factnode.store.repository import Transaction
@@ -96,28 +97,31 @@ def check_times(as_of: Instant | None, known_at: Instant | None) -> None:
 
 
 class Serving:
-    """The node's identity, store and policy, and the served-belief computation every
-    write shares."""
+    """The node's identity, store and policy, the served-read memory, and the served-belief
+    computation every write shares: the one component every other part of the ledger holds."""
 
     def __init__(self, repo: Repository, policy: Policy, node_id: str, clock: Clock) -> None:
         self.repo = repo
         self.policy = policy
         self.node_id = node_id
         self.clock = clock
+        # GetBelief's answers for hot keys; the store tells it what each commit touched.
+        self.memory = ServedMemory(repo.cache_keys)
+        repo.watch(self.memory)
         self._observers: list[Callable[[Committed], None]] = []
         # Told, after each delta a peer sent, how many of its items of each kind were refused.
-        self._refusal_observers: list[Callable[[Mapping[str, int]], None]] = []
+        self.refusal_observers: list[Callable[[Mapping[str, int]], None]] = []
 
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """Calls `observer` after every committed write with what it changed (the federation
         keeps its digests this way, so the ledger never imports the federation)."""
         self._observers.append(observer)
 
-    def _after(self, committed: Committed) -> None:
+    def announce(self, committed: Committed) -> None:
         for observer in list(self._observers):
             observer(committed)
 
-    def _refresh(
+    def refresh(
         self,
         tx: Transaction,
         states: dict[Key, KeyState],
@@ -159,7 +163,7 @@ class Serving:
             [
                 k
                 for k, (verdict, _) in verdicts.items()
-                if (verdict is not None and verdict.ambiguous) or self._peer_voted(votes.get(k, ()))
+                if (verdict is not None and verdict.ambiguous) or self.peer_voted(votes.get(k, ()))
             ]
         )
         for key, state in states.items():
@@ -167,7 +171,7 @@ class Serving:
             pinned_at = pins.get(key)
             pin = pinned_at.version_id if pinned_at is not None else None
             mine = self._own_vote(key, verdict, reps, now, pin)
-            others = self._peer_votes_counted(votes.get(key, []), state)
+            others = self.peer_votes_counted(votes.get(key, []), state)
             old_mine = next((v for v in votes.get(key, []) if v.voter == self.node_id), None)
             if not same_vote(old_mine, mine):
                 if mine is None:
@@ -218,7 +222,7 @@ class Serving:
         tx.add_decisions(transitions)
         return served_rows
 
-    def _peer_votes_counted(self, votes: Iterable[Vote], state: KeyState) -> list[Vote]:
+    def peer_votes_counted(self, votes: Iterable[Vote], state: KeyState) -> list[Vote]:
         """The peers' votes on a key as this node counts them: each weighed from the key's
         active evidence held here; a vote whose evidence has not arrived waits."""
         held = {e.evidence_id: e for e in state.evidence}
@@ -239,7 +243,7 @@ class Serving:
             self_id=self.node_id,
         )
 
-    def _peer_voted(self, votes: Iterable[Vote]) -> bool:
+    def peer_voted(self, votes: Iterable[Vote]) -> bool:
         """Whether any node but this one votes among `votes`."""
         return peer_voted(list(votes), self.node_id)
 
@@ -273,16 +277,15 @@ class Serving:
         ]
         return rows, result
 
-    def _publish(self, tx: Transaction, beliefs: Mapping[Key, Belief]) -> None:
+    def publish(self, tx: Transaction, beliefs: Mapping[Key, Belief]) -> None:
         """Offers GetBelief's answers for keys without peer votes, as this write leaves them,
         to the served memory (kept once the write commits)."""
-        if self.repo.served.capacity and beliefs:
+        if self.memory.capacity and beliefs:
             votes = tx.votes(list(beliefs))
-            tx.publish_served(
-                {k: b for k, b in beliefs.items() if not self._peer_voted(votes.get(k, ()))}
-            )
+            answers = {k: b for k, b in beliefs.items() if not self.peer_voted(votes.get(k, ()))}
+            tx.after_commit(lambda touched: self.memory.publish(answers, touched))
 
-    def _beliefs(
+    def beliefs(
         self, tx: Transaction, keys: Iterable[Key], held: Mapping[str, Evidence] | None = None
     ) -> dict[Key, Belief]:
         """The served beliefs of `keys`; `held` is evidence the caller already has in hand."""
@@ -296,6 +299,19 @@ class Serving:
             if bs:
                 out[key] = belief_from_rows(bs, reps)
         return out
+
+
+class Component:
+    """A part of the ledger (writing, reading, forgetting, review, peer input) over the one
+    serving component all of them share; the node's identity, store, policy and clock are
+    the serving component's."""
+
+    def __init__(self, serving: Serving) -> None:
+        self._serving = serving
+        self.repo = serving.repo
+        self.policy = serving.policy
+        self.node_id = serving.node_id
+        self.clock = serving.clock
 
 
 def bearing_on(tx: Transaction, evidence: Sequence[Evidence]) -> set[Key]:

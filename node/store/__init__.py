@@ -6,8 +6,8 @@ What lives here:
   meta) and the stored value types (`StoredBelief`, `Tombstone`, ...).
 - `sql`: `SqlRepository` and `SqlTransaction`, composed of one part per aggregate
   (`_evidence`, `_decisions`, `_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_meta`)
-  over the shared connection and key cache (`_part`, `cache`); `cache` also holds the
-  served-read memory (`ServedMemory`) that each write transaction keeps in step.
+  over the shared connection and key cache (`_part`, `cache`); each write tells the
+  repository's watchers (the ledger's served-read memory) what it touched around its commit.
 - `_lock`: `StoreLock`, one process per SQLite store (a lock file the OS releases).
 - `_engine` (engine set-up, SQLite pragmas, PostgreSQL specifics), `_sqltext` (hand-built
   SQL for the hot paths, run on DBAPI cursors), `_rows` (columns, statements and row

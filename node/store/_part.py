@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from sqlalchemy.engine import Connection
 
 from factnode.core import Key
-from factnode.store.cache import Touched, TxCache
+from factnode.store.cache import TxCache
+from factnode.store.repository import Touched
 
 
 class TransactionPart:
@@ -23,6 +23,8 @@ class TransactionPart:
         self._c = conn
         self._cache = cache
         self._touched = touched
+        # Run by the repository once this write has committed (`after_commit`).
+        self.committed: list[Callable[[Touched], None]] = []
 
     def _forget(self) -> None:
         """Before a write the key cache does not follow: it starts over, and so does the
@@ -32,11 +34,11 @@ class TransactionPart:
         if self._touched is not None:
             self._touched.every = True
 
-    def publish_served(self, answers: Mapping[Key, Any]) -> None:
-        """Served answers (of keys without peer votes) as they stand once this write commits,
-        kept in the served memory after the commit; a read transaction keeps nothing."""
+    def after_commit(self, then: Callable[[Touched], None]) -> None:
+        """Calls `then` with what this write touched once it has committed (the ledger keeps
+        its served answers so); a read transaction commits nothing and never calls it."""
         if self._touched is not None:
-            self._touched.published.update(answers)
+            self.committed.append(then)
 
     def _touch(self, keys: Iterable[Key]) -> None:
         """These keys' served answers change with this write (served rows or votes)."""

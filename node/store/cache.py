@@ -14,7 +14,6 @@ Values are immutable (tuples) so that what a caller holds can never change under
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -208,94 +207,3 @@ class TxCache:
 def by_voter(votes: Iterable[Vote]) -> Votes:
     """A key's votes in one order, however they were read or written."""
     return tuple(sorted(votes, key=lambda v: v.voter))
-
-
-class Touched:
-    """What one write transaction changed that a served read answers from: the keys whose
-    served rows or votes it wrote, or `every` where it cannot say (erasure, decay, bulk vote
-    removal, a write by another process noticed); and the served answers it worked out as
-    they stand at its commit (`published`), to be kept once it has committed."""
-
-    __slots__ = ("every", "keys", "published")
-
-    def __init__(self) -> None:
-        self.keys: set[Key] = set()
-        self.every = False
-        self.published: dict[Key, Any] = {}
-
-    def __bool__(self) -> bool:
-        return self.every or bool(self.keys)
-
-
-class ServedMemory(Generic[V]):
-    """Answers of the served-belief read (`Reading.served`) for hot keys, kept in step with
-    commits: the repository forgets each key a write transaction touched, once just before its
-    database commit and once just after, so no answer from before a commit outlives it.
-
-    A hit is one dict lookup with no lock and no thread hop (the event loop may call `get`).
-    A read that missed fills its answer only if no write forgot anything since it took
-    `epoch()` before opening its read transaction: a fill that raced a commit is dropped, and
-    the next read loads again. Bounded to `capacity` keys, the oldest filled leaving first.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        if capacity < 0:
-            raise ValueError("cache capacity must not be negative")
-        self.capacity = capacity
-        self._entries: dict[Key, V] = {}
-        self._lock = threading.Lock()
-        self._epoch = 0
-
-    def get(self, key: Key) -> V | None:
-        return self._entries.get(key)
-
-    def epoch(self) -> int:
-        """Taken before the read whose answer is then offered to `fill`."""
-        return self._epoch
-
-    def fill(self, epoch: int, key: Key, value: V) -> bool:
-        """Keeps `value` for `key` unless a write forgot anything since `epoch`."""
-        if self.capacity == 0:
-            return False
-        with self._lock:
-            if epoch != self._epoch:
-                return False
-            self._keep({key: value})
-            return True
-
-    def forget(self, touched: Touched) -> None:
-        """Drops what a write changed (everything where it cannot say what)."""
-        if not touched:
-            return
-        with self._lock:
-            self._epoch += 1
-            if touched.every:
-                self._entries.clear()
-            else:
-                entries = self._entries
-                for key in touched.keys:
-                    entries.pop(key, None)
-
-    def publish(self, touched: Touched) -> None:
-        """Keeps the answers a write published. Only the writer calls this, after its commit
-        and `forget`, still holding the write lock: no other commit can come between."""
-        if not touched.published or touched.every or self.capacity == 0:
-            return
-        with self._lock:
-            self._keep(touched.published)
-
-    def _keep(self, answers: Mapping[Key, V]) -> None:
-        """Keeps `answers` as the newest entries, the oldest leaving beyond `capacity`; the
-        caller holds the lock."""
-        entries = self._entries
-        for key, value in answers.items():
-            entries.pop(key, None)
-            entries[key] = value
-        excess = len(entries) - self.capacity
-        if excess > 0:
-            oldest = iter(entries)
-            for key in [next(oldest) for _ in range(excess)]:
-                del entries[key]
-
-    def __len__(self) -> int:
-        return len(self._entries)

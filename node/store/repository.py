@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from factnode.core import (
     Arbitrated,
@@ -20,9 +20,6 @@ from factnode.core import (
 )
 from factnode.core.consensus import Vote
 from factnode.core.serving import Pin
-
-if TYPE_CHECKING:
-    from factnode.store.cache import ServedMemory  # cache imports this module
 
 T = TypeVar("T")
 
@@ -157,8 +154,6 @@ class BeliefTransaction(Protocol):
 
     def beliefs(self, keys: Collection[Key]) -> dict[Key, list[StoredBelief]]: ...
 
-    def publish_served(self, answers: Mapping[Key, Any]) -> None: ...
-
     def replace_beliefs(
         self, changes: Sequence[tuple[Key, Sequence[StoredBelief], bool]], changed_at: Instant
     ) -> None: ...
@@ -254,6 +249,29 @@ class MetaTransaction(Protocol):
     def set_meta(self, name: str, value: str) -> None: ...
 
 
+class Touched:
+    """What one write transaction changed that a served read answers from: the keys whose
+    served rows or votes it wrote, or `every` where it cannot say (erasure, decay, bulk vote
+    removal, a write by another process noticed)."""
+
+    __slots__ = ("every", "keys")
+
+    def __init__(self) -> None:
+        self.keys: set[Key] = set()
+        self.every = False
+
+    def __bool__(self) -> bool:
+        return self.every or bool(self.keys)
+
+
+class CommitWatcher(Protocol):
+    """Told what each write transaction touched, once just before its database commit and
+    once just after (still under the writer lock), so a memory of served answers kept
+    outside the store (the ledger's) never outlives a commit."""
+
+    def forget(self, touched: Touched) -> None: ...
+
+
 class Transaction(
     EvidenceTransaction,
     DecisionTransaction,
@@ -270,15 +288,21 @@ class Transaction(
 
     def preload(self, keys: Collection[Key], evidence_ids: Collection[str] = ()) -> None: ...
 
+    def after_commit(self, then: Callable[[Touched], None]) -> None: ...
+
 
 class Repository(Protocol):
-    """Opens transactions; `write()` serialises writers (SQLite: BEGIN IMMEDIATE). `served`
-    is the memory of served-belief answers that its writes keep in step (`ServedMemory`).
+    """Opens transactions; `write()` serialises writers (SQLite: BEGIN IMMEDIATE). Each
+    `watch`er is told what every write touched around its commit; a write transaction's
+    `after_commit` callbacks run once it has committed, before the next write can begin.
     A write given the `keys` and `evidence_ids` it is about to decide may read them ahead
-    (`Transaction.preload`) as it opens."""
+    (`Transaction.preload`) as it opens. `cache_keys` is how many hot keys its caches keep
+    (0: none), the bound a watcher's memory follows too."""
 
     @property
-    def served(self) -> ServedMemory[Any]: ...
+    def cache_keys(self) -> int: ...
+
+    def watch(self, watcher: CommitWatcher) -> None: ...
 
     def write(
         self, keys: Collection[Key] = (), evidence_ids: Collection[str] = ()

@@ -42,9 +42,9 @@ from factnode.store._sqltext import (
 )
 from factnode.store._tombstones import ANY_ERASURE, SqlTombstones
 from factnode.store._votes import SqlVotes, vote_query
-from factnode.store.cache import DEFAULT_CACHE_KEYS, KeyCache, ServedMemory, Touched, by_voter
+from factnode.store.cache import DEFAULT_CACHE_KEYS, KeyCache, by_voter
 from factnode.store.migrations import upgrade
-from factnode.store.repository import RefusedData, StorageFull
+from factnode.store.repository import CommitWatcher, RefusedData, StorageFull, Touched
 
 __all__ = ["SqlRepository", "SqlTransaction", "make_engine"]
 
@@ -109,10 +109,10 @@ class SqlRepository:
     database, so a write by anything else (another process on the same file) is noticed at
     the next write here and the cache starts over.
 
-    `served` holds the served-belief answers of up to `cache_keys` hot keys for reads
-    (`ServedMemory`); every write transaction here forgets the keys it touched around its
-    commit. It assumes this process is the database's only writer while it serves: a write
-    by another process is noticed only at this process's next write.
+    Each `watch`er (the ledger's served-read memory) is told the keys every write
+    transaction here touched, around its commit. That assumes this process is the
+    database's only writer while it serves: a write by another process is noticed only at
+    this process's next write.
     """
 
     def __init__(
@@ -130,7 +130,7 @@ class SqlRepository:
         self._writer = threading.Lock()
         self._pinned: Connection | None = None
         self._cache = KeyCache(cache_keys)
-        self.served: ServedMemory[Any] = ServedMemory(cache_keys)
+        self._watchers: list[CommitWatcher] = []
         upgrade(self.engine)
         # A SQLite file's reads: one connection kept per thread that reads (`_read_connection`),
         # outside the pool, whose size would otherwise bound how many threads may read.
@@ -157,6 +157,16 @@ class SqlRepository:
             sqlalchemy.exc.DataError,
             self.engine.dialect.loaded_dbapi.DataError,
         )
+
+    @property
+    def cache_keys(self) -> int:
+        """How many hot keys the caches keep (0: none)."""
+        return self._cache.capacity
+
+    def watch(self, watcher: CommitWatcher) -> None:
+        """Tells `watcher` what each write transaction touched, just before its commit and
+        just after (`CommitWatcher`)."""
+        self._watchers.append(watcher)
 
     @property
     def is_sqlite(self) -> bool:
@@ -218,10 +228,13 @@ class SqlRepository:
                 generation = uuid.uuid4().hex
                 tx.set_meta(_GENERATION, generation)
                 # Before the commit too: a read filling from the old rows meanwhile is refused.
-                self.served.forget(touched)
+                for watcher in self._watchers:
+                    watcher.forget(touched)
             # Committed: the caches follow.
-            self.served.forget(touched)
-            self.served.publish(touched)
+            for watcher in self._watchers:
+                watcher.forget(touched)
+            for then in tx.committed:
+                then(touched)
             cache.generation = generation
             if tx._cache is not None:
                 tx._cache.commit()

@@ -546,7 +546,7 @@ def test_a_served_read_after_each_kind_of_write_sees_the_write() -> None:
     reconsideration, a failed write) every key with a belief and no peer vote is answered from
     memory; after the step, the memory-first answer equals the uncached ledger's fresh read."""
     with twin() as pair:
-        memory = pair.cached_repo.served
+        memory = pair.cached.memory
         hits = 0
         for op in SCRIPT:
             for key in KEYS:
@@ -561,7 +561,7 @@ def test_a_served_read_after_each_kind_of_write_sees_the_write() -> None:
                 got = outcome(partial(served_answer, pair.cached, key))
                 assert got == outcome(partial(pair.plain.served, key)), (op, key)
         assert hits > len(SCRIPT)  # the memory was in use, not merely empty
-        assert len(pair.plain_repo.served) == 0  # cache_keys=0 keeps nothing
+        assert len(pair.plain.memory) == 0  # cache_keys=0 keeps nothing
 
 
 def test_a_served_read_racing_a_commit_never_keeps_the_old_answer(tmp_path: Path) -> None:
@@ -573,21 +573,21 @@ def test_a_served_read_racing_a_commit_never_keeps_the_old_answer(tmp_path: Path
     try:
         ledger = Ledger(repo, POLICY, NODE, clock)
         ledger.submit(Submission(NS, "ana", "lives_in", "Porto", "user_stated", "ana"))
-        epoch = repo.served.epoch()
+        epoch = ledger.memory.epoch()
         stale = ledger.served(LIVES_IN)[0]  # filled: nothing was written since its epoch
         assert ledger.served_in_memory(LIVES_IN) == stale
         clock.advance(DAY)
         ledger.submit(Submission(NS, "ana", "lives_in", "Faro", "user_stated", "ana"))
         published = ledger.served_in_memory(LIVES_IN)
         assert published is not None and published.object == "Faro"
-        assert not repo.served.fill(epoch, LIVES_IN, stale)  # the racing read is refused
+        assert not ledger.memory.fill(epoch, LIVES_IN, stale)  # the racing read is refused
         assert ledger.served_in_memory(LIVES_IN) == published == ledger.served(LIVES_IN)[0]
         # A write on another key forgets only that key, but still refuses older fills.
         hot = ledger.served(LIVES_IN)[0]
-        epoch = repo.served.epoch()
+        epoch = ledger.memory.epoch()
         ledger.submit(Submission(NS, "bob", "lives_in", "Braga", "user_stated", "bob"))
         assert ledger.served_in_memory(LIVES_IN) == hot
-        assert not repo.served.fill(epoch, LIVES_IN, stale)
+        assert not ledger.memory.fill(epoch, LIVES_IN, stale)
     finally:
         repo.close()
 

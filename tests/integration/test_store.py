@@ -24,7 +24,7 @@ from factnode.core import (
 from factnode.ledger import Ledger, NotFound, ensure_node_id
 from factnode.store import SqlRepository
 from factnode.store import cache as store_cache
-from factnode.store.repository import Transaction
+from factnode.store.repository import CommitWatcher, Transaction
 from factnode.testing import FakeClock
 
 DAY = MICROS_PER_DAY
@@ -230,6 +230,13 @@ class _FailingRepository:
 
     def read(self) -> object:
         return self.inner.read()
+
+    @property
+    def cache_keys(self) -> int:
+        return self.inner.cache_keys
+
+    def watch(self, watcher: CommitWatcher) -> None:
+        self.inner.watch(watcher)
 
     def after_erase(self) -> None:
         self.inner.after_erase()

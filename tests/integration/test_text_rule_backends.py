@@ -289,14 +289,14 @@ def test_a_refused_item_of_a_peer_delta_is_refused_alone(ledger: Ledger) -> None
         for e in sent:
             peer.ledgers["peer"].ingest([(e, None)])
         poisoned = sent[3].evidence_id
-        real = ledger._receive
+        real = ledger.peer_input._receive
 
         def refusing(*args: object, **kwargs: object) -> object:
             if any(e.evidence_id == poisoned for e in args[3]):  # type: ignore[attr-defined]
                 raise RefusedData("the database refused a value (DataError)")
             return real(*args, **kwargs)  # type: ignore[arg-type]
 
-        ledger._receive = refusing  # type: ignore[assignment,method-assign]
+        ledger.peer_input._receive = refusing  # type: ignore[assignment,method-assign]
         metrics = Metrics()
         ledger.on_refused(metrics.peer_refused)
         received = ledger.receive("peer", None, [], sent, [])

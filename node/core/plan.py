@@ -1,0 +1,202 @@
+"""Write batches as load, plan, apply: the plan step, pure.
+
+The shell reads everything a batch of submissions needs up front (`IngestLoad`), `plan_ingest`
+turns that and the batch's items into everything the batch writes (`IngestPlan`), and the
+shell writes it. No I/O and no clock here: the same load and items give the same plan, which
+the tests assert row for row (tests/unit/test_plan.py).
+
+What the plan leaves to the shell: recomputing the served belief and this node's vote of the
+keys it names in `refresh` (`Serving.refresh`, shared by every kind of write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from factnode.core import ids
+from factnode.core._model import Decision, Evidence, EvidenceStatus, Key, Rule
+from factnode.core.arbitration import serves_alike
+from factnode.core.decide import Arbitrated, KeyState, Ruling, decide
+from factnode.core.policy import Policy
+
+# One piece of evidence to store: its status and the idempotency key it came with.
+EvidenceRow = tuple[Evidence, EvidenceStatus, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestLoad:
+    """What a batch of submissions reads before it decides anything."""
+
+    # Every key the batch may change (its items' keys, and the keys they bear on).
+    states: Mapping[Key, KeyState]
+    # How each key's state was last arbitrated, where that is remembered.
+    remembered: Mapping[Key, Arbitrated] = field(default_factory=dict)
+    # Evidence ids already stored (in any status), among the batch's.
+    stored: frozenset[str] = frozenset()
+    # Evidence first stored under each of the batch's idempotency keys.
+    by_idempotency: Mapping[str, str] = field(default_factory=dict)
+    # The batch's evidence ids an erasure covers.
+    erased: frozenset[str] = frozenset()
+    # Keys some peer votes on: new evidence there can count for a version the votes favour.
+    peer_voted: frozenset[Key] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class IngestPlan:
+    """Everything a batch of submissions writes, in the order the shell applies it."""
+
+    # Each item as decided (a retry as the evidence its idempotency key first stored).
+    rulings: tuple[tuple[Evidence, Ruling], ...]
+    evidence: tuple[EvidenceRow, ...]
+    # Evidence that counts as a retraction on another key (`contradicts`, corrections).
+    bears_on: tuple[tuple[Key, Evidence], ...]
+    # Arbitrations worth remembering: those the batch worked out.
+    remember: Mapping[Key, Arbitrated]
+    decisions: tuple[Decision, ...]
+    # Keys whose served belief and own vote must be recomputed, with their states after the
+    # batch and, where known, those states arbitrated.
+    refresh: frozenset[Key]
+    states: Mapping[Key, KeyState]
+    arbitrated: Mapping[Key, Arbitrated]
+    # Active evidence added (what peers compare and are offered).
+    evidence_added: frozenset[str]
+
+
+class _Batch:
+    """The keys' states as the batch grows them, in lists appended to in place."""
+
+    __slots__ = ("evidence", "known", "retractions")
+
+    def __init__(self, load: IngestLoad) -> None:
+        self.evidence = {k: list(s.evidence) for k, s in load.states.items()}
+        self.retractions = {k: list(s.retractions) for k, s in load.states.items()}
+        self.known = dict(load.remembered)
+
+    def state(self, key: Key) -> KeyState:
+        return KeyState(self.evidence.setdefault(key, []), self.retractions.setdefault(key, []))
+
+
+def plan_ingest(
+    load: IngestLoad,
+    items: Sequence[tuple[Evidence, str | None]],
+    policy: Policy,
+    reasons: Mapping[str, str] | None = None,
+) -> IngestPlan:
+    """Decides `items` in order against `load`. `reasons` (by evidence id) go before the
+    detail of their decisions (a Retract's reason)."""
+    batch = _Batch(load)
+    stored = set(load.stored)
+    by_idempotency = dict(load.by_idempotency)
+    rows: list[EvidenceRow] = []
+    rulings: list[tuple[Evidence, Ruling]] = []
+    touched: set[Key] = set()  # keys whose served belief or own vote may have moved
+    grown: set[Key] = set()  # keys with new evidence
+    across: list[tuple[Key, Evidence]] = []
+    added: set[str] = set()
+    for e, idem in items:
+        retry = idem is not None and idem in by_idempotency
+        duplicate = e.evidence_id in stored or retry
+        known = batch.known.get(e.key)
+        ruling = decide(
+            e,
+            batch.state(e.key),
+            policy,
+            duplicate=duplicate,
+            erased=e.evidence_id in load.erased,
+            known=known,
+        )
+        if retry:
+            # A retry answers, and logs, the evidence its idempotency key first stored.
+            assert idem is not None
+            e = replace(e, evidence_id=by_idempotency[idem])
+            ruling = replace(ruling, decision=replace(ruling.decision, evidence_id=e.evidence_id))
+        if ruling.candidate is not None:
+            rows.append(
+                (e, EvidenceStatus.ACTIVE if ruling.candidate else EvidenceStatus.REJECTED, idem)
+            )
+            stored.add(e.evidence_id)
+            if ruling.candidate:  # peers compare, and are offered, active evidence only
+                added.add(e.evidence_id)
+            if idem is not None:
+                by_idempotency[idem] = e.evidence_id
+        if ruling.candidate:
+            _grow(batch, e, ruling, policy, touched, across)
+            grown.add(e.key)
+        rulings.append((e, _annotated(e, ruling, reasons)))
+    # Where peers vote, new evidence can count for a version the votes favour even when
+    # the local belief stands (`serving.serve`): those keys are recounted too.
+    touched.update(k for k in grown - touched if k in load.peer_voted)
+    return IngestPlan(
+        rulings=tuple(rulings),
+        evidence=tuple(rows),
+        bears_on=tuple(across),
+        remember={k: a for k, a in batch.known.items() if load.remembered.get(k) is not a},
+        decisions=tuple(r.decision for _, r in rulings),
+        refresh=frozenset(touched),
+        states={k: batch.state(k) for k in touched},
+        arbitrated={k: batch.known[k] for k in touched if k in batch.known},
+        evidence_added=frozenset(added),
+    )
+
+
+def _grow(
+    batch: _Batch,
+    e: Evidence,
+    ruling: Ruling,
+    policy: Policy,
+    touched: set[Key],
+    across: list[tuple[Key, Evidence]],
+) -> None:
+    """Adds a candidate to its key's state (and, as a retraction, to the keys it bears on),
+    marking the keys whose served belief may have moved."""
+    assert ruling.arbitrated is not None
+    batch.state(e.key)
+    (batch.retractions if e.retracts else batch.evidence)[e.key].append(e)
+    batch.known[e.key] = ruling.arbitrated
+    if (
+        e.retracts
+        or not serves_alike(ruling.before, ruling.after)
+        or policy.is_multi_valued(e.key.predicate)
+    ):
+        touched.add(e.key)
+    for other, r in bears_on(e, batch.evidence.get(e.key, ())):
+        batch.state(other)
+        if all(h.evidence_id != r.evidence_id for h in batch.retractions[other]):
+            batch.retractions[other].append(r)
+            across.append((other, r))
+        batch.known.pop(other, None)
+        touched.add(other)
+
+
+def bears_on(e: Evidence, held: Sequence[Evidence]) -> list[tuple[Key, Evidence]]:
+    """What joins other keys' states with `e` (DESIGN §5), given the evidence `held` on its
+    key: `e` on the key it contradicts, with the evidence held that corrects it; and `e` on
+    the key contradicted by the assertion it corrects."""
+    out: list[tuple[Key, Evidence]] = []
+    if e.contradicts is not None:
+        out.append((e.contradicts, e))
+        out.extend((e.contradicts, c) for c in held if c.corrects == e.evidence_id)
+    if e.corrects is not None:
+        out.extend(
+            (c.contradicts, e)
+            for c in held
+            if c.evidence_id == e.corrects and c.contradicts is not None
+        )
+    return out
+
+
+def _annotated(e: Evidence, ruling: Ruling, reasons: Mapping[str, str] | None) -> Ruling:
+    """The ruling as logged: after the caller's reason, and never with an erased key's text."""
+    if reasons and reasons.get(e.evidence_id):
+        detail = f"{reasons[e.evidence_id]}; {ruling.decision.detail}"
+        ruling = replace(ruling, decision=replace(ruling.decision, detail=detail))
+    if ruling.decision.rule is Rule.ERASED:
+        # Logged and countable, but the key's text must not come back after an erasure.
+        ruling = replace(ruling, decision=replace(ruling.decision, key=erased_key(e.key)))
+    return ruling
+
+
+def erased_key(key: Key) -> Key:
+    """A stand-in key for logging a rejection by erasure: its hash, never its text."""
+    return Key("erased", ids.key_id(key), "-")

@@ -1,0 +1,242 @@
+"""The write plan of a batch of submissions (`core.plan.plan_ingest`): given this loaded state
+and these inputs, exactly these rows, decisions and keys to recompute."""
+
+from __future__ import annotations
+
+from factnode.core import (
+    Arbitrated,
+    Decision,
+    Evidence,
+    EvidenceStatus,
+    Key,
+    KeyState,
+    Outcome,
+    Rule,
+)
+from factnode.core.plan import IngestLoad, erased_key, plan_ingest
+from tests.unit._facts import DAY, LIVES_IN, NS, POLICY, fact, retraction
+
+ACTIVE = EvidenceStatus.ACTIVE
+WORKS_AT = Key(NS, "ana", "works_at")
+SPEAKS = Key(NS, "ana", "speaks")
+
+
+def _decision(
+    e: Evidence, outcome: Outcome, rule: Rule, supersedes: str | None = None, detail: str = ""
+) -> Decision:
+    """The decision logged for `e` itself."""
+    return Decision(
+        key=e.key,
+        outcome=outcome,
+        rule=rule,
+        decided_at=e.recorded_at,
+        evidence_id=e.evidence_id,
+        version_id=e.version_id,
+        supersedes=supersedes,
+        detail=detail,
+    )
+
+
+def test_a_first_fact_on_an_empty_key_is_one_row_one_decision_and_one_key_to_serve() -> None:
+    """A new key: the evidence stored active, ACCEPTED by first_version, the key recomputed
+    with the new evidence as its whole state, and its arbitration remembered."""
+    e = fact("Lisbon")
+    plan = plan_ingest(IngestLoad(states={LIVES_IN: KeyState()}), [(e, None)], POLICY)
+    assert plan.evidence == ((e, ACTIVE, None),)
+    assert plan.decisions == (_decision(e, Outcome.ACCEPTED, Rule.FIRST_VERSION),)
+    assert plan.bears_on == ()
+    assert plan.refresh == {LIVES_IN}
+    assert list(plan.states[LIVES_IN].evidence) == [e]
+    assert plan.evidence_added == {e.evidence_id}
+    assert set(plan.remember) == {LIVES_IN}
+    assert plan.remember[LIVES_IN].verdict is not None
+    assert plan.remember[LIVES_IN].verdict.version_id == e.version_id
+    assert plan.arbitrated[LIVES_IN] is plan.remember[LIVES_IN]
+
+
+def test_a_corroboration_writes_its_row_and_decision_but_recomputes_nothing() -> None:
+    """Same version as the belief, no peer votes: the served belief cannot move, so no key is
+    recomputed; the grown state's arbitration is remembered."""
+    held = fact("Lisbon")
+    again = fact("Lisbon", source="bob")
+    load = IngestLoad(states={LIVES_IN: KeyState((held,))})
+    plan = plan_ingest(load, [(again, "retry-1")], POLICY)
+    assert plan.evidence == ((again, ACTIVE, "retry-1"),)
+    assert plan.decisions == (_decision(again, Outcome.CORROBORATED, Rule.CORROBORATION),)
+    assert plan.refresh == frozenset()
+    assert plan.states == {}
+    assert set(plan.remember) == {LIVES_IN}
+    assert plan.remember[LIVES_IN].reps == {held.version_id: held}
+
+
+def test_a_corroboration_on_a_key_peers_vote_on_is_recounted() -> None:
+    """Where a peer votes on the key, new evidence may count for a version the votes favour:
+    the key is recomputed though the local belief stands."""
+    held = fact("Lisbon")
+    again = fact("Lisbon", source="bob")
+    load = IngestLoad(states={LIVES_IN: KeyState((held,))}, peer_voted=frozenset({LIVES_IN}))
+    plan = plan_ingest(load, [(again, None)], POLICY)
+    assert plan.refresh == {LIVES_IN}
+    assert list(plan.states[LIVES_IN].evidence) == [held, again]
+
+
+def test_duplicates_by_id_and_by_idempotency_key_write_only_their_decisions() -> None:
+    """Evidence already stored, or a retry under a stored idempotency key, writes no evidence
+    and recomputes nothing; the retry's decision names the evidence first stored."""
+    held = fact("Lisbon")
+    retried = fact("Porto")
+    load = IngestLoad(
+        states={LIVES_IN: KeyState((held,))},
+        stored=frozenset({held.evidence_id}),
+        by_idempotency={"k1": "f" * 32},
+    )
+    plan = plan_ingest(load, [(held, None), (retried, "k1")], POLICY)
+    assert plan.evidence == ()
+    assert plan.decisions == (
+        _decision(
+            held, Outcome.DUPLICATE, Rule.DUPLICATE, detail="this evidence is already stored"
+        ),
+        Decision(
+            key=LIVES_IN,
+            outcome=Outcome.DUPLICATE,
+            rule=Rule.DUPLICATE,
+            decided_at=retried.recorded_at,
+            evidence_id="f" * 32,
+            version_id=retried.version_id,
+            detail="this evidence is already stored",
+        ),
+    )
+    assert plan.refresh == frozenset() and plan.evidence_added == frozenset()
+    assert plan.remember == {}
+
+
+def test_a_repeat_within_one_batch_is_a_duplicate_of_the_first() -> None:
+    """The same evidence twice in a batch: one row, then a DUPLICATE decision; the same
+    idempotency key twice: the second answers with the first's evidence."""
+    e = fact("Lisbon")
+    other = fact("Porto", day=2)
+    plan = plan_ingest(
+        IngestLoad(states={LIVES_IN: KeyState()}), [(e, "k"), (e, None), (other, "k")], POLICY
+    )
+    assert plan.evidence == ((e, ACTIVE, "k"),)
+    assert [d.outcome for d in plan.decisions] == [Outcome.ACCEPTED, *[Outcome.DUPLICATE] * 2]
+    assert plan.decisions[2].evidence_id == e.evidence_id
+
+
+def test_a_rejection_is_stored_rejected_and_moves_nothing() -> None:
+    """Confidence below min_confidence: stored REJECTED (logged and countable), not a
+    candidate, not offered to peers, nothing recomputed or remembered."""
+    low = fact("Lisbon", confidence=0.1)
+    plan = plan_ingest(IngestLoad(states={LIVES_IN: KeyState()}), [(low, None)], POLICY)
+    assert plan.evidence == ((low, EvidenceStatus.REJECTED, None),)
+    assert plan.decisions == (
+        _decision(
+            low,
+            Outcome.REJECTED,
+            Rule.MIN_CONFIDENCE,
+            detail="confidence 0.100 is below min_confidence 0.400",
+        ),
+    )
+    assert plan.refresh == frozenset() and plan.evidence_added == frozenset()
+
+
+def test_erased_evidence_is_logged_under_a_hashed_key_and_not_stored() -> None:
+    """Evidence an erasure covers: no row, and the decision names the key's hash, never its
+    text."""
+    e = fact("Lisbon")
+    load = IngestLoad(states={LIVES_IN: KeyState()}, erased=frozenset({e.evidence_id}))
+    plan = plan_ingest(load, [(e, None)], POLICY)
+    assert plan.evidence == ()
+    assert plan.decisions == (
+        Decision(
+            key=erased_key(LIVES_IN),
+            outcome=Outcome.REJECTED,
+            rule=Rule.ERASED,
+            decided_at=e.recorded_at,
+            evidence_id=e.evidence_id,
+            version_id=e.version_id,
+            detail="covered by an erasure",
+        ),
+    )
+    assert "ana" not in repr(plan.decisions)
+
+
+def test_a_later_fact_in_the_same_batch_is_decided_against_the_earlier() -> None:
+    """Two values of one single-valued key in one batch: the second supersedes the first on
+    recency; both rows, both decisions, the key recomputed once over both."""
+    first = fact("Lisbon", day=1)
+    second = fact("Porto", day=2)
+    plan = plan_ingest(
+        IngestLoad(states={LIVES_IN: KeyState()}), [(first, None), (second, None)], POLICY
+    )
+    assert plan.evidence == ((first, ACTIVE, None), (second, ACTIVE, None))
+    assert plan.decisions == (
+        _decision(first, Outcome.ACCEPTED, Rule.FIRST_VERSION),
+        _decision(second, Outcome.SUPERSEDED, Rule.RECENCY, supersedes=first.version_id),
+    )
+    assert plan.refresh == {LIVES_IN}
+    assert list(plan.states[LIVES_IN].evidence) == [first, second]
+
+
+def test_a_contradiction_counts_as_a_retraction_on_the_other_key() -> None:
+    """An assertion naming `contradicts`: decided on its own key, joined to the other key's
+    retractions (`bears_on`), and both keys recomputed; the other's arbitration is not
+    remembered, as it changed without being worked out."""
+    old = fact("Acme", key=WORKS_AT)
+    moved = fact("Lisbon", day=2, contradicts=WORKS_AT)
+    load = IngestLoad(
+        states={LIVES_IN: KeyState(), WORKS_AT: KeyState((old,))},
+        remembered={WORKS_AT: Arbitrated(None)},
+    )
+    plan = plan_ingest(load, [(moved, None)], POLICY)
+    assert plan.evidence == ((moved, ACTIVE, None),)
+    assert plan.bears_on == ((WORKS_AT, moved),)
+    assert plan.refresh == {LIVES_IN, WORKS_AT}
+    assert list(plan.states[WORKS_AT].retractions) == [moved]
+    assert WORKS_AT not in plan.arbitrated and set(plan.remember) == {LIVES_IN}
+
+
+def test_a_retraction_is_a_retraction_row_with_the_callers_reason() -> None:
+    """A Retract: stored active as retraction evidence, RETRACTED, the key recomputed, and the
+    caller's reason before the decision's detail."""
+    held = fact("Lisbon")
+    r = retraction("Lisbon", day=3)
+    load = IngestLoad(states={LIVES_IN: KeyState((held,))})
+    plan = plan_ingest(load, [(r, None)], POLICY, reasons={r.evidence_id: "moved away"})
+    assert plan.evidence == ((r, ACTIVE, None),)
+    assert plan.decisions == (
+        Decision(
+            key=LIVES_IN,
+            outcome=Outcome.RETRACTED,
+            rule=Rule.RETRACT,
+            decided_at=3 * DAY,
+            evidence_id=r.evidence_id,
+            version_id=held.version_id,
+            supersedes=held.version_id,
+            detail="moved away; ended the belief",
+        ),
+    )
+    assert plan.refresh == {LIVES_IN}
+    assert list(plan.states[LIVES_IN].retractions) == [r]
+
+
+def test_a_new_value_of_a_multi_valued_key_is_always_recomputed() -> None:
+    """A multi-valued key serves every value: a new one is ACCEPTED by multi_valued and the
+    key recomputed."""
+    en = fact("en", key=SPEAKS)
+    pt = fact("pt", key=SPEAKS)
+    load = IngestLoad(states={SPEAKS: KeyState((en,))})
+    plan = plan_ingest(load, [(pt, None)], POLICY)
+    assert plan.decisions == (_decision(pt, Outcome.ACCEPTED, Rule.MULTI_VALUED),)
+    assert plan.refresh == {SPEAKS}
+
+
+def test_the_plan_leaves_its_load_unchanged() -> None:
+    """Planning is pure: the loaded states and maps are the same after it."""
+    held = fact("Lisbon")
+    state = KeyState((held,))
+    by_idempotency = {"k": held.evidence_id}
+    load = IngestLoad(states={LIVES_IN: state}, by_idempotency=by_idempotency)
+    plan_ingest(load, [(fact("Porto", day=2), "k2")], POLICY)
+    assert load.states[LIVES_IN] is state and list(state.evidence) == [held]
+    assert by_idempotency == {"k": held.evidence_id}

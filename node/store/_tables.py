@@ -6,7 +6,7 @@ compares the two so they cannot drift.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Index, Text
+from sqlalchemy import BigInteger, Index, Text, text
 from sqlmodel import Field, SQLModel
 
 ID = 32  # hex chars of a content-addressed id
@@ -17,14 +17,32 @@ class EvidenceRow(SQLModel, table=True):
     """One piece of evidence; `status` ACTIVE, REJECTED or DECAYED."""
 
     __tablename__ = "evidence"
+    # Every index here is named by a query plan (bench/index_plans.py, bench/README.md).
+    # The three on columns most rows leave NULL are partial: a row without one writes no
+    # entry (migration 0009), and every lookup compares the column, which implies NOT NULL.
     __table_args__ = (
         Index("ix_evidence_key_valid_from", "key_id", "valid_from"),
-        Index("ix_evidence_subject", "namespace", "subject"),
         Index("ix_evidence_status_attribution", "status", "attribution"),
-        Index("ix_evidence_idempotency", "idempotency_key", unique=True),
+        Index(
+            "ix_evidence_idempotency",
+            "idempotency_key",
+            unique=True,
+            sqlite_where=text("idempotency_key IS NOT NULL"),
+            postgresql_where=text("idempotency_key IS NOT NULL"),
+        ),
         Index("ix_evidence_subject_id", "subject_id"),
-        Index("ix_evidence_contradicts_key_id", "contradicts_key_id"),
-        Index("ix_evidence_corrects", "corrects"),
+        Index(
+            "ix_evidence_contradicts_key_id",
+            "contradicts_key_id",
+            sqlite_where=text("contradicts_key_id IS NOT NULL"),
+            postgresql_where=text("contradicts_key_id IS NOT NULL"),
+        ),
+        Index(
+            "ix_evidence_corrects",
+            "corrects",
+            sqlite_where=text("corrects IS NOT NULL"),
+            postgresql_where=text("corrects IS NOT NULL"),
+        ),
     )
 
     evidence_id: str = Field(primary_key=True, max_length=ID)
@@ -84,7 +102,8 @@ class BeliefRow(SQLModel, table=True):
 
     __tablename__ = "belief"
     __table_args__ = (
-        Index("ix_belief_subject", "namespace", "subject", "predicate"),
+        # No (namespace, subject) index: a ListBeliefs page by subject reads ix_belief_page,
+        # in the order it returns (migration 0009 dropped the one no plan used).
         Index("ix_belief_state", "state"),
         # ListBeliefs pages a namespace in (key_id, version_id) order: without this index
         # each page sorted every belief of the namespace to return the first 100.

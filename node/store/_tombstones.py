@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 
 from factnode.core import (
     Evidence,
@@ -68,7 +68,8 @@ class SqlTombstones(TransactionPart):
             cond = E.c.key_id == ids.key_id(key)
         else:
             assert subject is not None
-            cond = and_(E.c.namespace == subject[0], E.c.subject == subject[1])
+            # By its hash, which ix_evidence_subject_id serves (and peers' tombstones use).
+            cond = E.c.subject_id == ids.subject_id(*subject)
         return [_evidence(r) for r in self._c.execute(_SELECT_EVIDENCE.where(cond))]
 
     def erase(

@@ -279,3 +279,88 @@ def test_0007_turns_retraction_rows_into_retraction_evidence(tmp_path: Path) -> 
         assert moved.key == employer and moved.contradicts == works_at
     finally:
         again.close()
+
+
+def _evidence_indexes(engine: Engine) -> dict[str, str]:
+    """The evidence and belief indexes by name, with whether each is partial: its WHERE."""
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            rows = conn.execute(
+                text(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+                    "AND tbl_name IN ('evidence', 'belief') AND sql IS NOT NULL"
+                )
+            ).all()
+        else:
+            rows = conn.execute(
+                text(
+                    "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = "
+                    "current_schema() AND tablename IN ('evidence', 'belief')"
+                )
+            ).all()
+    return {name: ("partial" if " WHERE " in sql.upper() else "full") for name, sql in rows}
+
+
+def test_0009_drops_unused_indexes_makes_sparse_ones_partial_and_reverses(
+    repository_url: str,
+) -> None:
+    """0009_rows drops the two indexes no plan used and makes the idempotency, contradicts
+    and corrects indexes partial; down to 0008 restores them whole, with every row and
+    answer kept, and opening the store again migrates back up."""
+    clock = FakeClock()
+    works_at = Key("user:ana", "ana", "works_at")
+    repo = SqlRepository(repository_url)
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", clock)
+        first = ledger.submit(
+            Submission(
+                "user:ana", "ana", "lives_in", "Lisbon", "user_stated", "a", idempotency_key="k"
+            )
+        )
+        ledger.submit(Submission(*works_at, "Acme", "user_stated", "a", valid_from=1))
+        clock.advance(10)
+        ledger.submit(
+            Submission("user:ana", "ana", "lives_in", "Porto", "user_stated", "a",
+                       corrects=first.evidence_id, contradicts=works_at)
+        )  # fmt: skip
+        at_head = _evidence_indexes(repo.engine)
+        assert "ix_evidence_subject" not in at_head and "ix_belief_subject" not in at_head
+        for name in (
+            "ix_evidence_idempotency",
+            "ix_evidence_contradicts_key_id",
+            "ix_evidence_corrects",
+        ):
+            assert at_head[name] == "partial", name
+        assert at_head["ix_evidence_key_valid_from"] == "full"
+        counts, belief = ledger.counts(), ledger.belief(LIVES_IN)
+        with pytest.raises(NotFound):
+            ledger.belief(works_at)
+        with repo.engine.connect() as conn:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0008")
+            conn.commit()
+        down = _evidence_indexes(repo.engine)
+        assert down["ix_evidence_subject"] == down["ix_belief_subject"] == "full"
+        assert down["ix_evidence_idempotency"] == down["ix_evidence_corrects"] == "full"
+    finally:
+        repo.close()
+
+    again = SqlRepository(repository_url)  # opening migrates to head
+    try:
+        assert _revision(again.engine) == _head()
+        assert _evidence_indexes(again.engine) == at_head
+        ledger = Ledger(again, Policy(), "node-test", clock)
+        assert (ledger.counts(), ledger.belief(LIVES_IN)) == (counts, belief)
+        with pytest.raises(NotFound):  # still ended by the contradiction found by its key
+            ledger.belief(works_at)
+        retry = ledger.submit(
+            Submission(
+                "user:ana", "ana", "lives_in", "Faro", "user_stated", "a", idempotency_key="k"
+            )
+        )
+        assert retry.evidence_id == first.evidence_id  # the partial unique index still finds it
+        report = ledger.erase(subject=("user:ana", "ana"), operator="op", reason="test")
+        assert report.evidence_erased == 3  # found by subject_id
+    finally:
+        again.close()

@@ -107,10 +107,8 @@ def plan_ingest(
             known=known,
         )
         if retry:
-            # A retry answers, and logs, the evidence its idempotency key first stored.
             assert idem is not None
-            e = replace(e, evidence_id=by_idempotency[idem])
-            ruling = replace(ruling, decision=replace(ruling.decision, evidence_id=e.evidence_id))
+            e, ruling = _retried(e, ruling, by_idempotency[idem])
         if ruling.candidate is not None:
             rows.append(
                 (e, EvidenceStatus.ACTIVE if ruling.candidate else EvidenceStatus.REJECTED, idem)
@@ -138,6 +136,12 @@ def plan_ingest(
         arbitrated={k: batch.known[k] for k in touched if k in batch.known},
         evidence_added=frozenset(added),
     )
+
+
+def _retried(e: Evidence, ruling: Ruling, first: str) -> tuple[Evidence, Ruling]:
+    """A retry answers, and logs, the evidence its idempotency key first stored."""
+    decision = replace(ruling.decision, evidence_id=first)
+    return replace(e, evidence_id=first), replace(ruling, decision=decision)
 
 
 def _grow(

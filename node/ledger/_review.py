@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from factnode.core import (
     BeliefState,
     Decision,
+    Evidence,
     FieldViolation,
     InvalidInput,
     Key,
@@ -20,8 +23,16 @@ from factnode.core.validation import (
     check_id,
     check_text,
 )
-from factnode.ledger._model import Committed, NotFound, NotUnderReview, Resolution, Submitted
+from factnode.ledger._model import (
+    Belief,
+    Committed,
+    NotFound,
+    NotUnderReview,
+    Resolution,
+    Submitted,
+)
 from factnode.ledger._serving import Component, check_key_input
+from factnode.store import StoredBelief
 
 
 class Review(Component):
@@ -36,19 +47,8 @@ class Review(Component):
         vote); evidence that makes a version win on the rules takes over. A key the rules
         settle (served BELIEVED by another rule, or with no belief) is NotUnderReview and
         nothing is written: a pin there would only wait, unseen, for the key to split again."""
-        check_key_input(key)
-        out: list[FieldViolation] = []
-        if (version_id is None) == (obj is None):
-            out.append(FieldViolation("choice", "give exactly one of version_id or object"))
-        if version_id is not None:
-            check_id(out, "version_id", version_id)
-        if obj is not None:
-            check_text(out, "object", obj, MAX_OBJECT_BYTES, required=True)
-        check_text(out, "operator", operator, MAX_NODE_ID_BYTES, required=True)
-        check_text(out, "reason", reason, MAX_REASON_BYTES, required=True)
-        if out:
-            raise InvalidInput(out)
-        chosen = version_id if version_id is not None else ids.version_id(key, obj or "")
+        chosen = _chosen(key, version_id, obj, reason, operator)
+        operator = operator.strip()
         now = self.clock.now()
         fx = Committed()
         with self.repo.write() as tx:
@@ -58,17 +58,8 @@ class Review(Component):
                 what = f"version {version_id}" if version_id is not None else f"value {obj!r}"
                 raise NotFound(f"no {what} for {key}: a pin chooses among held versions")
             before = tx.beliefs([key]).get(key, [])
-            if not any(
-                b.state is not BeliefState.BELIEVED or b.rule is Rule.OPERATOR_RESOLUTION
-                for b in before
-            ):
-                standing = ", ".join(f"{b.state.name} by rule {b.rule}" for b in before)
-                raise NotUnderReview(
-                    f"{key} is not under review ({standing or 'no belief'}): the rules decide it; "
-                    "to overrule them, submit evidence as user_confirmed with source "
-                    f"operator:{operator.strip()}"
-                )
-            tx.put_pin(key, chosen, operator.strip(), reason, now)
+            _check_under_review(key, before, operator)
+            tx.put_pin(key, chosen, operator, reason, now)
             decision = Decision(
                 key=key,
                 outcome=Outcome.RESOLVED,
@@ -78,7 +69,7 @@ class Review(Component):
                 supersedes=before[0].version_id
                 if before and before[0].version_id != chosen
                 else None,
-                detail=f"pinned by {operator.strip()}: {reason}",
+                detail=f"pinned by {operator}: {reason}",
             )
             tx.add_decisions([decision])
             served = self._serving.refresh(
@@ -87,23 +78,68 @@ class Review(Component):
             rows = served.get(key, [])
             belief = self._serving.beliefs(tx, [key], {e.evidence_id: e for e in held}).get(key)
         self._serving.announce(fx)
-        row = rows[0] if rows else None
-        # The evidence the served row names, or else the version's least id: never the
-        # first in the key's state, whose order depends on where the state was read from.
-        evidence_id = (
-            row.evidence_id
-            if row is not None and row.version_id == chosen
-            else min(e.evidence_id for e in held)
-        )
-        submitted = Submitted(decision, evidence_id, chosen, belief)
-        value = held[0].object
-        if row is not None and row.version_id == chosen and row.state is BeliefState.BELIEVED:
-            return Resolution(submitted, True, f"{key} now believes {value!r} (rule {row.rule})")
-        keeper = f"{row.version_id} by rule {row.rule}" if row is not None else "none"
-        return Resolution(
-            submitted,
-            False,
-            f"{key} is not under review: the rules decide it ({keeper}), so the pin waits "
-            "until it is AMBIGUOUS or CONTESTED again; to overrule the rules, submit evidence "
-            f"as user_confirmed with source operator:{operator.strip()}",
-        )
+        return _resolution(key, decision, held, rows[0] if rows else None, belief, operator)
+
+
+def _chosen(key: Key, version_id: str | None, obj: str | None, reason: str, operator: str) -> str:
+    """The version a resolution names; raises InvalidInput naming each bad field."""
+    check_key_input(key)
+    out: list[FieldViolation] = []
+    if (version_id is None) == (obj is None):
+        out.append(FieldViolation("choice", "give exactly one of version_id or object"))
+    if version_id is not None:
+        check_id(out, "version_id", version_id)
+    if obj is not None:
+        check_text(out, "object", obj, MAX_OBJECT_BYTES, required=True)
+    check_text(out, "operator", operator, MAX_NODE_ID_BYTES, required=True)
+    check_text(out, "reason", reason, MAX_REASON_BYTES, required=True)
+    if out:
+        raise InvalidInput(out)
+    return version_id if version_id is not None else ids.version_id(key, obj or "")
+
+
+def _check_under_review(key: Key, before: Sequence[StoredBelief], operator: str) -> None:
+    """Raises NotUnderReview where the rules settle the key (nothing served otherwise than
+    BELIEVED by a rule, or nothing served)."""
+    if any(
+        b.state is not BeliefState.BELIEVED or b.rule is Rule.OPERATOR_RESOLUTION for b in before
+    ):
+        return
+    standing = ", ".join(f"{b.state.name} by rule {b.rule}" for b in before)
+    raise NotUnderReview(
+        f"{key} is not under review ({standing or 'no belief'}): the rules decide it; "
+        "to overrule them, submit evidence as user_confirmed with source "
+        f"operator:{operator}"
+    )
+
+
+def _resolution(
+    key: Key,
+    decision: Decision,
+    held: Sequence[Evidence],
+    row: StoredBelief | None,
+    belief: Belief | None,
+    operator: str,
+) -> Resolution:
+    """What a resolution answers, from the row the key serves after it."""
+    chosen = decision.version_id
+    # The evidence the served row names, or else the version's least id: never the
+    # first in the key's state, whose order depends on where the state was read from.
+    evidence_id = (
+        row.evidence_id
+        if row is not None and row.version_id == chosen
+        else min(e.evidence_id for e in held)
+    )
+    assert chosen is not None
+    submitted = Submitted(decision, evidence_id, chosen, belief)
+    value = held[0].object
+    if row is not None and row.version_id == chosen and row.state is BeliefState.BELIEVED:
+        return Resolution(submitted, True, f"{key} now believes {value!r} (rule {row.rule})")
+    keeper = f"{row.version_id} by rule {row.rule}" if row is not None else "none"
+    return Resolution(
+        submitted,
+        False,
+        f"{key} is not under review: the rules decide it ({keeper}), so the pin waits "
+        "until it is AMBIGUOUS or CONTESTED again; to overrule the rules, submit evidence "
+        f"as user_confirmed with source operator:{operator}",
+    )

@@ -393,18 +393,31 @@ class PeerInput(Writing, Forgetting):
 
     def sign_own_votes(self) -> int:
         """Numbers and signs this node's votes stored before votes were signed (migration
-        0009), so peers take them again; returns how many. Nothing without a signing key."""
+        0009), so peers take them again, and stops counting the unsigned votes held from
+        peers, which nobody can check (their voters send them signed at their next round);
+        returns how many of its own it signed. Nothing without a signing key."""
         if self.sign is None:
             return 0
         fx = Committed()
         with self.repo.write() as tx:
-            unsigned = [v for v in tx.votes_under(self.node_id, [""]) if not v.signature]
-            if unsigned:
-                signed = self._numbered(tx, unsigned)
+            unsigned = [v for v in tx.all_votes() if not v.signature]
+            own = [v for v in unsigned if v.voter == self.node_id]
+            if own:
+                signed = self._numbered(tx, own)
                 tx.put_votes(signed)
                 fx.votes_put.extend(signed)
+            theirs: dict[str, set[Key]] = {}
+            for v in unsigned:
+                if v.voter != self.node_id:
+                    theirs.setdefault(v.voter, set()).add(v.key)
+            for voter, keys in theirs.items():
+                tx.delete_votes(voter, keys)
+                fx.votes_removed.extend((voter, k) for k in keys)
+            if theirs:
+                recount = set().union(*theirs.values())
+                self._refresh(tx, tx.key_states(recount), self.clock.now(), fx)
         self._after(fx)
-        return len(unsigned)
+        return len(own)
 
     def stop_counting(self, voter: str) -> int:
         """Forgets every vote of `voter` (its certificate was revoked, DESIGN §7): the keys

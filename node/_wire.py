@@ -317,13 +317,17 @@ def vote_pb(v: Vote) -> pb.Vote:
         worth_milli=v.worth_milli,
         fresh_since=timestamp(v.fresh_since),
         cast_at=timestamp(v.cast_at),
+        voter=v.voter,
+        seq=v.seq,
+        signature=v.signature,
     )
 
 
-def vote(msg: pb.Vote, voter: str) -> Vote:
-    """A vote, always credited to the node the connection proved."""
+def vote(msg: pb.Vote, sender: str) -> Vote:
+    """A vote as it names its voter; one naming none is the sender's own (an older node's).
+    Whose it is counts only once the receiver checked its voter's signature."""
     return Vote(
-        voter=voter,
+        voter=msg.voter or sender,
         key=key(msg.key),
         version_id=msg.version_id or None,
         evidence_id=msg.evidence_id,
@@ -331,4 +335,6 @@ def vote(msg: pb.Vote, voter: str) -> Vote:
         worth_milli=msg.worth_milli,
         fresh_since=_micros(msg.fresh_since),
         cast_at=_micros(msg.cast_at),
+        seq=msg.seq,
+        signature=msg.signature,
     )

@@ -32,6 +32,14 @@ class Metrics:
             ["kind"],
             registry=self.registry,
         )
+        self.signatures_refused = Counter(
+            "factnode_peer_signatures_refused",
+            "Signed items peers sent that this node refused for their signature, by kind and "
+            "reason (unsigned, bad_signature, unknown_signer, not_a_member); each is also "
+            "counted in factnode_peer_items_refused.",
+            ["kind", "reason"],
+            registry=self.registry,
+        )
         self.tombstoned = Counter(
             "memory_tombstoned",
             "Evidence turned into a tombstone by decay.",
@@ -44,9 +52,14 @@ class Metrics:
         )
 
     def peer_refused(self, by_kind: Mapping[str, int]) -> None:
-        """Counts items a peer sent that this node refused, by kind."""
-        for kind, n in by_kind.items():
-            self.peer_items_refused.labels(kind).inc(n)
+        """Counts items a peer sent that this node refused, by kind; an entry "kind/reason"
+        counts the refusals of that kind for their signature, by reason."""
+        for name, n in by_kind.items():
+            kind, _, reason = name.partition("/")
+            if reason:
+                self.signatures_refused.labels(kind, reason).inc(n)
+            else:
+                self.peer_items_refused.labels(kind).inc(n)
 
     def decided(self, decisions: Iterable[Decision]) -> None:
         for d in decisions:

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TypeVar
 
 from google.protobuf.message import Message
 
 from factnode.api.v1 import factnode_pb2 as pb
+from factnode.certs import ensure_ca, issue_node_cert
 from factnode.config import Peer
 from factnode.core import MICROS_PER_DAY, Instant, Policy
+from factnode.federation.members import Roster
 from factnode.federation.sync import FederationEndpoint, Syncer
+from factnode.federation.trust import Authority, Signer
 from factnode.ledger import Ledger
 from factnode.store import Repository, SqlRepository
 
@@ -103,8 +108,39 @@ class InProcessLink:
         return self._send(reply, pb.PushDeltaResponse)
 
 
+class Credentials:
+    """A federation CA and a certificate and key per node id, made in memory for tests."""
+
+    def __init__(self, node_ids: Iterable[str]) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            ensure_ca(out)
+            self.ca = (out / "ca.crt").read_bytes()
+            self.nodes: dict[str, tuple[bytes, bytes]] = {}
+            for n in node_ids:
+                crt, key = issue_node_cert(out, n)
+                self.nodes[n] = (crt.read_bytes(), key.read_bytes())
+        self.authority = Authority(self.ca)
+
+    def signer(self, node_id: str) -> Signer:
+        cert, key = self.nodes[node_id]
+        return Signer(self.authority, cert, key)
+
+    def roster(self, ledger: Ledger, peers: list[Peer]) -> Roster:
+        """`ledger`'s roster, knowing only its own certificate; it signs and checks votes."""
+        signer = self.signer(ledger.node_id)
+        roster = Roster(
+            ledger, self.authority, signer.identity, "", peers, lambda: None, lambda _b: None
+        )
+        ledger.sign = signer.sign
+        ledger.verify_vote = roster.verify_vote
+        return roster
+
+
 class Federation:
-    """Several in-process nodes, fully meshed over `InProcessLink`s, for simulations."""
+    """Several in-process nodes, fully meshed over `InProcessLink`s, for simulations. With
+    `signed` (the default) each node holds a certificate from one CA and signs its votes,
+    as a served node does (DESIGN §7)."""
 
     def __init__(
         self,
@@ -115,6 +151,7 @@ class Federation:
         seed: int = 0,
         repositories: Mapping[str, Repository] | None = None,
         clocks: dict[str, FakeClock] | None = None,
+        signed: bool = True,
     ) -> None:
         self.clock = clock or FakeClock()
         stores = repositories or {}
@@ -127,7 +164,15 @@ class Federation:
             for n in node_ids
         }
         peers = {n: [Peer(f"inproc:{p}", p) for p in node_ids if p != n] for n in node_ids}
-        self.endpoints = {n: FederationEndpoint(self.ledgers[n], peers[n]) for n in node_ids}
+        self.credentials = Credentials(node_ids) if signed else None
+        self.rosters: dict[str, Roster | None] = {
+            n: self.credentials.roster(self.ledgers[n], peers[n]) if self.credentials else None
+            for n in node_ids
+        }
+        self.endpoints = {
+            n: FederationEndpoint(self.ledgers[n], peers[n], roster=self.rosters[n])
+            for n in node_ids
+        }
         self.links = {
             (a, b): InProcessLink(a, self.endpoints[b])
             for a in node_ids
@@ -142,6 +187,7 @@ class Federation:
                 fanout=fanout,
                 interval=0.0,
                 rng=random.Random(f"{seed}:{n}"),
+                roster=self.rosters[n],
             )
             for n in node_ids
         }

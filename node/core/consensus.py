@@ -27,7 +27,11 @@ MICROS_PER_HOUR = 3600 * 1_000_000
 
 @dataclass(frozen=True, slots=True)
 class Vote:
-    """One node's local belief for a key; `version_id` None means it abstains."""
+    """One node's local belief for a key; `version_id` None means it abstains.
+
+    `seq` is the number its voter signed it with (DESIGN §7): a voter's current vote on a key
+    is its highest number, whatever the clocks say; `signature` is the voter's signature of
+    `signed.vote_payload` (empty on a node without a federation certificate)."""
 
     voter: str
     key: Key
@@ -37,6 +41,8 @@ class Vote:
     worth_milli: int
     fresh_since: Instant
     cast_at: Instant
+    seq: int = 0
+    signature: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,14 +94,25 @@ def latest_votes(votes: Iterable[Vote]) -> dict[str, Vote]:
 
 
 def newer(a: Vote, b: Vote) -> bool:
-    """Whether vote `a` supersedes `b`: cast later (ties broken by content, so order never
-    matters)."""
+    """Whether vote `a` supersedes `b`: a higher signed sequence number, never the clock
+    (DESIGN §7); between unnumbered votes (seq 0, from before votes were signed) the later
+    cast. Ties are broken by content, so arrival order never matters."""
     return _vote_order(a) > _vote_order(b)
 
 
-def _vote_order(v: Vote) -> tuple[int, str, str, int, int, int]:
-    # Every field that can differ between one node's votes on a key, so no tie is left to order.
-    return (v.cast_at, v.version_id or "", v.evidence_id, v.anchor, v.worth_milli, v.fresh_since)
+def _vote_order(v: Vote) -> tuple[int, int, str, str, int, int, int]:
+    # Every field that can differ between one node's votes on a key, so no tie is left to
+    # order. cast_at only orders votes of equal number: for signed votes, that is one
+    # voter's equivocation, which `signed.equivocates` finds and the count sets to zero.
+    return (
+        v.seq,
+        v.cast_at,
+        v.version_id or "",
+        v.evidence_id,
+        v.anchor,
+        v.worth_milli,
+        v.fresh_since,
+    )
 
 
 def over_threshold(weight: int, total: int, threshold: Fraction) -> bool:

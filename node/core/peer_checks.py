@@ -128,8 +128,12 @@ def vote_problem(v: Vote, policy: Policy, now: Instant) -> str:
         return describe_violations(out)
     if not 0 <= v.worth_milli <= 1000 or not 0 <= v.anchor <= max(policy.anchors.values()):
         return "vote weight out of range"
-    if v.cast_at > now + policy.clock_skew_micros:
+    if v.seq == 0 and v.cast_at > now + policy.clock_skew_micros:
+        # An unnumbered vote is ordered by its time; a numbered one by its number alone, so
+        # a voter's clock running ahead neither loses nor freezes its vote (DESIGN §7).
         return "cast_at lies in this node's future"
+    if v.seq < 0:
+        return "vote sequence number must not be negative"
     if v.version_id is not None and not (_is_id(v.version_id) and _is_id(v.evidence_id)):
         return "version_id and evidence_id must be 32 lowercase hex digits"
     return ""

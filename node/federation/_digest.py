@@ -133,6 +133,9 @@ class FederationIndex:
         self.evidence = SetDigest()
         self.tombstones = SetDigest()
         self._votes: dict[str, SetDigest] = {}
+        # Every signed vote held, of any voter: one item per (key id, voter), so that votes
+        # relay through any member (DESIGN §7). Bucketed by key id.
+        self.signed_votes = SetDigest()
 
     def votes(self, voter: str) -> SetDigest:
         """The digest of one voter's votes (empty if unknown)."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import weakref
 
 from factnode.core import ids
 from factnode.core.consensus import Vote
+from factnode.core.signed import vote_payload
 from factnode.federation._digest import FederationIndex, vote_item_hash
 from factnode.ledger import Committed, Ledger
 
@@ -21,6 +23,21 @@ def vote_hash(v: Vote) -> int:
     )
 
 
+def signed_vote_id(v: Vote) -> str:
+    """A vote's item id in the set of every voter's votes: its key id, then its voter."""
+    return f"{ids.key_id(v.key)}/{v.voter}"
+
+
+def signed_vote_hash(v: Vote) -> int:
+    """A vote's hash in that set: over everything its voter signed, its number included."""
+    return int.from_bytes(hashlib.blake2b(vote_payload(v), digest_size=16).digest(), "big")
+
+
+def _relayed(ledger: Ledger, v: Vote) -> bool:
+    """The vote travels in the set of every voter's votes: signed, or this node's own."""
+    return bool(v.signature) or v.voter == ledger.node_id
+
+
 def index_of(ledger: Ledger) -> FederationIndex:
     """The ledger's digests: built from its store on first use, then following its commits."""
     with _lock:
@@ -31,7 +48,7 @@ def index_of(ledger: Ledger) -> FederationIndex:
         with index.lock:
             # Following first, loading second: a commit racing the load is applied after it
             # (every update is idempotent), never lost.
-            ledger.on_commit(lambda committed: _follow(index, committed))
+            ledger.on_commit(lambda committed: _follow(ledger, index, committed))
             with ledger.repo.read() as tx:
                 for eid in tx.all_evidence_ids():
                     index.put_evidence(eid)
@@ -39,11 +56,13 @@ def index_of(ledger: Ledger) -> FederationIndex:
                     index.put_tombstone(erasure_id)
                 for v in tx.all_votes():
                     index.put_vote(v.voter, ids.key_id(v.key), vote_hash(v))
+                    if _relayed(ledger, v):
+                        index.signed_votes.put(signed_vote_id(v), signed_vote_hash(v))
         _indexes[ledger] = index
         return index
 
 
-def _follow(index: FederationIndex, fx: Committed) -> None:
+def _follow(ledger: Ledger, index: FederationIndex, fx: Committed) -> None:
     with index.lock:
         for eid in fx.evidence_added:
             index.put_evidence(eid)
@@ -53,5 +72,10 @@ def _follow(index: FederationIndex, fx: Committed) -> None:
             index.put_tombstone(erasure_id)
         for voter, key in fx.votes_removed:
             index.discard_vote(voter, ids.key_id(key))
+            index.signed_votes.discard(f"{ids.key_id(key)}/{voter}")
         for v in fx.votes_put:
             index.put_vote(v.voter, ids.key_id(v.key), vote_hash(v))
+            if _relayed(ledger, v):
+                index.signed_votes.put(signed_vote_id(v), signed_vote_hash(v))
+            else:
+                index.signed_votes.discard(signed_vote_id(v))

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from factnode.config import Peer
+from factnode.core.consensus import Vote
+from factnode.core.signed import Signature, vote_payload
 from factnode.federation.trust import (
     MAX_REVOCATION_LIST_BYTES,
     Authority,
     Identity,
     NotAMember,
     RevocationList,
+    signed_by,
 )
 from factnode.ledger import Ledger
 
@@ -91,6 +94,43 @@ class Roster:
         if held is None or identity.not_after >= held.not_after:
             self._identities[identity.node_id] = identity
         return identity
+
+    def certificate_of(self, node_id: str) -> Identity | None:
+        """The certificate this node holds for `node_id` (checked against the CA when it was
+        learned), or None: the one place a signer's certificate is looked up, whichever way
+        it arrived (a link, a delta's certificates, a member record)."""
+        return self._identities.get(node_id)
+
+    def learn(self, certificates: Iterable[bytes], by: str) -> None:
+        """Remembers the certificates a peer passed on (DER or PEM) that the CA signed;
+        one it did not sign is logged and left out, and its signer's items stay unknown."""
+        for der in certificates:
+            try:
+                self.seen(der)
+            except NotAMember as exc:
+                log.warning("certificate from %s refused: %s", by, exc)
+
+    def certificates(self, node_ids: Iterable[str]) -> list[bytes]:
+        """The certificates (DER) held for `node_ids`, to travel beside their signed items."""
+        found = (self._identities.get(n) for n in sorted(set(node_ids)))
+        return [i.der for i in found if i is not None]
+
+    def verify_vote(self, v: Vote, now: dt.datetime | None = None) -> Signature:
+        """Checks a vote's signature against its voter's certificate: the voter must be a
+        member (CA-signed, in its validity period, not revoked) and the signature must cover
+        exactly the vote as it arrived (DESIGN §7)."""
+        if not v.signature:
+            return Signature.UNSIGNED
+        identity = self._identities.get(v.voter)
+        if identity is None:
+            return Signature.UNKNOWN_SIGNER
+        if self.refusal(identity, now or dt.datetime.now(dt.UTC)):
+            return Signature.NOT_A_MEMBER
+        return (
+            Signature.VALID
+            if signed_by(identity, vote_payload(v), v.signature)
+            else (Signature.BAD)
+        )
 
     def refusal(self, identity: Identity, now: dt.datetime) -> str | None:
         """Why `identity` is not a member now, or None if it is."""

@@ -22,6 +22,7 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.clock import describe_skew
 from factnode.config import Peer
 from factnode.core import FieldViolation, InvalidInput
+from factnode.core.consensus import Vote
 from factnode.federation._digest import DEPTH, SetDigest
 from factnode.federation._index import index_of
 from factnode.federation.members import Roster
@@ -45,7 +46,14 @@ EVIDENCE = pb.DIGEST_SET_EVIDENCE
 TOMBSTONES = pb.DIGEST_SET_TOMBSTONES
 PEER_VOTES = pb.DIGEST_SET_PEER_VOTES
 YOUR_VOTES = pb.DIGEST_SET_YOUR_VOTES
-SETS = (EVIDENCE, TOMBSTONES, PEER_VOTES, YOUR_VOTES)
+VOTES = pb.DIGEST_SET_VOTES
+# A node that signs its votes compares VOTES, every voter's signed votes in one set, so a
+# vote reaches every member through whichever members it meets (DESIGN §7); one that signs
+# none (no federation certificate) compares PEER_VOTES and YOUR_VOTES, its own votes and the
+# peer's, as before votes were signed (`Syncer._mine`).
+SETS = (EVIDENCE, TOMBSTONES, PEER_VOTES, YOUR_VOTES, VOTES)
+# The offer bucket each pullable set's items are read from.
+_OFFERED = {EVIDENCE: "evidence", TOMBSTONES: "tombstones", PEER_VOTES: "votes", VOTES: "all_votes"}
 
 # A child digest costs about 30 bytes on the wire, less than resending one vote or one piece of
 # evidence, so descend until a bucket holds a single item (or DEPTH is reached).
@@ -115,6 +123,8 @@ class FederationEndpoint:
             return index.votes(self.ledger.node_id)
         if digest_set == YOUR_VOTES:
             return index.votes(caller)
+        if digest_set == VOTES:
+            return index.signed_votes
         raise InvalidInput([FieldViolation("buckets.set", f"unknown digest set {digest_set}")])
 
     def get_digest(self, caller: str, request: pb.DigestRequest) -> pb.Digest:
@@ -149,7 +159,7 @@ class FederationEndpoint:
         bucket by bucket up to the answer's limits: a bucket holding more than one answer's
         items is replaced by its children, and what does not fit is named in `unanswered`."""
         _check_refs(request.buckets, request.have_ids)
-        names = {EVIDENCE: "evidence", TOMBSTONES: "tombstones", PEER_VOTES: "votes"}
+        names = _OFFERED
         for ref in request.buckets:
             _check_prefix(ref.prefix)
             if ref.set not in names:
@@ -184,6 +194,7 @@ class FederationEndpoint:
                 evidence=[wire.relayed_pb(e) for e in evidence[: self.max_delta_items]],
                 votes=[wire.vote_pb(v) for v in votes],
             )
+            _vouch(piece, self.roster, votes)
             piece_size = piece.ByteSize()
             if piece_size > self.max_delta_bytes and len(prefix) < DEPTH and count > 1:
                 # Too many bytes for one answer: its children, one at a time, fit better.
@@ -215,6 +226,8 @@ class FederationEndpoint:
             problem = self.roster.offered(delta.revocation_list, caller)
             if problem:
                 refused.append(pb.RejectedItem(id="revocation_list", reason=problem))
+        if self.roster is not None:
+            self.roster.learn(delta.certificates, caller)
         result = self.ledger.receive(
             caller,
             peer.max_anchor if peer else None,
@@ -227,6 +240,13 @@ class FederationEndpoint:
             accepted=result.accepted,
             rejected=[*refused, *(pb.RejectedItem(id=i, reason=r) for i, r in result.rejected)],
         )
+
+
+def _vouch(delta: pb.Delta, roster: Roster | None, votes: Sequence[Vote]) -> None:
+    """Adds the certificates of the delta's voters, so a receiver that does not know one
+    can check its signature (it checks the certificate against the CA first)."""
+    if roster is not None:
+        delta.certificates.extend(roster.certificates({v.voter for v in votes if v.signature}))
 
 
 def _check_refs(refs: Sequence[pb.BucketRef], have_ids: Sequence[str]) -> None:
@@ -468,6 +488,12 @@ class Syncer:
 
     def _mine(self, peer_id: str) -> dict[pb.DigestSet, SetDigest]:
         index = index_of(self.ledger)
+        if self.ledger.sign is not None:
+            return {
+                EVIDENCE: index.evidence,
+                TOMBSTONES: index.tombstones,
+                VOTES: index.signed_votes,
+            }
         return {
             EVIDENCE: index.evidence,
             TOMBSTONES: index.tombstones,
@@ -486,7 +512,7 @@ class Syncer:
         """Takes what the peer holds under the leaves and we lack; returns the ids of the
         evidence and tombstones it sent."""
         pulled: set[str] = set()
-        refs = [(s, p) for s in (TOMBSTONES, EVIDENCE, PEER_VOTES) for p in leaves[s]]
+        refs = [(s, p) for s in (TOMBSTONES, EVIDENCE, PEER_VOTES, VOTES) for p in leaves[s]]
         for chunk in _chunks(refs, mine):
             pending = chunk
             got: set[str] = set()  # what the peer sent for this chunk
@@ -516,6 +542,8 @@ class Syncer:
                     if s == PEER_VOTES
                     and not any(ls == PEER_VOTES and lp.startswith(p) for ls, lp in left)
                 ]
+                if self.roster is not None:
+                    self.roster.learn(delta.certificates, peer.node_id)
                 # Abandoning the wait does not stop the thread: what it applies stays applied.
                 received = await _step(
                     asyncio.to_thread(
@@ -550,12 +578,13 @@ class Syncer:
         result: RoundResult,
         peer_has: Collection[str] = (),
     ) -> None:
-        refs = [(s, p) for s in (TOMBSTONES, EVIDENCE, YOUR_VOTES) for p in leaves[s]]
+        refs = [(s, p) for s in (TOMBSTONES, EVIDENCE, YOUR_VOTES, VOTES) for p in leaves[s]]
         for chunk in _chunks(refs, mine):
             prefixes = {
                 "tombstones": [p for s, p in chunk if s == TOMBSTONES],
                 "evidence": [p for s, p in chunk if s == EVIDENCE],
                 "votes": [p for s, p in chunk if s == YOUR_VOTES],
+                "all_votes": [p for s, p in chunk if s == VOTES],
             }
             tombstones, evidence, votes = await _step(
                 asyncio.to_thread(self.ledger.offer, prefixes, peer_has)
@@ -564,16 +593,14 @@ class Syncer:
             # holds there beyond them we withdrew.
             if not (tombstones or evidence or votes or prefixes["votes"]):
                 continue
-            reply = await _step(
-                link.push_delta(
-                    pb.Delta(
-                        tombstones=[wire.tombstone_pb(t) for t in tombstones],
-                        evidence=[wire.relayed_pb(e) for e in evidence],
-                        votes=[wire.vote_pb(v) for v in votes],
-                        votes_complete_under=prefixes["votes"],
-                    )
-                )
+            delta = pb.Delta(
+                tombstones=[wire.tombstone_pb(t) for t in tombstones],
+                evidence=[wire.relayed_pb(e) for e in evidence],
+                votes=[wire.vote_pb(v) for v in votes],
+                votes_complete_under=prefixes["votes"],
             )
+            _vouch(delta, self.roster, votes)
+            reply = await _step(link.push_delta(delta))
             result.tombstones_sent += len(tombstones)
             result.evidence_sent += len(evidence)
             result.votes_sent += len(votes)

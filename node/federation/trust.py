@@ -50,6 +50,10 @@ class Identity:
     def pem(self) -> bytes:
         return self.certificate.public_bytes(serialization.Encoding.PEM)
 
+    @property
+    def der(self) -> bytes:
+        return self.certificate.public_bytes(serialization.Encoding.DER)
+
 
 @dataclass(frozen=True, slots=True)
 class RevocationList:

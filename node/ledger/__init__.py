@@ -24,6 +24,7 @@ from factnode.clock import Clock
 from factnode.core import Decision, Evidence, Instant, Key, Policy, Submission, VersionHistory
 from factnode.core.consensus import Tally, Vote
 from factnode.core.peer_checks import ErasureGrant
+from factnode.core.signed import Signature
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger._forgetting import Forgetting
 from factnode.ledger._memory import ServedMemory
@@ -110,6 +111,24 @@ class Ledger:
     @erasure_grants.setter
     def erasure_grants(self, grants: tuple[ErasureGrant, ...]) -> None:
         self.peer_input.erasure_grants = grants
+
+    @property
+    def sign(self) -> Callable[[bytes], bytes] | None:
+        """This node's signing key (DESIGN §7); None: votes are neither signed nor checked."""
+        return self.serving.sign
+
+    @sign.setter
+    def sign(self, sign: Callable[[bytes], bytes] | None) -> None:
+        self.serving.sign = sign
+
+    @property
+    def verify_vote(self) -> Callable[[Vote], Signature] | None:
+        """The check of a peer's signed vote against its signer's certificate."""
+        return self.serving.verify_vote
+
+    @verify_vote.setter
+    def verify_vote(self, verify: Callable[[Vote], Signature] | None) -> None:
+        self.serving.verify_vote = verify
 
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """`Serving.on_commit`."""
@@ -314,6 +333,10 @@ class Ledger:
     def stop_counting(self, voter: str) -> int:
         """`PeerInput.stop_counting`."""
         return self.peer_input.stop_counting(voter)
+
+    def sign_own_votes(self) -> int:
+        """`PeerInput.sign_own_votes`."""
+        return self.peer_input.sign_own_votes()
 
 
 def ensure_node_id(repo: Repository, configured: str | None, fresh: str) -> str:

@@ -90,7 +90,8 @@ class Received:
 
     accepted: int
     rejected: list[tuple[str, str]]
-    # How many items of each kind ("tombstone", "evidence", "vote") were refused.
+    # How many items of each kind ("tombstone", "evidence", "vote") were refused; and, as
+    # "kind/reason" (e.g. "vote/bad_signature"), how many of those for their signature.
     refused: Mapping[str, int] = field(default_factory=dict)
 
 

@@ -18,6 +18,7 @@ from factnode.core.peer_checks import (
     tombstone_problem,
     vote_problem,
 )
+from factnode.core.signed import Signature, refusal
 from factnode.core.validation import (
     describe_violations,
     quoted,
@@ -51,7 +52,8 @@ class PeerInput(Component):
         self, prefixes: dict[str, list[str]], have_ids: Collection[str] = ()
     ) -> tuple[list[Tombstone], list[Evidence], list[Vote]]:
         """What this node holds under the given buckets ("evidence", "tombstones", "votes":
-        its own votes), leaving out ids the caller already has."""
+        its own votes; "all_votes": the signed votes of every voter, relayed unchanged,
+        DESIGN §7), leaving out ids the caller already has."""
         have = set(have_ids)
         with self.repo.read() as tx:
             tombstones = [
@@ -65,6 +67,13 @@ class PeerInput(Component):
                 if e.evidence_id not in have
             ]
             votes = tx.votes_under(self.node_id, prefixes.get("votes", []))
+            if prefixes.get("all_votes"):
+                # Another voter's vote travels only signed: nobody else could check it.
+                votes += [
+                    v
+                    for v in tx.votes_under(None, prefixes["all_votes"])
+                    if v.signature or v.voter == self.node_id
+                ]
         relayed = [replace(e, origin_recorded_at=e.first_recorded_at) for e in evidence]
         return tombstones, relayed, votes
 
@@ -83,10 +92,12 @@ class PeerInput(Component):
         votes_complete_under: Collection[str] = (),
     ) -> Received:
         """Applies what a peer sent, tombstones first: erased evidence cannot come back in the
-        same delta. Relayed evidence counts with its anchor capped at the peer's ceiling. Votes
-        count for `peer_id`, the node the connection proved; a vote older than the one held
-        from that peer is ignored, one dated in this node's future or resting on erased
-        evidence is refused, and a kept vote counts only as weighed from evidence held here.
+        same delta. Relayed evidence counts with its anchor capped at the peer's ceiling. A
+        vote counts for its voter, whoever delivered it, once its voter's signature checks
+        (`verify_vote`; on a node that checks none, only `peer_id`'s own votes, the node the
+        connection proved, are taken). A vote numbered below the one held from its voter is
+        ignored, one resting on erased evidence is refused, and a kept vote counts only as
+        weighed from evidence held here.
 
         `votes_complete_under` names key-id prefixes under which `votes` are all the peer's
         votes (a pull answers with every vote the peer holds there): a vote of the peer's held
@@ -176,10 +187,18 @@ class PeerInput(Component):
                 good_evidence.append(e)
         checked_votes: list[Vote] = []
         for v in votes:
-            problem = vote_problem(v, self.policy, now)
+            if v.voter == self.node_id and self._serving.verify_vote is not None:
+                # This node's own vote coming back through a relay: it holds its own votes
+                # already, and no relay's copy replaces them.
+                accepted += 1
+                continue
+            problem, signature = self._vote_signature(v, peer_id)
+            problem = problem or vote_problem(v, self.policy, now)
             if problem:
                 rejected.append((_vote_item(v), problem))
                 kinds["vote"] += 1
+                if signature:
+                    kinds[f"vote/{signature}"] += 1
             else:
                 checked_votes.append(v)
         with self.repo.write() as tx:
@@ -236,24 +255,30 @@ class PeerInput(Component):
             # An abstention on a key held nowhere here waits like a vote on evidence not
             # held: both share the peer's one bound.
             keys_here = tx.keys_held({v.key for v in checked_votes if v.version_id is None})
+            # A key erased here whose vote names evidence not held: the evidence, if it ever
+            # came, would be judged against the erasure, and its voter, who erased the key
+            # too, withdrew the vote by deleting it (no signed withdrawal may carry the key).
+            erased_keys = tx.erased_keys({v.key for v in checked_votes})
             good: list[Vote] = []
-            room: int | None = None  # how many more of this peer's votes may wait
+            room: dict[str, int] = {}  # how many more of each voter's votes may wait
             for v in checked_votes:
                 problem = ""
                 named_evidence = held.get(v.evidence_id) if v.version_id is not None else None
                 unheld = v.key not in keys_here if v.version_id is None else named_evidence is None
                 if v.version_id is not None and v.evidence_id in erased:
                     problem = "the vote rests on erased evidence"
+                elif unheld and v.key in erased_keys:
+                    problem = "its key was erased here and the evidence it names is not held"
                 elif unheld:
-                    if room is None:
+                    if v.voter not in room:
                         most = self.policy.max_waiting_votes_per_peer
-                        room = most - tx.waiting_votes(peer_id)
-                    if room <= 0:
+                        room[v.voter] = most - tx.waiting_votes(v.voter)
+                    if room[v.voter] <= 0:
                         problem = (
-                            "too many of this peer's votes wait for evidence this node "
+                            "too many of this voter's votes wait for evidence this node "
                             f"does not hold (at most {self.policy.max_waiting_votes_per_peer})"
                         )
-                    room -= 1
+                    room[v.voter] -= 1
                 elif named_evidence is not None and (
                     named_evidence.key,
                     named_evidence.version_id,
@@ -263,11 +288,11 @@ class PeerInput(Component):
                     rejected.append((_vote_item(v), problem))
                     kinds["vote"] += 1
                     continue
-                good.append(replace(v, voter=peer_id))
+                good.append(v)
             good = latest_per_key(good)
             withdrawn: set[Key] = set()
             if votes_complete_under:
-                sent = {v.key for v in votes}
+                sent = {v.key for v in votes if v.voter == peer_id}
                 withdrawn = {
                     v.key
                     for v in tx.votes_under(peer_id, votes_complete_under)
@@ -282,7 +307,7 @@ class PeerInput(Component):
             if good:
                 current = before  # withdrawn keys are not among these
                 for v in good:
-                    held_vote = next((o for o in current[v.key] if o.voter == peer_id), None)
+                    held_vote = next((o for o in current[v.key] if o.voter == v.voter), None)
                     # An older vote arriving late never replaces a newer one. A newer one is
                     # kept even when it says the same (its later time must be held, so a vote
                     # cast between the two and arriving later still loses to it).
@@ -303,6 +328,17 @@ class PeerInput(Component):
             # As after a local erase: the erased bytes must not linger in the WAL or old pages.
             self.repo.after_erase()
         return Received(accepted, rejected, dict(kinds))
+
+    def _vote_signature(self, v: Vote, peer_id: str) -> tuple[str, str]:
+        """Why a vote is refused for its signature or its voter, or "" (and the refusal's
+        name for the metric). A node that checks signatures takes a vote from any relay
+        when its voter signed it; one that does not takes only the link's own votes."""
+        if self._serving.verify_vote is None:
+            if v.voter != peer_id:
+                return f"a vote of {v.voter} relayed by {peer_id}, unsigned here", ""
+            return "", ""
+        check = self._serving.verify_vote(v)
+        return refusal(check), "" if check is Signature.VALID else check.value
 
     def _erasure_refusal(self, tx: Transaction, t: Tombstone, peer_id: str) -> str:
         """Why this node does not apply a peer's tombstone it does not hold yet, or ""."""
@@ -360,6 +396,34 @@ class PeerInput(Component):
                 keys = {v.key for v in tx.all_votes()}
             self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
         self._serving.announce(fx)
+
+    def sign_own_votes(self) -> int:
+        """Numbers and signs this node's votes stored before votes were signed (migration
+        0009), so peers take them again, and stops counting the unsigned votes held from
+        peers, which nobody can check (their voters send them signed at their next round);
+        returns how many of its own it signed. Nothing without a signing key."""
+        if self._serving.sign is None:
+            return 0
+        fx = Committed()
+        with self.repo.write() as tx:
+            unsigned = [v for v in tx.all_votes() if not v.signature]
+            own = [v for v in unsigned if v.voter == self.node_id]
+            if own:
+                signed = self._serving.numbered(tx, own)
+                tx.put_votes(signed)
+                fx.votes_put.extend(signed)
+            theirs: dict[str, set[Key]] = {}
+            for v in unsigned:
+                if v.voter != self.node_id:
+                    theirs.setdefault(v.voter, set()).add(v.key)
+            for voter, keys in theirs.items():
+                tx.delete_votes(voter, keys)
+                fx.votes_removed.extend((voter, k) for k in keys)
+            if theirs:
+                recount = set().union(*theirs.values())
+                self._serving.refresh(tx, tx.key_states(recount), self.clock.now(), fx)
+        self._serving.announce(fx)
+        return len(own)
 
     def stop_counting(self, voter: str) -> int:
         """Forgets every vote of `voter` (its certificate was revoked, DESIGN §7): the keys

@@ -29,11 +29,15 @@ from factnode.core.consensus import (
     transition,
 )
 from factnode.core.serving import counted_votes, own_vote, peer_voted, serve
+from factnode.core.signed import Signature, vote_payload, withdrawn
 from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_key, check_text
 from factnode.ledger._memory import ServedMemory
 from factnode.ledger._model import Belief, Committed, belief_from_rows, served_of
 from factnode.store import Repository, StoredBelief
 from factnode.store.repository import Transaction
+
+# The node_meta entry holding the highest sequence number this node signed a vote with.
+VOTE_SEQ_META = "vote_seq"
 
 
 class _Representatives:
@@ -111,6 +115,11 @@ class Serving:
         self._observers: list[Callable[[Committed], None]] = []
         # Told, after each delta a peer sent, how many of its items of each kind were refused.
         self.refusal_observers: list[Callable[[Mapping[str, int]], None]] = []
+        # This node's signing key (DESIGN §7), and the check of a peer's signed vote against
+        # its signer's certificate: set by the composition root on a federated node (the
+        # ledger never imports the federation); None: votes are neither signed nor checked.
+        self.sign: Callable[[bytes], bytes] | None = None
+        self.verify_vote: Callable[[Vote], Signature] | None = None
 
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """Calls `observer` after every committed write with what it changed (the federation
@@ -173,6 +182,10 @@ class Serving:
             mine = self._own_vote(key, verdict, reps, now, pin)
             others = self.peer_votes_counted(votes.get(key, []), state)
             old_mine = next((v for v in votes.get(key, []) if v.voter == self.node_id), None)
+            if mine is None and old_mine is not None and self.sign is not None:
+                # A signed vote is withdrawn by a later signed one that votes for nothing:
+                # a relay may hold the old one, and only a higher number replaces it.
+                mine = old_mine if old_mine.version_id is None else withdrawn(old_mine, now)
             if not same_vote(old_mine, mine):
                 if mine is None:
                     removed.append(key)
@@ -216,11 +229,25 @@ class Serving:
             tx.delete_votes(self.node_id, removed)
             fx.votes_removed.extend((self.node_id, k) for k in removed)
         if put:
+            put = self.numbered(tx, put)
             tx.put_votes(put)
             fx.votes_put.extend(put)
         tx.replace_beliefs(changes, now)
         tx.add_decisions(transitions)
         return served_rows
+
+    def numbered(self, tx: Transaction, votes: Sequence[Vote]) -> list[Vote]:
+        """This node's new votes, numbered after every vote it cast before (on any key, so a
+        vote cast again after its key was erased still outnumbers the old one) and signed."""
+        last = int(tx.meta(VOTE_SEQ_META) or 0)
+        out = []
+        for seq, v in enumerate(votes, start=last + 1):
+            numbered = replace(v, seq=seq)
+            if self.sign is not None:
+                numbered = replace(numbered, signature=self.sign(vote_payload(numbered)))
+            out.append(numbered)
+        tx.set_meta(VOTE_SEQ_META, str(last + len(votes)))
+        return out
 
     def peer_votes_counted(self, votes: Iterable[Vote], state: KeyState) -> list[Vote]:
         """The peers' votes on a key as this node counts them: each weighed from the key's

@@ -27,7 +27,7 @@ from factnode.federation._index import index_of
 from factnode.federation.members import Roster
 from factnode.federation.sync import MAX_DELTA_BYTES, FederationEndpoint, Syncer
 from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles
-from factnode.federation.trust import Authority, NotAMember
+from factnode.federation.trust import Authority, NotAMember, Signer
 from factnode.ledger import Ledger, Submitted, ensure_node_id
 from factnode.metrics import Metrics
 from factnode.server._admin import AdminServicer
@@ -164,7 +164,10 @@ class Node:
                 tx.set_meta(REVOCATION_META, base64.b64encode(der).decode())
 
         assert self.settings.federation_listen is not None
-        return Roster(
+        # Votes are signed with the certificate's key and checked against their voter's
+        # (DESIGN §7); votes stored unsigned by an older version are signed now.
+        self.ledger.sign = Signer(authority, tls.cert, tls.key).sign
+        roster = Roster(
             self.ledger,
             authority,
             own,
@@ -173,6 +176,11 @@ class Node:
             load,
             save,
         )
+        self.ledger.verify_vote = roster.verify_vote
+        signed = self.ledger.sign_own_votes()
+        if signed:
+            log.info("signed %d vote(s) this node stored before votes were signed", signed)
+        return roster
 
     def _tls(self) -> TlsFiles:
         s = self.settings

@@ -71,8 +71,7 @@ class SqlDigests(TransactionPart):
             for m in found
         ]
 
-    def votes_under(self, voter: str, prefixes: Collection[str]) -> list[Vote]:
-        rows = select_under(
-            self._c, _SELECT_VOTES, "vote.key_id", prefixes, [("vote.voter", voter)]
-        )
+    def votes_under(self, voter: str | None, prefixes: Collection[str]) -> list[Vote]:
+        fixed = [] if voter is None else [("vote.voter", voter)]
+        rows = select_under(self._c, _SELECT_VOTES, "vote.key_id", prefixes, fixed)
         return [_vote(r) for r in rows]

@@ -200,6 +200,8 @@ _SELECT_VOTES = select(
     V.c.worth_milli,
     V.c.fresh_since,
     V.c.cast_at,
+    V.c.seq,
+    V.c.signature,
 )
 
 
@@ -218,8 +220,9 @@ def _stored_belief(row: Sequence[Any]) -> StoredBelief:
 
 def _vote(row: Sequence[Any]) -> Vote:
     (voter, namespace, subject, predicate, version_id, evidence_id, anchor, worth, fresh, cast) = (
-        row
+        row[:10]
     )
+    seq, signature = row[10:12]
     return Vote(
         voter,
         Key(namespace, subject, predicate),
@@ -229,6 +232,8 @@ def _vote(row: Sequence[Any]) -> Vote:
         worth,
         fresh,
         cast,
+        seq or 0,
+        bytes(signature) if signature else b"",
     )
 
 
@@ -242,6 +247,8 @@ def _vote_values(v: Vote) -> tuple[Any, ...]:
         v.worth_milli,
         v.fresh_since,
         v.cast_at,
+        v.seq,
+        v.signature or None,
     )
 
 
@@ -268,6 +275,8 @@ _VOTE_COLUMNS = (
     "worth_milli",
     "fresh_since",
     "cast_at",
+    "seq",
+    "signature",
 )
 _SELECT_EVIDENCE_ID = select(E.c.evidence_id)
 _SELECT_ERASURES = select(ER)

@@ -6,7 +6,7 @@ compares the two so they cannot drift.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Index, Text, text
+from sqlalchemy import BigInteger, Index, LargeBinary, Text, text
 from sqlmodel import Field, SQLModel
 
 ID = 32  # hex chars of a content-addressed id
@@ -173,7 +173,8 @@ class NodeMetaRow(SQLModel, table=True):
 
 
 class VoteRow(SQLModel, table=True):
-    """The latest vote of each node (this one included) for each key."""
+    """The current vote of each node (this one included) for each key: its highest signed
+    sequence number (DESIGN §7), with the voter's signature, relayed unchanged."""
 
     __tablename__ = "vote"
     __table_args__ = (
@@ -192,6 +193,25 @@ class VoteRow(SQLModel, table=True):
     worth_milli: int
     fresh_since: int = Field(sa_type=BigInteger)
     cast_at: int = Field(sa_type=BigInteger)
+    seq: int = Field(default=0, sa_type=BigInteger, sa_column_kwargs={"server_default": "0"})
+    # None on a vote stored before votes were signed (migration 0009): refused by peers.
+    signature: bytes | None = Field(default=None, sa_type=LargeBinary)
+
+
+class EquivocationRow(SQLModel, table=True):
+    """Proof that a voter signed two different votes with one sequence number on one key
+    (DESIGN §7): both votes, as JSON, kept and gossiped; the voter counts zero on the key."""
+
+    __tablename__ = "equivocation"
+
+    voter: str = Field(primary_key=True, max_length=NAME)
+    key_id: str = Field(primary_key=True, max_length=ID)
+    namespace: str = Field(max_length=NAME)
+    subject: str = Field(max_length=NAME)
+    predicate: str = Field(max_length=NAME)
+    seq: int = Field(sa_type=BigInteger)
+    first: str = Field(sa_type=Text)
+    second: str = Field(sa_type=Text)
 
 
 class PinRow(SQLModel, table=True):

@@ -130,6 +130,24 @@ class SqlTombstones(TransactionPart):
                 insert(EE), [{"evidence_id": e, "erasure_id": tombstone.erasure_id} for e in fresh]
             )
 
+    def erased_keys(self, keys: Collection[Key]) -> set[Key]:
+        """The keys among `keys` that a key or subject erasure held here covers."""
+        if not keys or scalar(self._c, ANY_ERASURE) is None:
+            return set()
+        scopes: dict[str, set[Key]] = {}
+        for k in keys:
+            scopes.setdefault(ids.key_id(k), set()).add(k)
+            scopes.setdefault(ids.subject_id(k.namespace, k.subject), set()).add(k)
+        out: set[Key] = set()
+        for part in chunks(sorted(scopes)):
+            for scope_hash in self._c.scalars(
+                select(ER.c.scope_hash).where(
+                    ER.c.scope_hash.in_(part), ER.c.scope.in_(("key", "subject"))
+                )
+            ):
+                out |= scopes[scope_hash]
+        return out
+
     def erased_ids(self, evidence_ids: Collection[str]) -> set[str]:
         out: set[str] = set()
         for part in chunks(sorted(evidence_ids)):

@@ -17,8 +17,10 @@ KEY = Key("team:infra", "build", "python_version")
 
 @pytest.fixture
 def fed() -> Iterator[Federation]:
-    """Two in-process nodes, a and b, that know each other."""
-    federation = Federation(["a", "b"])
+    """Two in-process nodes, a and b, that know each other and send unsigned votes (the
+    delta checks here are those of their content; signatures are pinned in
+    tests/integration/federation/test_signed_votes.py)."""
+    federation = Federation(["a", "b"], signed=False)
     try:
         yield federation
     finally:

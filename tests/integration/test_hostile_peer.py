@@ -20,8 +20,11 @@ HOUR = 3_600_000_000
 
 @pytest.fixture
 def fed() -> Iterator[Federation]:
-    """An honest node `a` and a peer `h` it is configured to trust as a peer, no more."""
-    federation = Federation(["a", "h"])
+    """An honest node `a` and a peer `h` it is configured to trust as a peer, no more; unsigned
+    votes, as a node without a certificate sends them (the checks of their content are the
+    same for signed votes; tests/integration/federation/test_signed_votes.py pins the
+    signatures)."""
+    federation = Federation(["a", "h"], signed=False)
     try:
         yield federation
     finally:
@@ -170,7 +173,7 @@ async def test_a_vote_on_evidence_not_held_waits_for_it(fed: Federation) -> None
 async def test_a_peer_cannot_fill_the_store_with_votes_waiting_for_evidence() -> None:
     """Beyond max_waiting_votes_per_peer, a peer's further votes on evidence not held here are
     refused item by item, naming the limit; votes on held evidence still count."""
-    fed = Federation(["a", "h"], policy=Policy(max_waiting_votes_per_peer=2))
+    fed = Federation(["a", "h"], policy=Policy(max_waiting_votes_per_peer=2), signed=False)
     try:
         keys = [Key(KEY.namespace, f"s{i}", "python") for i in range(3)]
         waiting = [

@@ -14,10 +14,11 @@ from sqlmodel import SQLModel
 
 import factnode.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 from factnode.core import Key, Policy, Submission, ids
+from factnode.core.signed import Signature
 from factnode.ledger import Ledger, NotFound, ensure_node_id
 from factnode.store import SqlRepository
 from factnode.store.migrations import alembic_config, upgrade
-from factnode.testing import FakeClock
+from factnode.testing import Credentials, FakeClock
 
 LIVES_IN = Key("user:ana", "ana", "lives_in")
 TABLES = {
@@ -362,5 +363,47 @@ def test_0009_drops_unused_indexes_makes_sparse_ones_partial_and_reverses(
         assert retry.evidence_id == first.evidence_id  # the partial unique index still finds it
         report = ledger.erase(subject=("user:ana", "ana"), operator="op", reason="test")
         assert report.evidence_erased == 3  # found by subject_id
+    finally:
+        again.close()
+
+
+def test_0009_adds_signed_votes_and_reverses(tmp_path: Path) -> None:
+    """0009_signed adds each vote's sequence number and signature and the equivocation
+    table; downgraded to 0008 they are gone and the votes stay; upgraded again, the votes
+    read back unsigned with number 0, which the node signs again on open."""
+    url = f"sqlite:///{tmp_path / 'signed.db'}"
+    credentials = Credentials(["node-test"])
+    repo = SqlRepository(url)
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", FakeClock())
+        credentials.roster(ledger, [])
+        ledger.submit(Submission(*LIVES_IN, "Lisbon", "agent_observed", "agent:a", 0.5, 0.9))
+        with repo.read() as tx:
+            [signed] = tx.votes([LIVES_IN])[LIVES_IN]
+        assert signed.seq == 1 and signed.signature
+        with repo.engine.connect() as conn:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0008")
+            conn.commit()
+            columns = {c["name"] for c in inspect(conn).get_columns("vote")}
+            assert not {"seq", "signature"} & columns
+            assert "equivocation" not in inspect(conn).get_table_names()
+            assert conn.execute(text("SELECT count(*) FROM vote")).scalar() == 1
+    finally:
+        repo.close()
+
+    again = SqlRepository(url)  # opening migrates to head
+    try:
+        assert _revision(again.engine) == _head()
+        with again.read() as tx:
+            [old] = tx.votes([LIVES_IN])[LIVES_IN]
+        assert (old.seq, old.signature, old.version_id) == (0, b"", signed.version_id)
+        ledger = Ledger(again, Policy(), "node-test", FakeClock())
+        roster = credentials.roster(ledger, [])
+        assert ledger.sign_own_votes() == 1
+        with again.read() as tx:
+            [resigned] = tx.votes([LIVES_IN])[LIVES_IN]
+        assert resigned.seq == 2 and roster.verify_vote(resigned) is Signature.VALID
     finally:
         again.close()

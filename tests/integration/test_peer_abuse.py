@@ -192,7 +192,7 @@ def test_abstentions_on_keys_held_nowhere_share_the_waiting_vote_bound() -> None
     """Abstentions on keys this node holds no evidence for count against the same per-peer
     bound as votes on evidence not held: beyond it they are refused, naming the limit; an
     abstention on a key held here is taken whatever the bound."""
-    fed = Federation(["a", "h"], policy=Policy(max_waiting_votes_per_peer=2))
+    fed = Federation(["a", "h"], policy=Policy(max_waiting_votes_per_peer=2), signed=False)
     try:
         now = wire.timestamp(fed.clock.now())
         unknown = [Key("team:x", f"u{i}", "p") for i in range(3)]

@@ -51,6 +51,7 @@ class DigestSet(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DIGEST_SET_TOMBSTONES: _ClassVar[DigestSet]
     DIGEST_SET_PEER_VOTES: _ClassVar[DigestSet]
     DIGEST_SET_YOUR_VOTES: _ClassVar[DigestSet]
+    DIGEST_SET_VOTES: _ClassVar[DigestSet]
 
 class ErasureScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -88,6 +89,7 @@ DIGEST_SET_EVIDENCE: DigestSet
 DIGEST_SET_TOMBSTONES: DigestSet
 DIGEST_SET_PEER_VOTES: DigestSet
 DIGEST_SET_YOUR_VOTES: DigestSet
+DIGEST_SET_VOTES: DigestSet
 ERASURE_SCOPE_UNSPECIFIED: ErasureScope
 ERASURE_SCOPE_EVIDENCE: ErasureScope
 ERASURE_SCOPE_KEY: ErasureScope
@@ -772,7 +774,7 @@ class RelayedEvidence(_message.Message):
     def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth_milli: _Optional[int] = ..., confidence_milli: _Optional[int] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ..., retracts: _Optional[bool] = ...) -> None: ...
 
 class Vote(_message.Message):
-    __slots__ = ("key", "version_id", "evidence_id", "anchor", "worth_milli", "fresh_since", "cast_at")
+    __slots__ = ("key", "version_id", "evidence_id", "anchor", "worth_milli", "fresh_since", "cast_at", "voter", "seq", "signature")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -780,6 +782,9 @@ class Vote(_message.Message):
     WORTH_MILLI_FIELD_NUMBER: _ClassVar[int]
     FRESH_SINCE_FIELD_NUMBER: _ClassVar[int]
     CAST_AT_FIELD_NUMBER: _ClassVar[int]
+    VOTER_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     key: Key
     version_id: str
     evidence_id: str
@@ -787,7 +792,10 @@ class Vote(_message.Message):
     worth_milli: int
     fresh_since: _timestamp_pb2.Timestamp
     cast_at: _timestamp_pb2.Timestamp
-    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., version_id: _Optional[str] = ..., evidence_id: _Optional[str] = ..., anchor: _Optional[int] = ..., worth_milli: _Optional[int] = ..., fresh_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cast_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    voter: str
+    seq: int
+    signature: bytes
+    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., version_id: _Optional[str] = ..., evidence_id: _Optional[str] = ..., anchor: _Optional[int] = ..., worth_milli: _Optional[int] = ..., fresh_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cast_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., voter: _Optional[str] = ..., seq: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class ErasureTombstone(_message.Message):
     __slots__ = ("erasure_id", "scope", "scope_hash", "erased_at", "evidence_ids", "operator", "reason", "origin_node")
@@ -810,20 +818,22 @@ class ErasureTombstone(_message.Message):
     def __init__(self, erasure_id: _Optional[str] = ..., scope: _Optional[_Union[ErasureScope, str]] = ..., scope_hash: _Optional[str] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evidence_ids: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., origin_node: _Optional[str] = ...) -> None: ...
 
 class Delta(_message.Message):
-    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list")
+    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list", "certificates")
     TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     VOTES_FIELD_NUMBER: _ClassVar[int]
     VOTES_COMPLETE_UNDER_FIELD_NUMBER: _ClassVar[int]
     UNANSWERED_FIELD_NUMBER: _ClassVar[int]
     REVOCATION_LIST_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATES_FIELD_NUMBER: _ClassVar[int]
     tombstones: _containers.RepeatedCompositeFieldContainer[ErasureTombstone]
     evidence: _containers.RepeatedCompositeFieldContainer[RelayedEvidence]
     votes: _containers.RepeatedCompositeFieldContainer[Vote]
     votes_complete_under: _containers.RepeatedScalarFieldContainer[str]
     unanswered: _containers.RepeatedCompositeFieldContainer[BucketRef]
     revocation_list: bytes
-    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., revocation_list: _Optional[bytes] = ...) -> None: ...
+    certificates: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., revocation_list: _Optional[bytes] = ..., certificates: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class RejectedItem(_message.Message):
     __slots__ = ("id", "reason")

@@ -22,11 +22,17 @@ from pathlib import Path
 
 import grpc
 from _processes import STOP_TIMEOUT, kill_process, stop_process
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.certs import ensure_ca, issue_node_cert
+from factnode.core.signed import vote_payload
 
 START_TIMEOUT = 30.0  # seconds for `serve` to announce its ports (several start at once)
 RPC_TIMEOUT = 15.0  # seconds for one client call
@@ -345,6 +351,33 @@ def refused(call: Callable[[], object]) -> grpc.StatusCode:
     except grpc.RpcError as exc:
         return exc.code()  # type: ignore[no-any-return]
     raise AssertionError("the call succeeded; it must be refused")
+
+
+def node_id_of(identity: TlsIdentity) -> str:
+    """The node id (common name) its certificate names."""
+    cert = x509.load_pem_x509_certificate(identity.cert.read_bytes())
+    return str(cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
+
+
+def signed_vote(identity: TlsIdentity, msg: pb.Vote, voter: str = "") -> pb.Vote:
+    """`msg` as `identity`'s node signs it (DESIGN §7): naming `voter` (default: that node)
+    and numbered `msg.seq` (default: its cast_at in microseconds, so later casts number
+    higher), with its certificate's key over the vote's canonical bytes."""
+    out = pb.Vote()
+    out.CopyFrom(msg)
+    out.voter = voter or out.voter or node_id_of(identity)
+    out.seq = out.seq or out.cast_at.ToMicroseconds()
+    core = wire.vote(out, out.voter)
+    key = serialization.load_pem_private_key(identity.key.read_bytes(), password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    out.signature = key.sign(vote_payload(core), ec.ECDSA(hashes.SHA256()))
+    return out
+
+
+def certificate_der(identity: TlsIdentity) -> bytes:
+    """The identity's certificate in DER, as a delta carries it."""
+    cert = x509.load_pem_x509_certificate(identity.cert.read_bytes())
+    return cert.public_bytes(serialization.Encoding.DER)
 
 
 def peer_channel(identity: TlsIdentity, target: FedNode) -> grpc.Channel:

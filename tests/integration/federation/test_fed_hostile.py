@@ -29,6 +29,7 @@ from _fednet import (
     make_identities,
     peer_channel,
     refused,
+    signed_vote,
     unique_ns,
 )
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -109,13 +110,21 @@ class PeerLink:
     """The attacker's end of one peer link to the victim's federation port."""
 
     def __init__(self, identity: TlsIdentity, victim: FedNode) -> None:
+        self.identity = identity
         self.channel = peer_channel(identity, victim)
         self.stub = pb_grpc.FederationServiceStub(self.channel)
 
     def push(
         self, delta: pb.Delta, metadata: tuple[tuple[str, str], ...] = ()
     ) -> pb.PushDeltaResponse:
-        return self.stub.PushDelta(delta, timeout=RPC_TIMEOUT, metadata=metadata)
+        """Sends `delta`, its unsigned votes signed by this link's node, numbered by their
+        cast time: a member's lies are signed like its honest votes (DESIGN §7)."""
+        signed = pb.Delta()
+        signed.CopyFrom(delta)
+        for v in signed.votes:
+            if not v.signature:
+                v.CopyFrom(signed_vote(self.identity, v))
+        return self.stub.PushDelta(signed, timeout=RPC_TIMEOUT, metadata=metadata)
 
     def offered(self, digest_set: pb.DigestSet) -> pb.Delta:
         """Everything the victim offers under the root bucket of one set."""
@@ -255,9 +264,10 @@ def test_a_future_tombstone_erases_what_it_covers_now_and_later_writes_are_accep
 def test_an_older_vote_arriving_later_never_replaces_a_newer_one(
     victim: FedNode, mallory: PeerLink
 ) -> None:
-    """The latest cast_at wins: an older vote last in the same delta, or alone in a later delta,
-    leaves the newer one counted, and one cast in the victim's future is refused; a vote cast
-    later than both does replace it."""
+    """The highest signed number wins (DESIGN §7): an older vote last in the same delta, or
+    alone in a later delta, leaves the newer one counted; a vote dated an hour in the victim's
+    future counts by its number (a clock running ahead loses nothing), and a higher number
+    replaces it though dated earlier (nor does a clock set back)."""
     k = fresh_key("stale")
     victim.submit(k, "3.12", source="agent:victim", valid_from=event_time())
     old, new = evidence(k, "3.11"), evidence(k, "3.13")
@@ -268,13 +278,15 @@ def test_an_older_vote_arriving_later_never_replaces_a_newer_one(
     assert voted_by(victim, k, MALLORY) == "3.13"
     mallory.push(pb.Delta(votes=[older]))
     assert voted_by(victim, k, MALLORY) == "3.13"
-    # A vote dated an hour ahead (beyond the 5-minute allowance) is refused, so it cannot
-    # pre-empt every vote the peer will cast until then.
-    ahead = mallory.push(pb.Delta(votes=[vote(new, cast_at=t0 + 3600 * SECOND)]))
-    assert [r.reason for r in ahead.rejected] == ["cast_at lies in this node's future"]
-    # The control: a vote cast after the held one replaces it.
-    mallory.push(pb.Delta(votes=[vote(old, cast_at=t0 + SECOND)]))
+    # Dated an hour ahead (beyond the 5-minute allowance), numbered after the held vote.
+    ahead = vote(old, cast_at=t0 + 3600 * SECOND)
+    assert list(mallory.push(pb.Delta(votes=[ahead])).rejected) == []
     assert voted_by(victim, k, MALLORY) == "3.11"
+    # Numbered after it, dated before it: the number decides.
+    behind = vote(new, cast_at=t0 + SECOND)
+    behind.seq = t0 + 3601 * SECOND
+    assert list(mallory.push(pb.Delta(votes=[behind])).rejected) == []
+    assert voted_by(victim, k, MALLORY) == "3.13"
 
 
 def test_a_vote_on_evidence_not_held_waits_until_the_evidence_arrives(

@@ -1,0 +1,118 @@
+"""Signed data (DESIGN §7): the exact bytes a member signs, and the pure checks on them.
+
+A vote is signed by its voter, numbered by a sequence it signs: its current vote on a key is
+the one with the highest number, never the latest clock. Two validly signed votes of one
+voter on one key with the same number and different content prove that it equivocated.
+
+Pure: signing and verifying are the shell's (`federation.trust`); the core says what is
+signed, what a verification's answer means, and what a set of verified votes proves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from factnode.core._model import Instant, Key
+from factnode.core.consensus import Vote
+
+# A domain tag per kind of item: a signature over one kind never verifies as another.
+_VOTE_TAG = b"factnode/vote/v1"
+
+
+class Signature(StrEnum):
+    """What checking an item's signature against its signer's certificate found; the
+    value names the refusal in the metric (`factnode_peer_signatures_refused_total`)."""
+
+    VALID = "valid"
+    UNSIGNED = "unsigned"
+    BAD = "bad_signature"
+    UNKNOWN_SIGNER = "unknown_signer"
+    NOT_A_MEMBER = "not_a_member"
+
+
+_REASONS = {
+    Signature.UNSIGNED: "it carries no signature",
+    Signature.BAD: "its signature does not verify against its signer's certificate",
+    Signature.UNKNOWN_SIGNER: "its signer's certificate is not known here",
+    Signature.NOT_A_MEMBER: "its signer is not a member (certificate revoked, expired or not "
+    "signed by the federation CA)",
+}
+
+
+def refusal(check: Signature) -> str:
+    """Why an item with this signature check is refused; "" when it is valid."""
+    return _REASONS.get(check, "")
+
+
+def _encode(parts: Iterable[str | int]) -> bytes:
+    """Length-prefixed parts: no two different part lists give the same bytes."""
+    out = bytearray()
+    for p in parts:
+        raw = str(p).encode("utf-8", "surrogatepass")
+        out += len(raw).to_bytes(4, "big") + raw
+    return bytes(out)
+
+
+def vote_payload(v: Vote) -> bytes:
+    """The bytes a voter signs: everything the vote says, its voter and number included, so
+    a relay can neither alter it, credit it to another voter, nor renumber it."""
+    return _VOTE_TAG + _encode(
+        (
+            v.voter,
+            *v.key,
+            v.version_id or "",
+            v.evidence_id,
+            v.anchor,
+            v.worth_milli,
+            v.fresh_since,
+            v.cast_at,
+            v.seq,
+        )
+    )
+
+
+def withdrawn(v: Vote, now: Instant) -> Vote:
+    """The vote that withdraws `v` (its voter no longer believes anything for the key): it
+    votes for nothing, like an abstention, and once numbered after `v` it replaces it on
+    every member a relay reaches, where a deleted row would leave the old vote behind."""
+    return Vote(v.voter, v.key, None, "", 0, 0, 0, now)
+
+
+def equivocates(a: Vote, b: Vote) -> bool:
+    """`a` and `b` prove their voter equivocated: one voter, one key, one number, and
+    different signed content (each must have been verified before this is asked)."""
+    return (
+        a.voter == b.voter
+        and a.key == b.key
+        and a.seq == b.seq
+        and a.seq > 0
+        and vote_payload(a) != vote_payload(b)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Equivocation:
+    """Proof that `voter` signed two different votes numbered `seq` on `key`."""
+
+    voter: str
+    key: Key
+    seq: int
+    first: Vote
+    second: Vote
+
+
+def equivocation_in(held: Vote | None, offered: Vote) -> Equivocation | None:
+    """The proof, when the vote held from a voter and one offered for the same key conflict;
+    the two are ordered by their bytes, so every node holding them keeps the same pair."""
+    if held is None or not equivocates(held, offered):
+        return None
+    first, second = sorted((held, offered), key=vote_payload)
+    return Equivocation(offered.voter, offered.key, offered.seq, first, second)
+
+
+def without_equivocators(votes: Iterable[Vote], equivocators: Iterable[str]) -> list[Vote]:
+    """The votes that count on a key: an equivocating voter's count zero there (DESIGN §7)."""
+    barred = set(equivocators)
+    return [v for v in votes if v.voter not in barred]

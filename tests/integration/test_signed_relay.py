@@ -1,0 +1,137 @@
+"""Signed votes through the real ledgers and sync (in-process links): refusals counted by
+reason, skewed clocks, and votes stored before votes were signed (DESIGN §7)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import pytest
+
+from factnode import _wire as wire
+from factnode.api.v1 import factnode_pb2 as pb
+from factnode.core import MICROS_PER_DAY, Key, Submission, ids
+from factnode.core.consensus import Vote
+from factnode.core.signed import Signature, vote_payload
+from factnode.metrics import Metrics
+from factnode.testing import Credentials, FakeClock, Federation, memory_ledger
+
+KEY = Key("user:ana", "ana", "lives_in")
+
+
+def _submit(fed: Federation, node: str, value: str, anchor: str = "agent_observed") -> None:
+    sub = Submission(*KEY, value, anchor, f"agent:{node}", 0.5, 0.9)
+    fed.ledgers[node].submit(sub)
+
+
+def _voters(fed: Federation, node: str) -> dict[str, str]:
+    tally = fed.ledgers[node].tally_of(KEY)
+    assert tally is not None
+    return {v: t.version_id for t in tally.versions for v in t.voters}
+
+
+@pytest.fixture
+def fed() -> Iterator[Federation]:
+    federation = Federation(["a", "b", "c"])
+    try:
+        yield federation
+    finally:
+        federation.close()
+
+
+async def test_refused_signatures_are_counted_by_reason(fed: Federation) -> None:
+    """An unsigned vote, an altered one and one of a voter nobody vouched for are refused
+    one by one: each counts once as a refused vote and once under its reason."""
+    metrics = Metrics()
+    fed.ledgers["a"].on_refused(metrics.peer_refused)
+    _submit(fed, "b", "Lisbon")
+    await fed.round()
+    genuine = next(v for v in fed.ledgers["b"].offer({"votes": [""]})[2] if v.key == KEY)
+    unsigned = dataclasses.replace(genuine, signature=b"")
+    altered = dataclasses.replace(genuine, anchor=100)
+    stranger = dataclasses.replace(genuine, voter="stranger")
+    reply = fed.endpoints["a"].push_delta(
+        "c", pb.Delta(votes=[wire.vote_pb(v) for v in (unsigned, altered, stranger)])
+    )
+    assert len(reply.rejected) == 3
+
+    def sample(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(name, labels)
+
+    assert sample("factnode_peer_items_refused_total", kind="vote") == 3
+    for reason in ("unsigned", "bad_signature", "unknown_signer"):
+        assert sample("factnode_peer_signatures_refused_total", kind="vote", reason=reason) == 1
+
+
+async def test_a_vote_delivered_by_another_member_counts_for_its_signer(fed: Federation) -> None:
+    """b and c never meet (their links are cut); a meets both: each counts the other's vote,
+    relayed unchanged by a, for its signer."""
+    fed.links[("b", "c")].up = fed.links[("c", "b")].up = False
+    _submit(fed, "b", "Lisbon")
+    _submit(fed, "c", "Porto")
+    for _ in range(3):
+        await fed.round()
+    lisbon = ids.version_id(KEY, "Lisbon")
+    assert _voters(fed, "c")["b"] == lisbon
+    assert _voters(fed, "b")["c"] == ids.version_id(KEY, "Porto")
+    assert fed.links[("c", "b")].calls == fed.links[("b", "c")].calls == 0
+
+
+async def test_a_skewed_clock_neither_freezes_nor_loses_a_vote() -> None:
+    """A member whose clock runs a day ahead has its vote counted (numbered, not dated); once
+    its clock is put back, its next vote, dated before the first, replaces it everywhere."""
+    base = FakeClock()
+    ahead = FakeClock(base.now() + MICROS_PER_DAY)
+    fed = Federation(["a", "fast"], clock=base, clocks={"fast": ahead})
+    try:
+        _submit(fed, "fast", "Lisbon")
+        await fed.round()
+        assert _voters(fed, "a")["fast"] == ids.version_id(KEY, "Lisbon")
+        first = fed.ledgers["a"].tally_of(KEY)
+        assert first is not None
+        ahead.current = base.now()  # the clock is corrected: now behind its last vote
+        _submit(fed, "fast", "Porto", anchor="user_stated")
+        await fed.round()
+        assert _voters(fed, "a")["fast"] == ids.version_id(KEY, "Porto")
+    finally:
+        fed.close()
+
+
+def test_votes_stored_unsigned_are_signed_on_open() -> None:
+    """A store from before votes were signed: on open the node numbers and signs its own
+    votes (they verify against its certificate) and drops the unsigned votes held from peers."""
+    credentials = Credentials(["a", "p"])
+    ledger = memory_ledger(node_id="a")
+    try:
+        ledger.submit(Submission(*KEY, "Lisbon", "agent_observed", "agent:a", 0.5, 0.9))
+        with ledger.repo.write() as tx:
+            [own] = [v for v in tx.votes([KEY])[KEY] if v.voter == "a"]
+            old = dataclasses.replace(own, seq=0, signature=b"")
+            peer = dataclasses.replace(old, voter="p")
+            tx.put_votes([old, peer])
+        roster = credentials.roster(ledger, [])
+        assert ledger.sign_own_votes() == 1
+        with ledger.repo.read() as tx:
+            held = tx.votes([KEY])[KEY]
+        [signed] = held
+        assert signed.voter == "a" and signed.seq > 0
+        assert roster.verify_vote(signed) is Signature.VALID
+        assert ledger.sign_own_votes() == 0  # nothing left to sign
+    finally:
+        ledger.repo.close()
+
+
+def test_a_vote_signed_by_one_member_does_not_verify_as_another() -> None:
+    """The same bytes signed by p do not verify as a's vote."""
+    credentials = Credentials(["a", "p", "q"])
+    ledger = memory_ledger(node_id="q")
+    try:
+        roster = credentials.roster(ledger, [])
+        roster.learn([credentials.signer(n).identity.der for n in ("a", "p")], by="test")
+        v = Vote("a", KEY, None, "", 0, 0, 0, 1, seq=1)
+        by_p = dataclasses.replace(v, signature=credentials.signer("p").sign(vote_payload(v)))
+        by_a = dataclasses.replace(v, signature=credentials.signer("a").sign(vote_payload(v)))
+        assert roster.verify_vote(by_p) is Signature.BAD
+        assert roster.verify_vote(by_a) is Signature.VALID
+    finally:
+        ledger.repo.close()

@@ -1,0 +1,190 @@
+"""Signed votes (DESIGN §7): what a voter signs, which of its votes is current, and what
+proves that it equivocated; and the roster's check of a signature against its signer."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from factnode.certs import ensure_ca, issue_node_cert, revoke
+from factnode.core import Key
+from factnode.core.consensus import Vote, latest_votes, newer
+from factnode.core.signed import (
+    Signature,
+    equivocates,
+    equivocation_in,
+    refusal,
+    vote_payload,
+    withdrawn,
+    without_equivocators,
+)
+from factnode.federation.members import Roster
+from factnode.federation.trust import Authority, Signer
+from factnode.testing import memory_ledger
+
+KEY = Key("team:infra", "build", "python_version")
+VOTE = Vote("a", KEY, "1" * 32, "2" * 32, 60, 500, 1_000, 5_000, seq=7)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"voter": "b"},
+        {"key": Key("team:infra", "build", "os")},
+        {"version_id": "3" * 32},
+        {"version_id": None},
+        {"evidence_id": "4" * 32},
+        {"anchor": 61},
+        {"worth_milli": 501},
+        {"fresh_since": 1_001},
+        {"cast_at": 5_001},
+        {"seq": 8},
+    ],
+)
+def test_the_signed_bytes_cover_every_field_of_a_vote(change: dict[str, object]) -> None:
+    """Changing any field a vote says, its voter and number included, changes what is signed."""
+    assert vote_payload(dataclasses.replace(VOTE, **change)) != vote_payload(VOTE)  # type: ignore[arg-type]
+
+
+def test_the_signature_itself_is_not_signed() -> None:
+    """Two signatures of one vote sign the same bytes (ECDSA signatures differ run to run)."""
+    assert vote_payload(dataclasses.replace(VOTE, signature=b"x")) == vote_payload(VOTE)
+
+
+def test_key_parts_cannot_run_into_each_other() -> None:
+    """Length-prefixed parts: moving a character between key parts changes the bytes."""
+    a = dataclasses.replace(VOTE, key=Key("ab", "c", "p"))
+    b = dataclasses.replace(VOTE, key=Key("a", "bc", "p"))
+    assert vote_payload(a) != vote_payload(b)
+
+
+def test_the_highest_number_is_current_whatever_the_clock() -> None:
+    """A later number wins though its cast_at is earlier (a clock set back), and an earlier
+    number loses though its cast_at is later (a clock running ahead)."""
+    old = dataclasses.replace(VOTE, seq=3, cast_at=9_000_000)
+    new = dataclasses.replace(VOTE, version_id="3" * 32, seq=4, cast_at=1)
+    assert newer(new, old) and not newer(old, new)
+    assert latest_votes([old, new]) == {"a": new}
+    assert latest_votes([new, old]) == {"a": new}
+
+
+def test_unnumbered_votes_are_still_ordered_by_time() -> None:
+    """Votes of seq 0 (stored before votes were signed) keep the cast_at order among
+    themselves, and any numbered vote replaces them."""
+    early = dataclasses.replace(VOTE, seq=0, cast_at=1)
+    late = dataclasses.replace(VOTE, seq=0, cast_at=2, version_id="3" * 32)
+    assert newer(late, early)
+    assert newer(dataclasses.replace(VOTE, seq=1, cast_at=0), late)
+
+
+def test_two_contents_under_one_number_prove_equivocation() -> None:
+    """Same voter, key and number with different content: equivocation; the same vote twice,
+    another number, another voter or an unnumbered vote: not."""
+    other = dataclasses.replace(VOTE, version_id="3" * 32)
+    assert equivocates(VOTE, other)
+    assert not equivocates(VOTE, dataclasses.replace(VOTE, signature=b"another"))
+    assert not equivocates(VOTE, dataclasses.replace(other, seq=8))
+    assert not equivocates(VOTE, dataclasses.replace(other, voter="b"))
+    assert not equivocates(dataclasses.replace(VOTE, seq=0), dataclasses.replace(other, seq=0))
+
+
+def test_the_proof_is_the_same_pair_in_any_order() -> None:
+    """Whichever of the two votes a node held first, it keeps the same proof."""
+    other = dataclasses.replace(VOTE, version_id="3" * 32)
+    one, two = equivocation_in(VOTE, other), equivocation_in(other, VOTE)
+    assert one is not None and one == two
+    assert (one.voter, one.key, one.seq) == ("a", KEY, 7)
+    assert equivocation_in(None, VOTE) is None
+    assert equivocation_in(VOTE, VOTE) is None
+
+
+def test_an_equivocator_counts_zero_on_the_key() -> None:
+    """The votes that count leave out every equivocating voter, and only those."""
+    b = dataclasses.replace(VOTE, voter="b")
+    assert without_equivocators([VOTE, b], {"a"}) == [b]
+    assert without_equivocators([VOTE, b], ()) == [VOTE, b]
+
+
+def test_a_withdrawal_votes_for_nothing() -> None:
+    """A withdrawn vote names no version and no evidence, for the same voter and key."""
+    w = withdrawn(VOTE, 9)
+    assert (w.voter, w.key, w.version_id, w.evidence_id, w.cast_at) == ("a", KEY, None, "", 9)
+
+
+def test_every_refusal_names_its_reason() -> None:
+    """Each failed check has a sentence; a valid signature has none."""
+    assert refusal(Signature.VALID) == ""
+    for check in Signature:
+        if check is not Signature.VALID:
+            assert refusal(check)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA with certificates for a, b and x; and, in another directory, a foreign CA's z."""
+    out = tmp_path_factory.mktemp("ca")
+    ensure_ca(out)
+    for n in ("a", "b", "x"):
+        issue_node_cert(out, n)
+    foreign = out / "foreign"
+    issue_node_cert(foreign, "z")
+    return out
+
+
+def _signer(certs: Path, node_id: str) -> Signer:
+    authority = Authority((certs / "ca.crt").read_bytes())
+    return Signer(
+        authority, (certs / f"{node_id}.crt").read_bytes(), (certs / f"{node_id}.key").read_bytes()
+    )
+
+
+def _roster(certs: Path) -> Roster:
+    authority = Authority((certs / "ca.crt").read_bytes())
+    own = authority.identity((certs / "b.crt").read_bytes())
+    return Roster(memory_ledger(), authority, own, "", [], lambda: None, lambda _b: None)
+
+
+def _signed(certs: Path, v: Vote) -> Vote:
+    return dataclasses.replace(v, signature=_signer(certs, v.voter).sign(vote_payload(v)))
+
+
+def test_the_roster_checks_a_vote_against_its_voters_certificate(certs: Path) -> None:
+    """Valid once the voter's certificate is learned; unknown before; unsigned, altered,
+    re-attributed or renumbered: refused, each for its reason."""
+    roster = _roster(certs)
+    v = _signed(certs, VOTE)
+    assert roster.verify_vote(v) is Signature.UNKNOWN_SIGNER
+    roster.learn([(certs / "a.crt").read_bytes()], by="b")
+    assert roster.certificate_of("a") is not None
+    assert roster.verify_vote(v) is Signature.VALID
+    assert roster.verify_vote(dataclasses.replace(v, signature=b"")) is Signature.UNSIGNED
+    assert roster.verify_vote(dataclasses.replace(v, anchor=100)) is Signature.BAD
+    assert roster.verify_vote(dataclasses.replace(v, seq=8)) is Signature.BAD
+    roster.learn([(certs / "x.crt").read_bytes()], by="b")
+    assert roster.verify_vote(dataclasses.replace(v, voter="x")) is Signature.BAD
+
+
+def test_a_foreign_certificate_teaches_the_roster_nothing(certs: Path) -> None:
+    """A certificate from another CA passed on in a delta is refused: its signer stays
+    unknown and its votes are refused as such."""
+    roster = _roster(certs)
+    roster.learn([(certs / "foreign" / "z.crt").read_bytes()], by="b")
+    assert roster.certificate_of("z") is None
+    z = Vote("z", KEY, None, "", 0, 0, 0, 0, seq=1, signature=b"anything")
+    assert roster.verify_vote(z) is Signature.UNKNOWN_SIGNER
+
+
+def test_a_revoked_or_expired_voter_is_not_a_member(certs: Path) -> None:
+    """After a revocation list names a's certificate, and after a's certificate expires,
+    a's validly signed votes are refused as not a member's."""
+    roster = _roster(certs)
+    roster.learn([(certs / "a.crt").read_bytes()], by="b")
+    v = _signed(certs, VOTE)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=365 * 30)
+    assert roster.verify_vote(v, now=later) is Signature.NOT_A_MEMBER
+    crl, _number = revoke(certs, ["a"])
+    roster.revoke(crl.read_bytes())
+    assert roster.verify_vote(v) is Signature.NOT_A_MEMBER

@@ -22,6 +22,7 @@ from factnode.core import (
     VersionHistory,
 )
 from factnode.core.consensus import Vote
+from factnode.core.members import MemberRecord
 from factnode.ledger import Belief
 from factnode.store import Tombstone
 
@@ -332,3 +333,17 @@ def vote(msg: pb.Vote, voter: str) -> Vote:
         fresh_since=_micros(msg.fresh_since),
         cast_at=_micros(msg.cast_at),
     )
+
+
+def member_record_pb(r: MemberRecord) -> pb.MemberRecord:
+    return pb.MemberRecord(
+        node_id=r.node_id,
+        address=r.address,
+        certificate=r.certificate,
+        incarnation=r.incarnation,
+        signature=r.signature,
+    )
+
+
+def member_record(msg: pb.MemberRecord) -> MemberRecord:
+    return MemberRecord(msg.node_id, msg.address, msg.certificate, msg.incarnation, msg.signature)

@@ -126,12 +126,14 @@ def vote_item_hash(
 
 
 class FederationIndex:
-    """The digests a node compares with its peers: evidence, tombstones, and votes per voter."""
+    """The digests a node compares with its peers: evidence, tombstones, votes per voter, and
+    member records (kept by the roster, `factnode.federation.members`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.evidence = SetDigest()
         self.tombstones = SetDigest()
+        self.members = SetDigest()
         self._votes: dict[str, SetDigest] = {}
 
     def votes(self, voter: str) -> SetDigest:

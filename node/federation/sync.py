@@ -433,7 +433,7 @@ class Syncer:
             state.next_attempt = time.monotonic() + backoff
             log.warning(
                 "sync with %s failed (%s); retrying in %.0fs",
-                state.peer.node_id,
+                state.peer.node_id or f"seed {state.peer.address}",
                 state.last_error,
                 backoff,
             )

@@ -171,9 +171,8 @@ async def identify(address: str, tls: TlsFiles, timeout: float = CALL_TIMEOUT_SE
     try:
         der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
     finally:
-        writer.close()
-        with contextlib.suppress(OSError, ssl.SSLError):
-            await writer.wait_closed()
+        # Dropped, not shut down: waiting for the TLS close under uvloop never ended.
+        writer.transport.abort()
     if not der:
         raise NotAMember(f"{address} presented no certificate")
     return ssl.DER_cert_to_PEM_cert(der).encode()

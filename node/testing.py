@@ -71,6 +71,8 @@ class InProcessLink:
         self.up = True
         self.calls = 0
         self.bytes = 0
+        self.requested = 0  # bytes the caller sent (requests and pushes)
+        self.answered = 0  # bytes the peer sent back (answers)
         # Messages left before the link breaks mid-round (None: it does not).
         self.breaks_after: int | None = None
         # Seconds each call waits before it is answered, as a slow network would.
@@ -80,7 +82,7 @@ class InProcessLink:
         if self.latency:
             await asyncio.sleep(self.latency)
 
-    def _send(self, msg: Message, kind: type[M]) -> M:
+    def _send(self, msg: Message, kind: type[M], answer: bool = False) -> M:
         if self.breaks_after is not None:
             if self.breaks_after <= 0:
                 self.up = False
@@ -90,25 +92,29 @@ class InProcessLink:
         raw = msg.SerializeToString()
         self.calls += 1
         self.bytes += len(raw)
+        if answer:
+            self.answered += len(raw)
+        else:
+            self.requested += len(raw)
         return kind.FromString(raw)
 
     async def get_digest(self, request: pb.DigestRequest) -> pb.Digest:
         await self._delay()
         req = self._send(request, pb.DigestRequest)
-        return self._send(self.endpoint.get_digest(self.caller, req), pb.Digest)
+        return self._send(self.endpoint.get_digest(self.caller, req), pb.Digest, True)
 
     async def pull_delta(self, request: pb.DeltaRequest) -> pb.Delta:
         await self._delay()
         req = self._send(request, pb.DeltaRequest)
         return self._send(
-            await asyncio.to_thread(self.endpoint.pull_delta, self.caller, req), pb.Delta
+            await asyncio.to_thread(self.endpoint.pull_delta, self.caller, req), pb.Delta, True
         )
 
     async def push_delta(self, delta: pb.Delta) -> pb.PushDeltaResponse:
         await self._delay()
         req = self._send(delta, pb.Delta)
         reply = await asyncio.to_thread(self.endpoint.push_delta, self.caller, req)
-        return self._send(reply, pb.PushDeltaResponse)
+        return self._send(reply, pb.PushDeltaResponse, True)
 
 
 class Federation:

@@ -76,6 +76,11 @@ def _tally(node: FedNode, k: pb.Key) -> tuple[tuple[str, int, tuple[str, ...]], 
     return tuple(sorted((t.object, t.weight, tuple(sorted(t.voters))) for t in belief.tallies))
 
 
+def _digest_call(channel: grpc.Channel) -> Callable[[], object]:
+    stub = pb_grpc.FederationServiceStub(channel)
+    return lambda: stub.GetDigest(pb.DigestRequest(), timeout=RPC_TIMEOUT)
+
+
 @pytest.fixture
 def nodes(tmp_path: Path) -> Iterator[dict[str, FedNode]]:
     """Nine nodes with certificates from `factnode certs`, each seeded with the one before
@@ -181,9 +186,7 @@ def test_a_fleet_of_one_seed_each_converges_takes_a_joiner_and_drops_it_when_rev
     )
     for node in fleet:
         with peer_channel(joiner.tls, node) as ch:
-            stub = pb_grpc.FederationServiceStub(ch)
-            status = refused(lambda s=stub: s.GetDigest(pb.DigestRequest(), timeout=RPC_TIMEOUT))
-            assert status == grpc.StatusCode.PERMISSION_DENIED
+            assert refused(_digest_call(ch)) == grpc.StatusCode.PERMISSION_DENIED
 
     def last_dials() -> dict[str, tuple[int, str]]:
         out = {}

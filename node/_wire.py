@@ -22,6 +22,7 @@ from factnode.core import (
     VersionHistory,
 )
 from factnode.core.consensus import Vote
+from factnode.core.members import MemberRecord
 from factnode.ledger import Belief
 from factnode.store import Tombstone
 
@@ -338,3 +339,17 @@ def vote(msg: pb.Vote, sender: str) -> Vote:
         seq=msg.seq,
         signature=msg.signature,
     )
+
+
+def member_record_pb(r: MemberRecord) -> pb.MemberRecord:
+    return pb.MemberRecord(
+        node_id=r.node_id,
+        address=r.address,
+        certificate=r.certificate,
+        incarnation=r.incarnation,
+        signature=r.signature,
+    )
+
+
+def member_record(msg: pb.MemberRecord) -> MemberRecord:
+    return MemberRecord(msg.node_id, msg.address, msg.certificate, msg.incarnation, msg.signature)

@@ -95,7 +95,13 @@ class Settings:
     federation_key: Path | None = None
     federation_ca: Path | None = None
     sync_interval_seconds: float = 10.0
-    fanout: int = 0  # 0: every peer each round
+    # The fleet (DESIGN §7): seeds are addresses dialed first (`[[peers]]` are seeds too);
+    # members are learned from their signed records. Each round syncs with `fanout` members
+    # chosen at random (0: every member). `federation_advertise` is the address this node's
+    # member record gives (default: federation.listen, with the port it bound).
+    seeds: tuple[str, ...] = ()
+    fanout: int = 3
+    federation_advertise: str | None = None
     # Whose erasures this node applies, for which namespaces (`federation.accept_erasures_from`).
     accept_erasures_from: tuple[ErasureGrant, ...] = ACCEPT_ALL_ERASURES
     grace_seconds: float = 5.0
@@ -250,6 +256,54 @@ def _erasure_grants(raw: Any) -> tuple[ErasureGrant, ...]:
     return tuple(out)
 
 
+_FEDERATION_SETTINGS = {
+    "listen",
+    "advertise",
+    "cert",
+    "key",
+    "ca",
+    "sync_interval_seconds",
+    "fanout",
+    "accept_erasures_from",
+    "seeds",
+    "max_anchor",
+}
+
+
+def _address(name: str, value: Any) -> str:
+    address = _str(name, value)
+    if ":" not in address or not address.rpartition(":")[2].isdigit():
+        raise ConfigError(name, f"must be host:port, got {address!r}")
+    return address
+
+
+def _fleet(fed: Mapping[str, Any], policy: Policy, peers: tuple[Peer, ...]) -> dict[str, Any]:
+    """`federation.seeds` and the per-member caps (`[federation.max_anchor]`, node id = anchor,
+    and `[[peers]]`' max_anchor), which go in the policy (`Policy.cap_for`)."""
+    out: dict[str, Any] = {}
+    if "seeds" in fed:
+        raw = fed["seeds"]
+        if not isinstance(raw, list):
+            raise ConfigError("federation.seeds", 'must be a list of "host:port" addresses')
+        out["seeds"] = tuple(_address(f"federation.seeds[{i}]", a) for i, a in enumerate(raw))
+    caps = {p.node_id: p.max_anchor for p in peers if p.max_anchor}
+    raw_caps = fed.get("max_anchor", {})
+    if not isinstance(raw_caps, Mapping):
+        raise ConfigError("federation.max_anchor", 'must be a table of node_id = "anchor"')
+    for node_id, cap in raw_caps.items():
+        if cap not in policy.anchors:
+            raise ConfigError(f"federation.max_anchor.{node_id}", f"unknown anchor {cap!r}")
+        if caps.get(node_id, cap) != cap:
+            raise ConfigError(
+                f"federation.max_anchor.{node_id}",
+                "differs from the max_anchor its [[peers]] gives",
+            )
+        caps[node_id] = cap
+    if caps:
+        out["policy"] = replace(policy, member_caps=caps)
+    return out
+
+
 _ENV = {
     "FACTNODE_LISTEN": "listen",
     "FACTNODE_DATA_DIR": "data_dir",
@@ -267,6 +321,7 @@ _ENV = {
     "FACTNODE_FEDERATION_CA": "federation.ca",
     "FACTNODE_SYNC_INTERVAL_SECONDS": "federation.sync_interval_seconds",
     "FACTNODE_FANOUT": "federation.fanout",
+    "FACTNODE_SEEDS": "federation.seeds",
     "FACTNODE_GRACE_SECONDS": "grace_seconds",
     "FACTNODE_METRICS_LISTEN": "metrics_listen",
     "FACTNODE_CACHE_KEYS": "cache_keys",
@@ -289,6 +344,8 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
                 value = float(value)
             except ValueError:
                 raise ConfigError(var, f"must be a number, got {value!r}") from None
+        elif path == "federation.seeds":
+            value = [a.strip() for a in value.split(",") if a.strip()]
         elif path in ("federation.fanout", "cache_keys"):
             try:
                 value = int(value)
@@ -377,21 +434,20 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
     if "peers" in data:
         changes["peers"] = _peers(data["peers"], policy)
     fed = data.get("federation", {})
-    unknown_fed = sorted(
-        set(fed)
-        - {"listen", "cert", "key", "ca", "sync_interval_seconds", "fanout", "accept_erasures_from"}
-    )
+    unknown_fed = sorted(set(fed) - _FEDERATION_SETTINGS)
     if unknown_fed:
-        raise ConfigError(f"federation.{unknown_fed[0]}", "unknown setting")
-    if "listen" in fed:
-        listen = _str("federation.listen", fed["listen"])
-        if ":" not in listen:
-            raise ConfigError("federation.listen", f"must be host:port, got {listen!r}")
-        changes["federation_listen"] = listen
+        raise ConfigError(
+            f"federation.{unknown_fed[0]}",
+            f"unknown setting; known: {', '.join(sorted(_FEDERATION_SETTINGS))}",
+        )
+    for name in ("listen", "advertise"):
+        if name in fed:
+            changes[f"federation_{name}"] = _address(f"federation.{name}", fed[name])
+    changes.update(_fleet(fed, policy, changes.get("peers", ())))
     for name in ("cert", "key", "ca"):
         if name in fed:
             changes[f"federation_{name}"] = rel(fed[name], f"federation.{name}")
-    if "federation_listen" in changes or changes.get("peers"):
+    if "federation_listen" in changes or changes.get("peers") or changes.get("seeds"):
         missing = [n for n in ("cert", "key", "ca") if f"federation_{n}" not in changes]
         if missing:
             raise ConfigError(
@@ -401,7 +457,8 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
             )
         if "federation_listen" not in changes:
             raise ConfigError(
-                "federation.listen", "peers are configured but no federation listen address"
+                "federation.listen",
+                "peers or seeds are configured but no federation listen address",
             )
     if "sync_interval_seconds" in fed:
         changes["sync_interval_seconds"] = _positive(

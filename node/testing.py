@@ -1,14 +1,17 @@
-"""Fakes shared by the tests and by users who embed factnode: a clock and a store."""
+"""Fakes shared by the tests and by users who embed factnode: a clock, a store, in-process
+peer links, a meshed federation and a fleet of members with real certificates."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import random
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from cryptography.hazmat.primitives import serialization
 from google.protobuf.message import Message
 
 from factnode.api.v1 import factnode_pb2 as pb
@@ -62,12 +65,14 @@ class InProcessLink:
     be cut (`up = False`) to simulate a partition.
     """
 
-    def __init__(self, caller: str, endpoint: FederationEndpoint) -> None:
+    def __init__(self, caller: str, endpoint: FederationEndpoint | _Guarded) -> None:
         self.caller = caller
         self.endpoint = endpoint
         self.up = True
         self.calls = 0
         self.bytes = 0
+        self.requested = 0  # bytes the caller sent (requests and pushes)
+        self.answered = 0  # bytes the peer sent back (answers)
         # Messages left before the link breaks mid-round (None: it does not).
         self.breaks_after: int | None = None
         # Seconds each call waits before it is answered, as a slow network would.
@@ -77,7 +82,7 @@ class InProcessLink:
         if self.latency:
             await asyncio.sleep(self.latency)
 
-    def _send(self, msg: Message, kind: type[M]) -> M:
+    def _send(self, msg: Message, kind: type[M], answer: bool = False) -> M:
         if self.breaks_after is not None:
             if self.breaks_after <= 0:
                 self.up = False
@@ -87,25 +92,29 @@ class InProcessLink:
         raw = msg.SerializeToString()
         self.calls += 1
         self.bytes += len(raw)
+        if answer:
+            self.answered += len(raw)
+        else:
+            self.requested += len(raw)
         return kind.FromString(raw)
 
     async def get_digest(self, request: pb.DigestRequest) -> pb.Digest:
         await self._delay()
         req = self._send(request, pb.DigestRequest)
-        return self._send(self.endpoint.get_digest(self.caller, req), pb.Digest)
+        return self._send(self.endpoint.get_digest(self.caller, req), pb.Digest, True)
 
     async def pull_delta(self, request: pb.DeltaRequest) -> pb.Delta:
         await self._delay()
         req = self._send(request, pb.DeltaRequest)
         return self._send(
-            await asyncio.to_thread(self.endpoint.pull_delta, self.caller, req), pb.Delta
+            await asyncio.to_thread(self.endpoint.pull_delta, self.caller, req), pb.Delta, True
         )
 
     async def push_delta(self, delta: pb.Delta) -> pb.PushDeltaResponse:
         await self._delay()
         req = self._send(delta, pb.Delta)
         reply = await asyncio.to_thread(self.endpoint.push_delta, self.caller, req)
-        return self._send(reply, pb.PushDeltaResponse)
+        return self._send(reply, pb.PushDeltaResponse, True)
 
 
 class Credentials:
@@ -129,9 +138,7 @@ class Credentials:
     def roster(self, ledger: Ledger, peers: list[Peer]) -> Roster:
         """`ledger`'s roster, knowing only its own certificate; it signs and checks votes."""
         signer = self.signer(ledger.node_id)
-        roster = Roster(
-            ledger, self.authority, signer.identity, "", peers, lambda: None, lambda _b: None
-        )
+        roster = Roster(ledger, self.authority, signer, peers)
         ledger.sign = signer.sign
         ledger.verify_vote = roster.verify_vote
         return roster
@@ -213,3 +220,138 @@ class Federation:
     def close(self) -> None:
         for ledger in self.ledgers.values():
             ledger.repo.close()
+
+
+class Fleet:
+    """In-process members of one federation, each with a real certificate from one CA and a
+    roster, each knowing only its seeds (addresses): they learn the others from the member
+    records that gossip. Links are `InProcessLink`s through real serialization, so byte
+    counts are honest; `rng` seeds each member's choice of partners."""
+
+    def __init__(
+        self,
+        node_ids: Sequence[str],
+        seeds: Mapping[str, Sequence[str]],
+        *,
+        fanout: int = 3,
+        seed: int = 0,
+        clock: FakeClock | None = None,
+        policy: Policy | None = None,
+        certs_dir: Path | None = None,
+    ) -> None:
+        self._tmp = tempfile.TemporaryDirectory() if certs_dir is None else None
+        out = certs_dir or Path(self._tmp.name if self._tmp else ".")
+        ca_cert, _ = ensure_ca(out)
+        self.ca_dir = out
+        self.authority = Authority(ca_cert.public_bytes(serialization.Encoding.PEM))
+        self.clock = clock or FakeClock()
+        self.ledgers: dict[str, Ledger] = {}
+        self.rosters: dict[str, Roster] = {}
+        self.endpoints: dict[str, FederationEndpoint] = {}
+        self.syncers: dict[str, Syncer] = {}
+        self.links: dict[tuple[str, str], InProcessLink] = {}
+        self.down: set[str] = set()  # members that answer nothing
+        self._policy = policy or Policy()
+        self._seed = seed
+        self._fanout = fanout
+        for node_id in node_ids:
+            self.add(node_id, seeds.get(node_id, ()))
+
+    @staticmethod
+    def address(node_id: str) -> str:
+        """Where a member of the fleet listens (in name only: links are in-process)."""
+        return f"{node_id}.fleet:7421"
+
+    def add(self, node_id: str, seeds: Sequence[str]) -> None:
+        """Starts a member knowing only `seeds` (addresses): its certificate, the CA and them."""
+        cert, key = issue_node_cert(self.ca_dir, node_id)
+        signer = Signer(self.authority, cert.read_bytes(), key.read_bytes())
+        ledger = memory_ledger(self._policy, self.clock, node_id)
+        roster = Roster(ledger, self.authority, signer)
+        roster.publish(self.address(node_id))
+        # Each member signs its votes and checks others', as a served node does (DESIGN §7).
+        ledger.sign, ledger.verify_vote = signer.sign, roster.verify_vote
+        self.ledgers[node_id], self.rosters[node_id] = ledger, roster
+        self.endpoints[node_id] = FederationEndpoint(ledger, [], roster=roster)
+        self.syncers[node_id] = Syncer(
+            ledger,
+            [],
+            lambda peer, n=node_id: self._link(n, peer.node_id),  # type: ignore[misc]
+            fanout=self._fanout,
+            interval=0.0,
+            rng=random.Random(f"{self._seed}:{node_id}"),
+            refused=roster.is_revoked,
+            roster=roster,
+            seeds=seeds,
+            identify=self._identify,
+        )
+
+    def _link(self, caller: str, node_id: str) -> InProcessLink:
+        link = self.links.get((caller, node_id))
+        if link is None:
+            link = self.links[(caller, node_id)] = InProcessLink(
+                caller, _Guarded(self, caller, self.endpoints[node_id])
+            )
+        link.up = node_id not in self.down
+        return link
+
+    async def _identify(self, address: str) -> bytes:
+        node_id = address.removesuffix(".fleet:7421")
+        if node_id not in self.rosters or node_id in self.down:
+            raise ConnectionError(f"nothing answers at {address}")
+        return self.rosters[node_id].own.pem
+
+    def knows_everyone(self) -> bool:
+        """Every member holds a record of every member (itself included)."""
+        everyone = set(self.rosters)
+        return all(
+            {v.node_id for v in r.members(dt.datetime.now(dt.UTC)) if v.incarnation} >= everyone
+            for r in self.rosters.values()
+        )
+
+    async def round(self, concurrent: bool = True) -> None:
+        """Every running member runs one sync round: all at once (`concurrent`), or one after
+        another in node id order, which is deterministic."""
+        running = [n for n in sorted(self.syncers) if n not in self.down]
+        for n in running:
+            for state in [*self.syncers[n].states.values(), *self.syncers[n].seeds.values()]:
+                state.next_attempt = 0.0  # no backoff between simulated rounds
+        if concurrent:
+            await asyncio.gather(*(self.syncers[n].sync_round() for n in running))
+        else:
+            for n in running:
+                await self.syncers[n].sync_round()
+
+    def close(self) -> None:
+        for ledger in self.ledgers.values():
+            ledger.repo.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+class _Guarded:
+    """An endpoint as a caller reaches it: refused, as `proven_peer` refuses it over mTLS,
+    when the callee's roster does not admit the caller's certificate now."""
+
+    def __init__(self, fleet: Fleet, caller: str, endpoint: FederationEndpoint) -> None:
+        self._fleet, self._caller, self._endpoint = fleet, caller, endpoint
+
+    def _check(self) -> None:
+        roster = self._endpoint.roster
+        assert roster is not None
+        identity = roster.seen(self._fleet.rosters[self._caller].own.pem)
+        refusal = roster.refusal(identity, dt.datetime.now(dt.UTC))
+        if refusal:
+            raise PermissionError(f"{refusal}: not a member of this federation")
+
+    def get_digest(self, caller: str, request: pb.DigestRequest) -> pb.Digest:
+        self._check()
+        return self._endpoint.get_digest(caller, request)
+
+    def pull_delta(self, caller: str, request: pb.DeltaRequest) -> pb.Delta:
+        self._check()
+        return self._endpoint.pull_delta(caller, request)
+
+    def push_delta(self, caller: str, delta: pb.Delta) -> pb.PushDeltaResponse:
+        self._check()
+        return self._endpoint.push_delta(caller, delta)

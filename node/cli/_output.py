@@ -9,7 +9,7 @@ by `as_json` from the response's descriptor (see `_json`), with the schemas unde
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -298,8 +298,10 @@ def status(r: pb.GetStatusResponse) -> str:
                 ("peer", "address", "last sync", "lag s", "clock skew", "last error"),
             )
         )
-    else:
+    elif not r.members:
         lines.append("no peers configured")
+    if r.members:
+        lines.append(_member_table(r.members))
     return "\n".join(lines)
 
 
@@ -325,7 +327,7 @@ def synced(r: pb.SyncNowResponse) -> str:
     return text
 
 
-def members(r: pb.ListMembersResponse) -> str:
+def _member_table(members: Iterable[pb.Member]) -> str:
     rows = [
         (
             safe(m.node_id) + (" (this node)" if m.self else ""),
@@ -334,10 +336,17 @@ def members(r: pb.ListMembersResponse) -> str:
             show_time(m.certificate_expires),
             "revoked" if m.revoked else (safe(m.refused) or "member"),
             safe(m.max_anchor),
+            str(m.incarnation) if m.incarnation else "-",
         )
-        for m in r.members
+        for m in members
     ]
-    lines = [table(rows, ("node", "address", "last heard", "certificate expires", "state", "cap"))]
+    return table(
+        rows, ("member", "address", "last heard", "certificate expires", "state", "cap", "record")
+    )
+
+
+def members(r: pb.ListMembersResponse) -> str:
+    lines = [_member_table(r.members)]
     number = r.revocation_list_number
     lines.append(f"revocation list: number {number}" if number else "revocation list: none held")
     return "\n".join(lines)

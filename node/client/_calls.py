@@ -194,20 +194,19 @@ def _status(m: pb.GetStatusResponse) -> t.Status:
                     p.clock_skew_ms if p.HasField("clock_skew_ms") else None)
         for p in m.peers
     )  # fmt: skip
-    return t.Status(m.node_id, m.version, m.listen_address, m.database, counts, peers)
+    members = tuple(_member(x) for x in m.members)
+    return t.Status(m.node_id, m.version, m.listen_address, m.database, counts, peers, members)
+
+
+def _member(x: pb.Member) -> t.Member:
+    return t.Member(x.node_id, x.address,
+                    t.when(x.last_heard) if x.HasField("last_heard") else None,
+                    t.when(x.certificate_expires) if x.HasField("certificate_expires") else None,
+                    x.revoked, x.max_anchor, x.self, x.refused, x.incarnation)  # fmt: skip
 
 
 def _members(m: pb.ListMembersResponse) -> t.Members:
-    return t.Members(
-        tuple(
-            t.Member(x.node_id, x.address,
-                     t.when(x.last_heard) if x.HasField("last_heard") else None,
-                     t.when(x.certificate_expires) if x.HasField("certificate_expires") else None,
-                     x.revoked, x.max_anchor, x.self, x.refused)
-            for x in m.members
-        ),
-        m.revocation_list_number,
-    )  # fmt: skip
+    return t.Members(tuple(_member(x) for x in m.members), m.revocation_list_number)
 
 
 def _sync(m: pb.SyncNowResponse) -> tuple[t.SyncResult, ...]:

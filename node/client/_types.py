@@ -287,6 +287,7 @@ class Status:
     database: str
     counts: dict[str, int]
     peers: tuple[PeerState, ...]
+    members: tuple[Member, ...] = ()  # every member known (ListMembers); empty: no federation
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +313,7 @@ class Member:
     max_anchor: str
     is_self: bool
     refused: str  # why it is not a member now; empty while it is
+    incarnation: int = 0  # of its signed record held; 0: none yet (a configured peer or seed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,9 @@ class Policy:
     vote_half_life_days: int = 30
     protect_anchor: str = "user_confirmed"
     default_max_anchor: str = "federation_received"
+    # The anchor ceiling of each member's relayed evidence, by node id (`[federation.max_anchor]`
+    # in the node's configuration); members not named count at `default_max_anchor`.
+    member_caps: Mapping[str, str] = field(default_factory=dict)
     # How far in this node's future a peer's tombstone or vote may be dated (clock skew).
     clock_skew_seconds: int = 300
     # How many of one peer's votes may wait for evidence this node does not hold: a vote
@@ -82,6 +85,10 @@ class Policy:
         if cap is not None:
             value = min(value, self.anchors[cap])
         return value
+
+    def cap_for(self, node_id: str) -> str:
+        """The anchor ceiling this node sets for evidence from member `node_id` (DESIGN §7)."""
+        return self.member_caps.get(node_id, self.default_max_anchor)
 
     def margin_milli(self, setting: str) -> int:
         """A rule's margin in thousandths, by its setting's name (`_rules.RULES`)."""

@@ -126,12 +126,14 @@ def vote_item_hash(
 
 
 class FederationIndex:
-    """The digests a node compares with its peers: evidence, tombstones, and votes per voter."""
+    """The digests a node compares with its peers: evidence, tombstones, votes per voter, and
+    member records (kept by the roster, `factnode.federation.members`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.evidence = SetDigest()
         self.tombstones = SetDigest()
+        self.members = SetDigest()
         self._votes: dict[str, SetDigest] = {}
         # Every signed vote held, of any voter: one item per (key id, voter), so that votes
         # relay through any member (DESIGN §7). Bucketed by key id.

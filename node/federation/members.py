@@ -1,32 +1,41 @@
-"""The members a node knows, and the revocation list it holds (DESIGN §7).
+"""The members a node knows, their signed records, and the revocation list it holds (DESIGN §7).
 
 Who is a member is decided by certificates alone: the CA signed it, it is within its
-validity period, and the revocation list this node holds does not name it. The roster
-remembers each member's certificate as it sees it (on an authenticated link today; from
-the member records that gossip, with the fleet's sync), so a revocation list, which names
-certificate serials, can be applied to node ids. When a list revokes a member, its votes
-stop counting here at once and its links are refused from then on.
+validity period, and the revocation list this node holds does not name it. Members learn
+of each other from member records, which each member signs itself and which gossip in the
+sync rounds like any other data (digest set MEMBERS): a record is taken when its
+certificate is the CA's, its signature is its certificate's key's, and its node id is its
+certificate's common name; a higher incarnation replaces a lower one. The roster keeps the
+records in the store, so a restarted node remembers the fleet. A revocation list names
+certificate serials; the roster applies it to every member whose certificate it holds, and
+a revoked member's votes stop counting here at once, its links are refused and it is never
+dialed (its record is kept, marked revoked).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from factnode.config import Peer
 from factnode.core.consensus import Vote
+from factnode.core.members import MemberRecord, member_item_id, record_problem, supersedes
 from factnode.core.signed import Signature, vote_payload
+from factnode.federation._index import index_of
 from factnode.federation.trust import (
     MAX_REVOCATION_LIST_BYTES,
     Authority,
     Identity,
     NotAMember,
     RevocationList,
+    Signer,
     signed_by,
 )
 from factnode.ledger import Ledger
+from factnode.store import StoredMember
 
 log = logging.getLogger("factnode.federation")
 
@@ -42,6 +51,7 @@ class MemberView:
     max_anchor: str
     is_self: bool
     refused: str
+    incarnation: int  # of the record held; 0: none yet (a configured peer or seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,46 +63,79 @@ class Revocation:
     revoked: tuple[str, ...]  # known members the list held now revokes
 
 
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
 class Roster:
     """The federation's members as this node knows them, and the revocation list it holds.
 
     `load` and `save` keep the list across restarts (the composition root passes the store's
-    named values); `ledger` is told when a member's votes must stop counting."""
+    named values); member records are kept in the ledger's store. `ledger` is told when a
+    member's votes must stop counting. `publish` signs this node's own record once its
+    federation address is known."""
 
     def __init__(
         self,
         ledger: Ledger,
         authority: Authority,
-        own: Identity,
-        own_address: str,
-        peers: Sequence[Peer],
-        load: Callable[[], bytes | None],
-        save: Callable[[bytes], None],
+        signer: Signer,
+        peers: Sequence[Peer] = (),
+        load: Callable[[], bytes | None] = lambda: None,
+        save: Callable[[bytes], None] = lambda der: None,
+        now: Callable[[], dt.datetime] = _utcnow,
     ) -> None:
         self._ledger = ledger
         self.authority = authority
-        self.own = own
+        self.signer = signer
+        self.own = signer.identity
         self._save = save
-        self._identities: dict[str, Identity] = {own.node_id: own}
-        self._addresses = {own.node_id: own_address} | {p.node_id: p.address for p in peers}
-        self._caps = {p.node_id: p.max_anchor for p in peers if p.max_anchor}
+        self._now = now
+        self._lock = threading.RLock()
+        self._index = index_of(ledger)
+        self._identities: dict[str, Identity] = {self.own.node_id: self.own}
+        # Configured peers: their addresses until their records say otherwise.
+        self._configured = {p.node_id: p.address for p in peers}
+        self._records: dict[str, MemberRecord] = {}
+        self._by_item: dict[str, str] = {}  # digest item id -> node id
         # Certificates already checked, by their PEM: a peer presents the same one on every
         # call, and its CA signature need not be verified again each time.
         self._by_pem: dict[bytes, Identity] = {}
+        self._refusal_observers: list[Callable[[int], None]] = []
         held = load()
         self.revocations: RevocationList | None = (
             None if held is None else authority.revocation_list(held)
         )
+        with ledger.repo.read() as tx:
+            stored = tx.member_records()
+        for m in stored:
+            try:
+                self._hold(m.record, self._identity(m.record.certificate))
+            except NotAMember as exc:  # a CA changed under a kept store
+                log.warning("member record of %s no longer checks: %s", m.record.node_id, exc)
 
-    def seen(self, certificate: bytes) -> Identity:
-        """Remembers the certificate a member presented (PEM); NotAMember if the CA did not sign it."""
+    # -- certificates --------------------------------------------------------------
+
+    def _identity(self, certificate: bytes) -> Identity:
         identity = self._by_pem.get(certificate)
         if identity is None:
             identity = self._by_pem[certificate] = self.authority.identity(certificate)
+        return identity
+
+    def _learn(self, identity: Identity) -> bool:
+        """Holds `identity` as its node's certificate unless an older one; True if new."""
         held = self._identities.get(identity.node_id)
         # A reissued certificate replaces the one held; an older one never comes back.
         if held is None or identity.not_after >= held.not_after:
             self._identities[identity.node_id] = identity
+            return held is None or held.serial != identity.serial
+        return False
+
+    def seen(self, certificate: bytes) -> Identity:
+        """Remembers the certificate a member presented (PEM); NotAMember if the CA did not sign it."""
+        identity = self._identity(certificate)
+        with self._lock:
+            self._learn(identity)
         return identity
 
     def certificate_of(self, node_id: str) -> Identity | None:
@@ -145,6 +188,145 @@ class Roster:
             and self.revocations.revokes(identity)
         )
 
+    def is_member(self, node_id: str) -> bool:
+        """`node_id`'s certificate, as held here, is valid now and not revoked; a node whose
+        certificate this node has not seen yet (a configured peer) counts as one."""
+        identity = self._identities.get(node_id)
+        return identity is None or self.refusal(identity, self._now()) is None
+
+    # -- member records --------------------------------------------------------------
+
+    def on_refused(self, observer: Callable[[int], None]) -> None:
+        """Calls `observer` with the number of member records refused by each `take`."""
+        self._refusal_observers.append(observer)
+
+    def _hold(self, record: MemberRecord, identity: Identity) -> None:
+        self._learn(identity)
+        self._records[record.node_id] = record
+        item = member_item_id(record.node_id)
+        self._by_item[item] = record.node_id
+        with self._index.lock:
+            self._index.members.put(item, int(record.content_hash, 16))
+
+    def record(self, node_id: str) -> MemberRecord | None:
+        """The record held for `node_id`."""
+        return self._records.get(node_id)
+
+    def publish(self, address: str) -> MemberRecord:
+        """This node's own record, signed anew (one incarnation up) if the address or the
+        certificate changed since the one held."""
+        with self._lock:
+            held = self._records.get(self.own.node_id)
+            pem = self.own.pem
+            if held is not None and (held.address, held.certificate) == (address, pem):
+                return held
+            return self._sign_own(address, held.incarnation + 1 if held else 1)
+
+    def _sign_own(self, address: str, incarnation: int) -> MemberRecord:
+        unsigned = MemberRecord(self.own.node_id, address, self.own.pem, incarnation)
+        record = MemberRecord(
+            unsigned.node_id,
+            address,
+            unsigned.certificate,
+            incarnation,
+            self.signer.sign(unsigned.payload()),
+        )
+        self._hold(record, self.own)
+        self._persist([record])
+        return record
+
+    def _persist(self, records: Collection[MemberRecord]) -> None:
+        if not records:
+            return
+        rows = [StoredMember(r, self.is_revoked(r.node_id)) for r in records]
+        with self._ledger.repo.write() as tx:
+            tx.put_member_records(rows)
+
+    def _check(self, record: MemberRecord, now: dt.datetime) -> tuple[Identity | None, str]:
+        """The record's certificate's identity, or why the record is refused."""
+        problem = record_problem(record)
+        if problem:
+            return None, problem
+        try:
+            identity = self._identity(record.certificate)
+        except NotAMember as exc:
+            return None, str(exc)
+        if identity.node_id != record.node_id:
+            return None, f"its certificate names {identity.node_id!r}, not {record.node_id[:40]!r}"
+        if not signed_by(identity, record.payload(), record.signature):
+            return None, "its signature is not its certificate's key's"
+        if now < identity.not_before or now >= identity.not_after:
+            # A revoked member's record is kept (marked); an expired one names no member.
+            refusal = self.authority.admits(identity, now, None)
+            return None, refusal or "certificate not valid now"
+        return identity, ""
+
+    def take(self, records: Sequence[MemberRecord], by: str) -> list[tuple[str, str]]:
+        """Takes the records a peer passed on, each checked; returns the refused ones, each
+        with its reason. A record of a member this node holds a later record of is taken
+        as held. A record of this node that is later than its own is answered by signing
+        its own anew above it, so the fleet keeps what this node says of itself."""
+        refused: list[tuple[str, str]] = []
+        changed: list[MemberRecord] = []
+        newly_revoked: list[str] = []
+        now = self._now()
+        with self._lock:
+            for record in records:
+                identity, problem = self._check(record, now)
+                if identity is None:
+                    refused.append((f"member:{record.node_id[:64]}", f"member record: {problem}"))
+                    continue
+                if not supersedes(record, self._records.get(record.node_id)):
+                    continue
+                if record.node_id == self.own.node_id:
+                    own = self._records.get(self.own.node_id)
+                    if own is not None and own.content_hash != record.content_hash:
+                        self._sign_own(own.address, record.incarnation + 1)
+                        continue
+                new = self._learn(identity)
+                self._hold(record, identity)
+                changed.append(record)
+                if new and self.is_revoked(record.node_id):
+                    newly_revoked.append(record.node_id)
+            self._persist(changed)
+        for node_id in newly_revoked:
+            self._ledger.stop_counting(node_id)
+        if refused:
+            log.warning("%d member record(s) from %s refused: %s", len(refused), by, refused[0][1])
+            for observer in self._refusal_observers:
+                observer(len(refused))
+        return refused
+
+    def records_under(self, prefixes: Collection[str]) -> list[MemberRecord]:
+        """The records whose digest items lie under the given bucket prefixes."""
+        with self._index.lock:
+            items = self._index.members.ids_under(prefixes)
+        with self._lock:
+            return [self._records[self._by_item[i]] for i in items if i in self._by_item]
+
+    def dialable(self) -> list[Peer]:
+        """Every member this node may dial now: known by record or configuration, with an
+        address, not this node, not revoked and not expired; by node id."""
+        with self._lock:
+            addresses = dict(self._configured)
+            addresses.update((n, r.address) for n, r in self._records.items())
+        return [
+            Peer(address, node_id, self._ledger.policy.cap_for(node_id))
+            for node_id, address in sorted(addresses.items())
+            if node_id != self.own.node_id and self.is_member(node_id)
+        ]
+
+    def remember(self, node_id: str, address: str) -> None:
+        """Dials `node_id` at `address` (a seed's) until its record says where it listens."""
+        with self._lock:
+            self._configured.setdefault(node_id, address)
+
+    def knows(self, node_id: str) -> bool:
+        """This node holds a record for `node_id` or has it configured."""
+        return node_id in self._records or node_id in self._configured
+
+    # -- revocation ------------------------------------------------------------------
+
     def revoke(self, data: bytes) -> Revocation:
         """Applies a revocation list the CA signed, if it is newer than the one held; the
         members it revokes stop counting at once. NotAMember for anything the CA did not sign."""
@@ -153,11 +335,17 @@ class Roster:
                 f"revocation list is {len(data)} bytes; at most {MAX_REVOCATION_LIST_BYTES}"
             )
         offered = self.authority.revocation_list(data)
-        applied = offered.supersedes(self.revocations)
-        if applied:
-            self._save(offered.der)
-            self.revocations = offered
-        revoked = tuple(sorted(n for n in self._identities if self.is_revoked(n)))
+        with self._lock:
+            was = {n for n in self._records if self.is_revoked(n)}
+            applied = offered.supersedes(self.revocations)
+            if applied:
+                self._save(offered.der)
+                self.revocations = offered
+            revoked = tuple(sorted(n for n in self._identities if self.is_revoked(n)))
+            # Records are kept, marked: they say who was revoked, and are never dialed.
+            self._persist(
+                [self._records[n] for n in revoked if n in self._records and n not in was]
+            )
         for node_id in revoked:
             if node_id != self.own.node_id:
                 self._ledger.stop_counting(node_id)
@@ -191,23 +379,27 @@ class Roster:
             )
         return ""
 
-    def members(self, now: dt.datetime, default_cap: str) -> list[MemberView]:
+    # -- what operators see ----------------------------------------------------------
+
+    def members(self, now: dt.datetime) -> list[MemberView]:
         """Every member known: this node first, then by node id."""
-        names = sorted(
-            set(self._addresses) | set(self._identities), key=lambda n: (n != self.own.node_id, n)
-        )
+        with self._lock:
+            names = set(self._configured) | set(self._identities) | set(self._records)
+            records = dict(self._records)
         out = []
-        for node_id in names:
+        for node_id in sorted(names, key=lambda n: (n != self.own.node_id, n)):
             identity = self._identities.get(node_id)
+            record = records.get(node_id)
             out.append(
                 MemberView(
                     node_id=node_id,
-                    address=self._addresses.get(node_id, ""),
+                    address=record.address if record else self._configured.get(node_id, ""),
                     certificate_expires=identity.not_after if identity else None,
                     revoked=self.is_revoked(node_id),
-                    max_anchor=self._caps.get(node_id, default_cap),
+                    max_anchor=self._ledger.policy.cap_for(node_id),
                     is_self=node_id == self.own.node_id,
                     refused="" if identity is None else (self.refusal(identity, now) or ""),
+                    incarnation=record.incarnation if record else 0,
                 )
             )
         return out

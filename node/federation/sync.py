@@ -23,9 +23,11 @@ from factnode.clock import describe_skew
 from factnode.config import Peer
 from factnode.core import FieldViolation, InvalidInput
 from factnode.core.consensus import Vote
+from factnode.core.members import MemberRecord
 from factnode.federation._digest import DEPTH, SetDigest
 from factnode.federation._index import index_of
 from factnode.federation.members import Roster
+from factnode.federation.trust import NotAMember
 from factnode.ledger import Ledger
 
 log = logging.getLogger("factnode.federation")
@@ -47,13 +49,12 @@ TOMBSTONES = pb.DIGEST_SET_TOMBSTONES
 PEER_VOTES = pb.DIGEST_SET_PEER_VOTES
 YOUR_VOTES = pb.DIGEST_SET_YOUR_VOTES
 VOTES = pb.DIGEST_SET_VOTES
+MEMBERS = pb.DIGEST_SET_MEMBERS
 # A node that signs its votes compares VOTES, every voter's signed votes in one set, so a
 # vote reaches every member through whichever members it meets (DESIGN §7); one that signs
 # none (no federation certificate) compares PEER_VOTES and YOUR_VOTES, its own votes and the
 # peer's, as before votes were signed (`Syncer._mine`).
-SETS = (EVIDENCE, TOMBSTONES, PEER_VOTES, YOUR_VOTES, VOTES)
-# The offer bucket each pullable set's items are read from.
-_OFFERED = {EVIDENCE: "evidence", TOMBSTONES: "tombstones", PEER_VOTES: "votes", VOTES: "all_votes"}
+SETS = (EVIDENCE, TOMBSTONES, PEER_VOTES, YOUR_VOTES, VOTES, MEMBERS)
 
 # A child digest costs about 30 bytes on the wire, less than resending one vote or one piece of
 # evidence, so descend until a bucket holds a single item (or DEPTH is reached).
@@ -125,6 +126,8 @@ class FederationEndpoint:
             return index.votes(caller)
         if digest_set == VOTES:
             return index.signed_votes
+        if digest_set == MEMBERS:
+            return index.members
         raise InvalidInput([FieldViolation("buckets.set", f"unknown digest set {digest_set}")])
 
     def get_digest(self, caller: str, request: pb.DigestRequest) -> pb.Digest:
@@ -159,10 +162,9 @@ class FederationEndpoint:
         bucket by bucket up to the answer's limits: a bucket holding more than one answer's
         items is replaced by its children, and what does not fit is named in `unanswered`."""
         _check_refs(request.buckets, request.have_ids)
-        names = _OFFERED
         for ref in request.buckets:
             _check_prefix(ref.prefix)
-            if ref.set not in names:
+            if ref.set not in _PULLED:
                 raise InvalidInput(
                     [FieldViolation("buckets.set", f"cannot pull digest set {ref.set}")]
                 )
@@ -188,13 +190,7 @@ class FederationEndpoint:
             if items and items + count > self.max_delta_items:
                 work.appendleft((s, prefix))
                 break
-            tombstones, evidence, votes = self.ledger.offer({names[s]: [prefix]}, have)
-            piece = pb.Delta(
-                tombstones=[wire.tombstone_pb(t) for t in tombstones],
-                evidence=[wire.relayed_pb(e) for e in evidence[: self.max_delta_items]],
-                votes=[wire.vote_pb(v) for v in votes],
-            )
-            _vouch(piece, self.roster, votes)
+            piece, left_out = self._piece(s, prefix, have)
             piece_size = piece.ByteSize()
             if piece_size > self.max_delta_bytes and len(prefix) < DEPTH and count > 1:
                 # Too many bytes for one answer: its children, one at a time, fit better.
@@ -206,9 +202,9 @@ class FederationEndpoint:
                 work.appendleft((s, prefix))
                 break
             out.MergeFrom(piece)
-            items += len(piece.tombstones) + len(piece.evidence) + len(piece.votes)
+            items += _items(piece)
             size += piece_size
-            if len(evidence) > len(piece.evidence):
+            if left_out:
                 # A leaf bucket larger than one answer: the caller asks again with what it
                 # got among its held ids.
                 work.appendleft((s, prefix))
@@ -216,9 +212,23 @@ class FederationEndpoint:
         out.unanswered.extend(pb.BucketRef(set=s, prefix=p) for s, p in work)
         return out
 
+    def _piece(self, s: pb.DigestSet, prefix: str, have: set[str]) -> tuple[pb.Delta, bool]:
+        """The items under one bucket, and whether evidence was left out of it (a leaf
+        bucket larger than one answer)."""
+        if s == MEMBERS:
+            records = self.roster.records_under([prefix]) if self.roster is not None else []
+            return pb.Delta(members=[wire.member_record_pb(r) for r in records]), False
+        tombstones, evidence, votes = self.ledger.offer({_PULLED[s]: [prefix]}, have)
+        piece = pb.Delta(
+            tombstones=[wire.tombstone_pb(t) for t in tombstones],
+            evidence=[wire.relayed_pb(e) for e in evidence[: self.max_delta_items]],
+            votes=[wire.vote_pb(v) for v in votes],
+        )
+        _vouch(piece, self.roster, votes)
+        return piece, len(evidence) > len(piece.evidence)
+
     def push_delta(self, caller: str, delta: pb.Delta) -> pb.PushDeltaResponse:
         """Takes what the caller offers; its votes count for the caller only."""
-        peer = self.peers.get(caller)
         for prefix in delta.votes_complete_under:
             _check_prefix(prefix)
         refused = []
@@ -228,9 +238,12 @@ class FederationEndpoint:
                 refused.append(pb.RejectedItem(id="revocation_list", reason=problem))
         if self.roster is not None:
             self.roster.learn(delta.certificates, caller)
+        if delta.members and self.roster is not None:
+            taken = self.roster.take([wire.member_record(m) for m in delta.members], caller)
+            refused.extend(pb.RejectedItem(id=i, reason=r) for i, r in taken)
         result = self.ledger.receive(
             caller,
-            peer.max_anchor if peer else None,
+            self.ledger.policy.cap_for(caller),
             [wire.tombstone(t) for t in delta.tombstones],
             [wire.relayed(e) for e in delta.evidence],
             [wire.vote(v, caller) for v in delta.votes],
@@ -247,6 +260,20 @@ def _vouch(delta: pb.Delta, roster: Roster | None, votes: Sequence[Vote]) -> Non
     can check its signature (it checks the certificate against the CA first)."""
     if roster is not None:
         delta.certificates.extend(roster.certificates({v.voter for v in votes if v.signature}))
+
+
+# The sets a peer may pull, and what the ledger calls them (members come from the roster).
+_PULLED = {
+    EVIDENCE: "evidence",
+    TOMBSTONES: "tombstones",
+    PEER_VOTES: "votes",
+    VOTES: "all_votes",
+    MEMBERS: "members",
+}
+
+
+def _items(delta: pb.Delta) -> int:
+    return len(delta.tombstones) + len(delta.evidence) + len(delta.votes) + len(delta.members)
 
 
 def _check_refs(refs: Sequence[pb.BucketRef], have_ids: Sequence[str]) -> None:
@@ -312,8 +339,19 @@ class RoundResult:
     clock_skew: int | None = None  # the peer's clock minus this node's, in microseconds
 
 
+# Identifies the member listening at a seed's address: its certificate (PEM), which the
+# roster checks against the CA before the seed is dialed as that member.
+Identify = Callable[[str], Awaitable[bytes]]
+
+
 class Syncer:
-    """Runs anti-entropy rounds with peers: each round pulls from and pushes to a peer."""
+    """Runs anti-entropy rounds with members: each round pulls from and pushes to `fanout`
+    members (0: every one) chosen at random among those it may dial.
+
+    With a roster, the members it may dial are those the roster knows (from member records
+    and configured peers) that are not revoked or expired, and the seeds (addresses) whose
+    node id it has not learned yet; without one, the configured peers. `rng` chooses, so a
+    test passes a seeded one."""
 
     def __init__(
         self,
@@ -326,30 +364,66 @@ class Syncer:
         rng: random.Random | None = None,
         refused: Callable[[str], bool] = lambda node_id: False,
         roster: Roster | None = None,
+        seeds: Sequence[str] = (),
+        identify: Identify | None = None,
     ) -> None:
         self.ledger = ledger
         # Members this node no longer dials (a revoked certificate), by node id.
         self.refused = refused
-        # The revocation list this node holds and passes on; None: it gossips none.
+        # The members this node knows and the revocation list it holds; None: configured
+        # peers only, and it gossips neither records nor lists.
         self.roster = roster
+        self.peers = tuple(peers)
         self.states = {p.node_id: PeerState(p) for p in peers}
+        # Seeds whose node id is not known yet, by address (their Peer's node_id is "").
+        self.seeds = {a: PeerState(Peer(a, "")) for a in seeds if roster is not None}
+        self.identify = identify
         self.link_for = link_for
         self.fanout = fanout
         self.interval = interval
         self.rng = rng or random.Random()
 
+    def members(self) -> list[PeerState]:
+        """The state of every member this node may dial now, by node id."""
+        known = self.roster.dialable() if self.roster is not None else self.peers
+        out = []
+        for peer in known:
+            state = self.states.get(peer.node_id)
+            if state is None:
+                state = self.states[peer.node_id] = PeerState(peer)
+            elif state.peer != peer:  # a newer record moved it, or its cap changed
+                state.peer = peer
+            if not self.refused(peer.node_id):
+                out.append(state)
+        return out
+
     def _choose(self, only: str | None, force: bool) -> list[PeerState]:
+        members = self.members()
         if only:
-            found = self.states.get(only)
-            return [found] if found is not None and not self.refused(only) else []
-        due = [
-            s
-            for s in self.states.values()
-            if (force or s.next_attempt <= time.monotonic()) and not self.refused(s.peer.node_id)
-        ]
+            return [s for s in members if s.peer.node_id == only]
+        now = time.monotonic()
+        due = [s for s in [*members, *self.seeds.values()] if force or s.next_attempt <= now]
         if self.fanout and len(due) > self.fanout:
-            due = self.rng.sample(sorted(due, key=lambda s: s.peer.node_id), self.fanout)
+            due = self.rng.sample(
+                sorted(due, key=lambda s: (s.peer.node_id, s.peer.address)), self.fanout
+            )
         return due
+
+    async def _identified(self, state: PeerState) -> PeerState | None:
+        """The member a seed's address leads to, from its certificate; None when it is this
+        node. The seed is dialed from then on as that member."""
+        assert self.identify is not None and self.roster is not None
+        pem = await _step(self.identify(state.peer.address))
+        identity = self.roster.seen(pem)
+        del self.seeds[state.peer.address]
+        if identity.node_id == self.ledger.node_id:
+            return None
+        self.roster.remember(identity.node_id, state.peer.address)
+        peer = Peer(
+            state.peer.address, identity.node_id, self.ledger.policy.cap_for(identity.node_id)
+        )
+        found = self.states.setdefault(identity.node_id, PeerState(peer))
+        return found if not self.refused(identity.node_id) else None
 
     async def sync_round(
         self, only: str | None = None, timeout: float = 60.0, force: bool = False
@@ -366,6 +440,12 @@ class Syncer:
         result: RoundResult | None = None
         try:
             _STEP_TIMEOUT.set(timeout)  # this peer's task has its own context
+            if not state.peer.node_id:
+                seed = state.peer.address
+                identified = await self._identified(state)
+                if identified is None:
+                    return RoundResult("", seed, ok=False, error="seed is this node or revoked")
+                state = identified
             result = await self.round_with(state.peer)
             state.clock_skew = result.clock_skew
             if result.clock_skew is not None:
@@ -377,7 +457,7 @@ class Syncer:
             state.next_attempt = time.monotonic() + backoff
             log.warning(
                 "sync with %s failed (%s); retrying in %.0fs",
-                state.peer.node_id,
+                state.peer.node_id or f"seed {state.peer.address}",
                 state.last_error,
                 backoff,
             )
@@ -489,17 +569,33 @@ class Syncer:
     def _mine(self, peer_id: str) -> dict[pb.DigestSet, SetDigest]:
         index = index_of(self.ledger)
         if self.ledger.sign is not None:
-            return {
+            mine = {
                 EVIDENCE: index.evidence,
                 TOMBSTONES: index.tombstones,
                 VOTES: index.signed_votes,
             }
-        return {
-            EVIDENCE: index.evidence,
-            TOMBSTONES: index.tombstones,
-            PEER_VOTES: index.votes(peer_id),
-            YOUR_VOTES: index.votes(self.ledger.node_id),
-        }
+        else:
+            mine = {
+                EVIDENCE: index.evidence,
+                TOMBSTONES: index.tombstones,
+                PEER_VOTES: index.votes(peer_id),
+                YOUR_VOTES: index.votes(self.ledger.node_id),
+            }
+        if self.roster is not None:  # without one, this node neither takes nor passes records
+            mine[MEMBERS] = index.members
+        return mine
+
+    def _records_under(self, prefixes: list[str]) -> list[MemberRecord]:
+        if not prefixes or self.roster is None:
+            return []
+        return self.roster.records_under(prefixes)
+
+    async def _take_members(self, delta: pb.Delta, peer: Peer) -> list[tuple[str, str]]:
+        """Takes the member records a peer sent; the refused ones, with reasons."""
+        if not delta.members or self.roster is None:
+            return []
+        records = [wire.member_record(m) for m in delta.members]
+        return await _step(asyncio.to_thread(self.roster.take, records, peer.node_id))
 
     async def _pull(
         self,
@@ -512,7 +608,9 @@ class Syncer:
         """Takes what the peer holds under the leaves and we lack; returns the ids of the
         evidence and tombstones it sent."""
         pulled: set[str] = set()
-        refs = [(s, p) for s in (TOMBSTONES, EVIDENCE, PEER_VOTES, VOTES) for p in leaves[s]]
+        refs = [
+            (s, p) for s in (TOMBSTONES, EVIDENCE, PEER_VOTES, VOTES, MEMBERS) for p in leaves[s]
+        ]
         for chunk in _chunks(refs, mine):
             pending = chunk
             got: set[str] = set()  # what the peer sent for this chunk
@@ -549,7 +647,7 @@ class Syncer:
                     asyncio.to_thread(
                         self.ledger.receive,
                         peer.node_id,
-                        peer.max_anchor,
+                        self.ledger.policy.cap_for(peer.node_id),
                         [wire.tombstone(t) for t in delta.tombstones],
                         [wire.relayed(e) for e in delta.evidence],
                         [wire.vote(v, peer.node_id) for v in delta.votes],
@@ -560,9 +658,12 @@ class Syncer:
                 result.evidence_received += len(delta.evidence)
                 result.votes_received += len(delta.votes)
                 result.rejected.extend(received.rejected)
-                new = {t.erasure_id for t in delta.tombstones} | {
-                    e.evidence_id for e in delta.evidence
-                }
+                result.rejected.extend(await self._take_members(delta, peer))
+                new = (
+                    {t.erasure_id for t in delta.tombstones}
+                    | {e.evidence_id for e in delta.evidence}
+                    | {_member_mark(wire.member_record(m)) for m in delta.members}
+                )
                 if left and sorted(left) == sorted(pending) and not new - got:
                     raise ConnectionError("the peer's delta answers made no progress")
                 got |= new
@@ -578,7 +679,9 @@ class Syncer:
         result: RoundResult,
         peer_has: Collection[str] = (),
     ) -> None:
-        refs = [(s, p) for s in (TOMBSTONES, EVIDENCE, YOUR_VOTES, VOTES) for p in leaves[s]]
+        refs = [
+            (s, p) for s in (TOMBSTONES, EVIDENCE, YOUR_VOTES, VOTES, MEMBERS) for p in leaves[s]
+        ]
         for chunk in _chunks(refs, mine):
             prefixes = {
                 "tombstones": [p for s, p in chunk if s == TOMBSTONES],
@@ -589,15 +692,21 @@ class Syncer:
             tombstones, evidence, votes = await _step(
                 asyncio.to_thread(self.ledger.offer, prefixes, peer_has)
             )
+            members = [
+                r
+                for r in self._records_under([p for s, p in chunk if s == MEMBERS])
+                if _member_mark(r) not in peer_has
+            ]
             # Our votes under a differing bucket are all sent, none or not: what the peer
             # holds there beyond them we withdrew.
-            if not (tombstones or evidence or votes or prefixes["votes"]):
+            if not (tombstones or evidence or votes or members or prefixes["votes"]):
                 continue
             delta = pb.Delta(
                 tombstones=[wire.tombstone_pb(t) for t in tombstones],
                 evidence=[wire.relayed_pb(e) for e in evidence],
                 votes=[wire.vote_pb(v) for v in votes],
                 votes_complete_under=prefixes["votes"],
+                members=[wire.member_record_pb(r) for r in members],
             )
             _vouch(delta, self.roster, votes)
             reply = await _step(link.push_delta(delta))
@@ -628,12 +737,17 @@ def _describe(exc: BaseException) -> str:
         return f"{code().name}: {details()}"[:300]
     if isinstance(exc, TimeoutError):
         return "timed out"
-    if isinstance(exc, ClockSkew):
+    if isinstance(exc, ClockSkew | NotAMember):
         return str(exc)
     if isinstance(exc, InvalidInput):
         return f"invalid: {exc}"[:300]
     # The type only: a database error's text quotes SQL and the values it carried.
     return f"{type(exc).__name__} on this node"
+
+
+def _member_mark(record: MemberRecord) -> str:
+    """How a member record is named among what a peer already has (its content)."""
+    return f"member:{record.content_hash}"
 
 
 def _differs(bucket: pb.Bucket, mine: SetDigest) -> bool:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import ssl
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import grpc
 
@@ -118,8 +121,9 @@ class GrpcPeerLink:
 
 
 def proven_peer(context: Context, peers: Sequence[str], roster: Roster | None = None) -> str:
-    """The node id the caller's verified certificate names; it must be a configured peer
-    and, where the node holds a roster, a member now (not revoked, not expired)."""
+    """The node id the caller's verified certificate names. Where the node holds a roster,
+    any member now (the CA signed its certificate, not revoked, not expired: DESIGN §7);
+    without one, a configured peer."""
     for key, _ in context.invocation_metadata() or ():
         if key == "authorization":
             raise PermissionDenied("FederationService is for peer nodes, not client tokens")
@@ -127,7 +131,7 @@ def proven_peer(context: Context, peers: Sequence[str], roster: Roster | None = 
     if not names:
         raise PermissionDenied("peer calls need a client certificate signed by the federation CA")
     node_id = names[0].decode() if isinstance(names[0], bytes) else str(names[0])
-    if node_id not in peers:
+    if roster is None and node_id not in peers:
         raise PermissionDenied(f"certificate names {node_id!r}, which is not a configured peer")
     if roster is not None:
         pem = list(context.auth_context().get("x509_pem_cert") or [])
@@ -143,6 +147,35 @@ def proven_peer(context: Context, peers: Sequence[str], roster: Roster | None = 
         if refusal:
             raise PermissionDenied(f"{refusal}: not a member of this federation")
     return node_id
+
+
+async def identify(address: str, tls: TlsFiles, timeout: float = CALL_TIMEOUT_SECONDS) -> bytes:
+    """The certificate (PEM) of whoever listens at a seed's `address`: a TLS handshake with
+    this node's certificate, the peer's checked against the CA alone (the seed's node id is
+    what this learns, so no name can be checked yet). The caller checks who it names; the
+    links that follow check that name on every connection."""
+    host, _, port = address.rpartition(":")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.load_verify_locations(cadata=tls.ca.decode())
+    with tempfile.TemporaryDirectory() as tmp:  # ssl loads a key pair from files only
+        cert, key = Path(tmp, "cert.pem"), Path(tmp, "key.pem")
+        cert.write_bytes(tls.cert)
+        key.touch(0o600)
+        key.write_bytes(tls.key)
+        context.load_cert_chain(cert, key)
+    context.set_alpn_protocols(["h2"])  # what a gRPC server expects of its clients
+    _reader, writer = await asyncio.wait_for(
+        asyncio.open_connection(host.strip("[]"), int(port), ssl=context), timeout
+    )
+    try:
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    finally:
+        # Dropped, not shut down: waiting for the TLS close under uvloop never ended.
+        writer.transport.abort()
+    if not der:
+        raise NotAMember(f"{address} presented no certificate")
+    return ssl.DER_cert_to_PEM_cert(der).encode()
 
 
 class FederationServicer(pb_grpc.FederationServiceServicer):

@@ -67,7 +67,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 node_id=state.peer.node_id,
                 address=state.peer.address,
                 last_error=state.last_error,
-                max_anchor=state.peer.max_anchor or self.ctx.ledger.policy.default_max_anchor,
+                max_anchor=self.ctx.ledger.policy.cap_for(state.peer.node_id),
             )
             if state.clock_skew is not None:
                 peer.clock_skew_ms = state.clock_skew // 1000
@@ -77,6 +77,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             peers.append(peer)
         return pb.GetStatusResponse(
             peers=peers,
+            members=self._members() if self.ctx.roster is not None else [],
             node_id=self.ctx.ledger.node_id,
             version=factnode.__version__,
             listen_address=self.ctx.listen,
@@ -96,8 +97,10 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         syncer = self.ctx.syncer
         if syncer is None:
             return pb.SyncNowResponse(results=[])
-        if request.peer_node_id and request.peer_node_id not in syncer.states:
-            raise NotFound(f"no configured peer {request.peer_node_id!r}")
+        if request.peer_node_id and request.peer_node_id not in {
+            s.peer.node_id for s in syncer.members()
+        }:
+            raise NotFound(f"no member {request.peer_node_id!r} this node may dial")
         results = await syncer.sync_round(only=request.peer_node_id or None, force=True)
         self.ctx.changes.notify()
         return pb.SyncNowResponse(
@@ -127,18 +130,15 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             )
         return self.ctx.roster
 
-    @unary
-    async def ListMembers(
-        self, request: pb.ListMembersRequest, context: Context
-    ) -> pb.ListMembersResponse:
-        roster = self._roster()
+    def _members(self) -> list[pb.Member]:
+        """Every member the roster knows, with when this node last completed a round with it."""
         synced = {
             s.peer.node_id: s.last_sync
             for s in (self.ctx.syncer.states.values() if self.ctx.syncer else ())
             if s.last_sync is not None
         }
         members = []
-        for m in roster.members(dt.datetime.now(dt.UTC), self.ctx.ledger.policy.default_max_anchor):
+        for m in self._roster().members(dt.datetime.now(dt.UTC)):
             member = pb.Member(
                 node_id=m.node_id,
                 address=m.address,
@@ -146,13 +146,21 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 max_anchor=m.max_anchor,
                 self=m.is_self,
                 refused=m.refused,
+                incarnation=m.incarnation,
             )
             if m.node_id in synced:
                 member.last_heard.FromNanoseconds(int(synced[m.node_id] * 1e9))
             if m.certificate_expires is not None:
                 member.certificate_expires.FromDatetime(m.certificate_expires)
             members.append(member)
-        return pb.ListMembersResponse(members=members, revocation_list_number=roster.number)
+        return members
+
+    @unary
+    async def ListMembers(
+        self, request: pb.ListMembersRequest, context: Context
+    ) -> pb.ListMembersResponse:
+        members = self._members()
+        return pb.ListMembersResponse(members=members, revocation_list_number=self._roster().number)
 
     @unary
     async def Revoke(self, request: pb.RevokeRequest, context: Context) -> pb.RevokeResponse:

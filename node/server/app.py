@@ -26,7 +26,7 @@ from factnode.config import ConfigError, Peer, Settings, check_exposure, redact_
 from factnode.federation._index import index_of
 from factnode.federation.members import Roster
 from factnode.federation.sync import MAX_DELTA_BYTES, FederationEndpoint, Syncer
-from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles
+from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles, identify
 from factnode.federation.trust import Authority, NotAMember, Signer
 from factnode.ledger import Ledger, Submitted, ensure_node_id
 from factnode.metrics import Metrics
@@ -124,6 +124,8 @@ class Node:
         if settings.federated:
             index_of(self.ledger)  # digests are kept from the first write on
             self.roster = self._roster()
+            self.roster.on_refused(lambda n: self.metrics.peer_refused({"member_record": n}))
+            tls = self._tls()
             self.syncer = Syncer(
                 self.ledger,
                 settings.peers,
@@ -132,6 +134,8 @@ class Node:
                 interval=settings.sync_interval_seconds,
                 refused=self.roster.is_revoked,
                 roster=self.roster,
+                seeds=settings.seeds,
+                identify=lambda address: identify(address, tls),
             )
 
     def _roster(self) -> Roster:
@@ -140,9 +144,10 @@ class Node:
         tls = self._tls()
         authority = Authority(tls.ca)
         try:
-            own = authority.identity(tls.cert)
-        except NotAMember as exc:
+            signer = Signer(authority, tls.cert, tls.key)
+        except (NotAMember, ValueError) as exc:
             raise ConfigError("federation.cert", str(exc)) from None
+        own = signer.identity
         if own.node_id != self.ledger.node_id:
             # Peers know this node by its certificate alone; the stored id only names it in
             # its own logs and status. Kept working for stores made before that was checked.
@@ -163,19 +168,10 @@ class Node:
             with repo.write() as tx:
                 tx.set_meta(REVOCATION_META, base64.b64encode(der).decode())
 
-        assert self.settings.federation_listen is not None
         # Votes are signed with the certificate's key and checked against their voter's
         # (DESIGN §7); votes stored unsigned by an older version are signed now.
-        self.ledger.sign = Signer(authority, tls.cert, tls.key).sign
-        roster = Roster(
-            self.ledger,
-            authority,
-            own,
-            self.settings.federation_listen,
-            self.settings.peers,
-            load,
-            save,
-        )
+        self.ledger.sign = signer.sign
+        roster = Roster(self.ledger, authority, signer, self.settings.peers, load, save)
         self.ledger.verify_vote = roster.verify_vote
         signed = self.ledger.sign_own_votes()
         if signed:
@@ -222,6 +218,11 @@ class Node:
             raise ConfigError("federation.listen", f"could not bind {s.federation_listen}")
         await server.start()
         self.federation_server, self.federation_port = server, port
+        if self.roster is not None:
+            # The record other members dial this node by: the advertised address, else the
+            # listen address with the port bound (port 0 picks one).
+            advertised = s.federation_advertise or f"{s.federation_listen.rsplit(':', 1)[0]}:{port}"
+            await asyncio.to_thread(self.roster.publish, advertised)
 
     @property
     def node_id(self) -> str:
@@ -420,7 +421,8 @@ async def serve(settings: Settings, announce: Callable[[str], None] = print) -> 
     if node.federation_port:
         fed_host = (settings.federation_listen or "").rsplit(":", 1)[0]
         announce(
-            f"federation (mTLS) on {fed_host}:{node.federation_port} with {len(settings.peers)} peer(s)"
+            f"federation (mTLS) on {fed_host}:{node.federation_port} with "
+            f"{len(settings.peers)} peer(s) and {len(settings.seeds)} seed(s)"
         )
     if not settings.auth_enabled:
         announce(

@@ -3,7 +3,7 @@
 What lives here:
 - `repository`: the interface the ledger needs (`Repository`, and `Transaction` composed of
   one Protocol per aggregate: evidence, decisions, beliefs, votes, pins, tombstones, digests,
-  meta) and the stored value types (`StoredBelief`, `Tombstone`, ...).
+  members, meta) and the stored value types (`StoredBelief`, `Tombstone`, ...).
 - `sql`: `SqlRepository` and `SqlTransaction`, composed of one part per aggregate
   (`_evidence`, `_decisions`, `_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_meta`)
   over the shared connection and key cache (`_part`, `cache`); each write tells the
@@ -26,6 +26,7 @@ from factnode.store.repository import (
     Repository,
     StorageFull,
     StoredBelief,
+    StoredMember,
     Tombstone,
     Transaction,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "StoreInUse",
     "StoreLock",
     "StoredBelief",
+    "StoredMember",
     "Tombstone",
     "Transaction",
     "make_engine",

@@ -225,3 +225,18 @@ class PinRow(SQLModel, table=True):
     operator: str = Field(max_length=NAME)
     reason: str = Field(sa_type=Text)
     pinned_at: int = Field(sa_type=BigInteger)
+
+
+class MemberRecordRow(SQLModel, table=True):
+    """A member's signed record as this node last took it (DESIGN §7): who it is, where it
+    listens, its certificate, its incarnation and signature; `revoked` when the revocation
+    list held names its certificate (kept, never dialed)."""
+
+    __tablename__ = "member_record"
+
+    node_id: str = Field(primary_key=True, max_length=NAME)
+    address: str = Field(max_length=NAME)
+    certificate: str = Field(sa_type=Text)  # PEM
+    incarnation: int = Field(sa_type=BigInteger)
+    signature: str = Field(sa_type=Text)  # hex
+    revoked: bool = False

@@ -19,6 +19,7 @@ from factnode.core import (
     Rule,
 )
 from factnode.core.consensus import Vote
+from factnode.core.members import MemberRecord
 from factnode.core.serving import Pin
 
 T = TypeVar("T")
@@ -246,6 +247,22 @@ class DigestTransaction(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class StoredMember:
+    """A member record as stored, and whether the revocation list held revokes it."""
+
+    record: MemberRecord
+    revoked: bool
+
+
+class MemberTransaction(Protocol):
+    """Member records (DESIGN §7): every member heard of, kept across restarts."""
+
+    def member_records(self) -> list[StoredMember]: ...
+
+    def put_member_records(self, members: Sequence[StoredMember]) -> None: ...
+
+
 class MetaTransaction(Protocol):
     """Named values the node keeps about itself."""
 
@@ -285,6 +302,7 @@ class Transaction(
     PinTransaction,
     TombstoneTransaction,
     DigestTransaction,
+    MemberTransaction,
     MetaTransaction,
     Protocol,
 ):

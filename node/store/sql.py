@@ -1,7 +1,7 @@
 """The SQLModel store: SQLite by default, PostgreSQL by URL.
 
 `SqlTransaction` is composed of one part per aggregate (`_evidence`, `_decisions`,
-`_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_meta`), all over one connection and key
+`_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_members`, `_meta`), all over one connection and key
 cache; `SqlRepository` opens them and keeps the cache in step with the database."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from factnode.store._engine import (
     reclaim_erased,
 )
 from factnode.store._evidence import SqlEvidence, state_queries
+from factnode.store._members import SqlMembers
 from factnode.store._meta import META_QUERY, SqlMeta
 from factnode.store._pins import SqlPins
 from factnode.store._rows import _SELECT_EVIDENCE_ID
@@ -53,7 +54,15 @@ _GENERATION = "write_generation"
 
 
 class SqlTransaction(
-    SqlEvidence, SqlDecisions, SqlBeliefs, SqlVotes, SqlPins, SqlTombstones, SqlDigests, SqlMeta
+    SqlEvidence,
+    SqlDecisions,
+    SqlBeliefs,
+    SqlVotes,
+    SqlPins,
+    SqlTombstones,
+    SqlDigests,
+    SqlMembers,
+    SqlMeta,
 ):
     """A unit of work on one connection; a write transaction also keeps the key cache."""
 

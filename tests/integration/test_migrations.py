@@ -14,9 +14,10 @@ from sqlmodel import SQLModel
 
 import factnode.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 from factnode.core import Key, Policy, Submission, ids
+from factnode.core.members import MemberRecord
 from factnode.core.signed import Signature
 from factnode.ledger import Ledger, NotFound, ensure_node_id
-from factnode.store import SqlRepository
+from factnode.store import SqlRepository, StoredMember
 from factnode.store.migrations import alembic_config, upgrade
 from factnode.testing import Credentials, FakeClock
 
@@ -28,6 +29,7 @@ TABLES = {
     "erased_evidence",
     "erasure",
     "evidence",
+    "member_record",
     "node_meta",
 }
 
@@ -405,5 +407,40 @@ def test_0009_adds_signed_votes_and_reverses(tmp_path: Path) -> None:
         with again.read() as tx:
             [resigned] = tx.votes([LIVES_IN])[LIVES_IN]
         assert resigned.seq == 2 and roster.verify_vote(resigned) is Signature.VALID
+    finally:
+        again.close()
+
+
+def test_0009_members_adds_the_member_record_table_and_reverses(tmp_path: Path) -> None:
+    """0009_members creates member_record (a stored record reads back as written); down to
+    0008 drops it and keeps every other table's rows; up again restores an empty table."""
+    url = f"sqlite:///{tmp_path / 'members.db'}"
+    record = MemberRecord("alpha", "10.0.0.1:7421", b"-----BEGIN CERTIFICATE-----\n", 7, b"\x01")
+    repo = SqlRepository(url)
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", FakeClock())
+        ledger.submit(Submission("user:ana", "ana", "lives_in", "Lisbon", "user_stated", "a"))
+        counts = ledger.counts()
+        with repo.write() as tx:
+            tx.put_member_records([StoredMember(record, revoked=True)])
+        with repo.read() as tx:
+            assert tx.member_records() == [StoredMember(record, revoked=True)]
+        with repo.engine.connect() as conn:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0008")
+            conn.commit()
+        assert _revision(repo.engine) == "0008"
+        assert "member_record" not in inspect(repo.engine).get_table_names()
+    finally:
+        repo.close()
+
+    again = SqlRepository(url)  # opening migrates to head
+    try:
+        assert _revision(again.engine) == _head()
+        assert "member_record" in inspect(again.engine).get_table_names()
+        with again.read() as tx:
+            assert tx.member_records() == []
+        assert Ledger(again, Policy(), "node-test", FakeClock()).counts() == counts
     finally:
         again.close()

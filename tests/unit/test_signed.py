@@ -143,8 +143,8 @@ def _signer(certs: Path, node_id: str) -> Signer:
 
 def _roster(certs: Path) -> Roster:
     authority = Authority((certs / "ca.crt").read_bytes())
-    own = authority.identity((certs / "b.crt").read_bytes())
-    return Roster(memory_ledger(), authority, own, "", [], lambda: None, lambda _b: None)
+    signer = Signer(authority, (certs / "b.crt").read_bytes(), (certs / "b.key").read_bytes())
+    return Roster(memory_ledger(), authority, signer)
 
 
 def _signed(certs: Path, v: Vote) -> Vote:

@@ -52,6 +52,7 @@ class DigestSet(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DIGEST_SET_PEER_VOTES: _ClassVar[DigestSet]
     DIGEST_SET_YOUR_VOTES: _ClassVar[DigestSet]
     DIGEST_SET_VOTES: _ClassVar[DigestSet]
+    DIGEST_SET_MEMBERS: _ClassVar[DigestSet]
 
 class ErasureScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -90,6 +91,7 @@ DIGEST_SET_TOMBSTONES: DigestSet
 DIGEST_SET_PEER_VOTES: DigestSet
 DIGEST_SET_YOUR_VOTES: DigestSet
 DIGEST_SET_VOTES: DigestSet
+DIGEST_SET_MEMBERS: DigestSet
 ERASURE_SCOPE_UNSPECIFIED: ErasureScope
 ERASURE_SCOPE_EVIDENCE: ErasureScope
 ERASURE_SCOPE_KEY: ErasureScope
@@ -630,20 +632,22 @@ class PeerStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., last_sync: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lag_seconds: _Optional[int] = ..., last_error: _Optional[str] = ..., max_anchor: _Optional[str] = ..., clock_skew_ms: _Optional[int] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("node_id", "version", "listen_address", "database", "counts", "peers")
+    __slots__ = ("node_id", "version", "listen_address", "database", "counts", "peers", "members")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     LISTEN_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     DATABASE_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     version: str
     listen_address: str
     database: str
     counts: StatusCounts
     peers: _containers.RepeatedCompositeFieldContainer[PeerStatus]
-    def __init__(self, node_id: _Optional[str] = ..., version: _Optional[str] = ..., listen_address: _Optional[str] = ..., database: _Optional[str] = ..., counts: _Optional[_Union[StatusCounts, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ...) -> None: ...
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    def __init__(self, node_id: _Optional[str] = ..., version: _Optional[str] = ..., listen_address: _Optional[str] = ..., database: _Optional[str] = ..., counts: _Optional[_Union[StatusCounts, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
 
 class SyncNowRequest(_message.Message):
     __slots__ = ("peer_node_id",)
@@ -818,7 +822,7 @@ class ErasureTombstone(_message.Message):
     def __init__(self, erasure_id: _Optional[str] = ..., scope: _Optional[_Union[ErasureScope, str]] = ..., scope_hash: _Optional[str] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evidence_ids: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., origin_node: _Optional[str] = ...) -> None: ...
 
 class Delta(_message.Message):
-    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list", "certificates")
+    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list", "certificates", "members")
     TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     VOTES_FIELD_NUMBER: _ClassVar[int]
@@ -826,6 +830,7 @@ class Delta(_message.Message):
     UNANSWERED_FIELD_NUMBER: _ClassVar[int]
     REVOCATION_LIST_FIELD_NUMBER: _ClassVar[int]
     CERTIFICATES_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     tombstones: _containers.RepeatedCompositeFieldContainer[ErasureTombstone]
     evidence: _containers.RepeatedCompositeFieldContainer[RelayedEvidence]
     votes: _containers.RepeatedCompositeFieldContainer[Vote]
@@ -833,7 +838,22 @@ class Delta(_message.Message):
     unanswered: _containers.RepeatedCompositeFieldContainer[BucketRef]
     revocation_list: bytes
     certificates: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., revocation_list: _Optional[bytes] = ..., certificates: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    members: _containers.RepeatedCompositeFieldContainer[MemberRecord]
+    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., revocation_list: _Optional[bytes] = ..., certificates: _Optional[_Iterable[bytes]] = ..., members: _Optional[_Iterable[_Union[MemberRecord, _Mapping]]] = ...) -> None: ...
+
+class MemberRecord(_message.Message):
+    __slots__ = ("node_id", "address", "certificate", "incarnation", "signature")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    address: str
+    certificate: bytes
+    incarnation: int
+    signature: bytes
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., certificate: _Optional[bytes] = ..., incarnation: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class RejectedItem(_message.Message):
     __slots__ = ("id", "reason")
@@ -856,7 +876,7 @@ class ListMembersRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Member(_message.Message):
-    __slots__ = ("node_id", "address", "last_heard", "certificate_expires", "revoked", "max_anchor", "self", "refused")
+    __slots__ = ("node_id", "address", "last_heard", "certificate_expires", "revoked", "max_anchor", "self", "refused", "incarnation")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     LAST_HEARD_FIELD_NUMBER: _ClassVar[int]
@@ -865,6 +885,7 @@ class Member(_message.Message):
     MAX_ANCHOR_FIELD_NUMBER: _ClassVar[int]
     SELF_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     last_heard: _timestamp_pb2.Timestamp
@@ -873,7 +894,8 @@ class Member(_message.Message):
     max_anchor: str
     self: bool
     refused: str
-    def __init__(self_, node_id: _Optional[str] = ..., address: _Optional[str] = ..., last_heard: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., certificate_expires: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked: _Optional[bool] = ..., max_anchor: _Optional[str] = ..., self: _Optional[bool] = ..., refused: _Optional[str] = ...) -> None: ...
+    incarnation: int
+    def __init__(self_, node_id: _Optional[str] = ..., address: _Optional[str] = ..., last_heard: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., certificate_expires: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked: _Optional[bool] = ..., max_anchor: _Optional[str] = ..., self: _Optional[bool] = ..., refused: _Optional[str] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class ListMembersResponse(_message.Message):
     __slots__ = ("members", "revocation_list_number")

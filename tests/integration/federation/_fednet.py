@@ -116,6 +116,9 @@ class FedNode:
     _queue: queue.Queue[str | None] = field(default_factory=queue.Queue)
     extra_config: str = ""  # TOML appended to the generated config (tables such as [[tokens]])
     peer_max_anchor: dict[str, str] = field(default_factory=dict)  # peer node id -> its cap
+    # Nodes known only by address (`federation.seeds`), and the node's own round interval.
+    seeds: list[FedNode] = field(default_factory=list)
+    sync_interval: float = 3600.0
     _channel: grpc.Channel | None = None
     _stderr: Path | None = None
 
@@ -150,9 +153,14 @@ class FedNode:
             f'cert = "{self.tls.cert}"',
             f'key = "{self.tls.key}"',
             f'ca = "{self.tls.ca}"',
-            # Rounds are driven by the tests' SyncNow; the node's own loop runs once at start.
-            "sync_interval_seconds = 3600",
+            # Rounds are driven by the tests' SyncNow (the node's own loop runs once at
+            # start), unless a test gives the node a short interval of its own.
+            f"sync_interval_seconds = {self.sync_interval}",
         ]
+        if self.seeds:
+            lines.append(
+                f"seeds = {[s.federation_address for s in self.seeds]!r}".replace("'", '"')
+            )
         for peer in self.peers:
             lines += [
                 "",

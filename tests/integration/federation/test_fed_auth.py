@@ -118,12 +118,16 @@ def test_a_client_without_a_certificate_cannot_call_federation(fed: Federation) 
         assert refused(lambda: digest(ch)) == grpc.StatusCode.UNAVAILABLE
 
 
-def test_a_certificate_for_a_node_that_is_not_a_peer_is_denied(
+def test_a_certificate_for_a_node_that_is_not_configured_is_a_member(
     fed: Federation, outsider: TlsIdentity
 ) -> None:
-    """A valid certificate naming a node that is not a configured peer is PERMISSION_DENIED."""
+    """Members, not a mesh (DESIGN §7): a certificate the federation's CA signed makes a
+    member whether or not any node configured it; its call is answered and n1 lists it."""
     with peer_channel(outsider, fed["n1"]) as ch:
-        assert refused(lambda: digest(ch)) == grpc.StatusCode.PERMISSION_DENIED
+        assert digest(ch).buckets
+    members = fed["n1"].admin.ListMembers(pb.ListMembersRequest(), timeout=RPC_TIMEOUT).members
+    stranger = {m.node_id: m for m in members}["stranger"]
+    assert stranger.HasField("certificate_expires") and not stranger.revoked
 
 
 def test_federation_service_is_not_served_on_the_client_port(fed: Federation) -> None:

@@ -194,7 +194,8 @@ def _status(m: pb.GetStatusResponse) -> t.Status:
                     p.clock_skew_ms if p.HasField("clock_skew_ms") else None)
         for p in m.peers
     )  # fmt: skip
-    return t.Status(m.node_id, m.version, m.listen_address, m.database, counts, peers)
+    return t.Status(m.node_id, m.version, m.listen_address, m.database, counts, peers,
+                    m.replica, m.lease_holder)  # fmt: skip
 
 
 def _members(m: pb.ListMembersResponse) -> t.Members:

@@ -287,6 +287,9 @@ class Status:
     database: str
     counts: dict[str, int]
     peers: tuple[PeerState, ...]
+    # The replica answering (host:pid), and the one running background work under the lease.
+    replica: str = ""
+    lease_holder: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,9 +110,9 @@ class SqlRepository:
     the next write here and the cache starts over.
 
     `served` holds the served-belief answers of up to `cache_keys` hot keys for reads
-    (`ServedMemory`); every write transaction here forgets the keys it touched around its
-    commit. It assumes this process is the database's only writer while it serves: a write
-    by another process is noticed only at this process's next write.
+    (`ServedMemory`) on SQLite, whose store one process serves (`StoreLock`); every write
+    transaction here forgets the keys it touched around its commit. On PostgreSQL it holds
+    nothing: other replicas write there, and every read goes to the database.
     """
 
     def __init__(
@@ -130,7 +130,10 @@ class SqlRepository:
         self._writer = threading.Lock()
         self._pinned: Connection | None = None
         self._cache = KeyCache(cache_keys)
-        self.served: ServedMemory[Any] = ServedMemory(cache_keys)
+        # PostgreSQL: none, since replicas write the same database (DESIGN §10) and an answer
+        # kept here would outlive another replica's write; bench/replicas.py measures why a
+        # checked memory was not worth keeping (README, "Replicas").
+        self.served: ServedMemory[Any] = ServedMemory(cache_keys if self.is_sqlite else 0)
         upgrade(self.engine)
         # A SQLite file's reads: one connection kept per thread that reads (`_read_connection`),
         # outside the pool, whose size would otherwise bound how many threads may read.

@@ -4,7 +4,8 @@
         [--rounds R] [--clients C] [--client-processes P] [--quick]
 
 Makes a fresh database beside the one the URL names (dropped at the end), starts three
-`factnode serve` replicas on it, preloads `--keys` keys, then measures:
+`factnode serve` replicas on it (and a fourth without the served memory, for `memory`),
+preloads `--keys` keys, reads them once through every replica, then measures:
 
 - `get` and `submit`: the aggregate rate of GetBelief (random preloaded keys) and of
   SubmitFact (a new key each call) from `--clients` concurrent callers spread evenly over
@@ -17,6 +18,10 @@ Makes a fresh database beside the one the URL names (dropped at the end), starts
 - `lock_waiting`: during `submit`, how many transactions were waiting for the store's
   write lock, sampled from `pg_locks` every 50 ms (mean): writes from every replica take
   one advisory lock (README, "Replicas").
+- `memory`: GetBelief on a replica with the served-answer memory (checked against the log
+  of every replica's writes, `store._checked`) and on one without it (`cache_keys = 0`),
+  in alternating pairs, first with reads only, then while 2 callers rewrite the same keys
+  through another replica: rates and `ratio_with_over_without`.
 - `read`: what a read of a served belief costs on PostgreSQL without the served-answer
   memory (`Ledger.served`: its read transaction), against the least a memory kept correct
   across replicas must do per hit (one read transaction that reads the write generation,
@@ -80,9 +85,11 @@ def fresh_database(base: str) -> Iterator[str]:
         admin.dispose()
 
 
-def start_replica(url: str, workdir: Path) -> tuple[subprocess.Popen[str], str]:
-    """A `factnode serve` on `url`, and the address it announced."""
+def start_replica(url: str, workdir: Path, **settings: str) -> tuple[subprocess.Popen[str], str]:
+    """A `factnode serve` on `url` (with `settings` as FACTNODE_* variables), and the
+    address it announced."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FACTNODE_")}
+    env.update({f"FACTNODE_{k.upper()}": v for k, v in settings.items()})
     data = workdir / uuid.uuid4().hex[:8]
     proc = subprocess.Popen(
         [
@@ -141,6 +148,9 @@ async def _drive(
                 key = pb.Key(namespace=NAMESPACE, subject=f"k{(i * 7919 + n) % keys}")
                 key.predicate = "lives_in"
                 await stub.GetBelief(pb.GetBeliefRequest(key=key), timeout=CALL_TIMEOUT)
+            elif phase == "rewrite":  # a new value of a preloaded key: its belief changes
+                subject = f"k{(i * 104729 + n * 7) % keys}"
+                await stub.SubmitFact(_fact(subject, f"{tag}-{n}"), timeout=CALL_TIMEOUT)
             else:
                 await stub.SubmitFact(_fact(f"w{tag}-{i}-{n}", "x"), timeout=CALL_TIMEOUT)
             done += 1
@@ -233,16 +243,55 @@ def read_costs(url: str, opts: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def memory_pairs(
+    pool: Any, on: str, off: str, writer: str, opts: argparse.Namespace
+) -> dict[str, Any]:
+    """GetBelief on a replica with the served memory and on one without it (cache_keys 0),
+    in alternating pairs: alone, then while 2 callers rewrite the same keys through a
+    third replica (so the memory forgets as it goes). Ratio: with over without."""
+    out: dict[str, Any] = {}
+    for mode in ("reads_only", "with_writes"):
+        pairs = []
+        for r in range(opts.rounds):
+            rates = []
+            for address in (on, off):
+                stop = threading.Event()
+                writes = threading.Thread(target=_rewrite, args=(writer, opts, stop, f"{r}"))
+                if mode == "with_writes":
+                    writes.start()
+                rates.append(measure(pool, [address], "get", opts, f"m{r}"))
+                stop.set()
+                if writes.is_alive():
+                    writes.join()
+            pairs.append((rates[0], rates[1]))
+            print(f"memory {mode}: with {rates[0]:.0f}/s, without {rates[1]:.0f}/s", flush=True)
+        out[mode] = {
+            "with_per_s": round(statistics.median(p[0] for p in pairs), 1),
+            "without_per_s": round(statistics.median(p[1] for p in pairs), 1),
+            "ratio_with_over_without": round(statistics.median(a / b for a, b in pairs), 3),
+            "ratios": [round(a / b, 3) for a, b in pairs],
+        }
+    return out
+
+
+def _rewrite(address: str, opts: argparse.Namespace, stop: threading.Event, tag: str) -> None:
+    while not stop.is_set():
+        asyncio.run(_drive([address], "rewrite", 2, 0.5, opts.keys, f"{tag}-{time.time()}"))
+
+
 def run(url: str, opts: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-replicas-"))
     replicas = [start_replica(url, workdir) for _ in range(REPLICAS)]
+    replicas.append(start_replica(url, workdir, cache_keys="0"))  # no served memory
     addresses = [a for _, a in replicas]
     try:
         preload(addresses[0], opts.keys)
         rates: dict[str, dict[int, list[float]]] = {"get": {}, "submit": {}}
+        warm = argparse.Namespace(**{**vars(opts), "seconds": 2.0})
         waits: dict[int, list[float]] = {}
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(opts.client_processes) as pool:
+            measure(pool, addresses, "get", warm, "warm")  # every memory holds the keys
             for r in range(opts.rounds):
                 for n in range(1, REPLICAS + 1):
                     rates["get"].setdefault(n, []).append(
@@ -257,6 +306,7 @@ def run(url: str, opts: argparse.Namespace) -> dict[str, Any]:
                         f"submit {rate:.0f}/s, waiting for the write lock {waits[n][-1]:.1f}",
                         flush=True,
                     )
+            memory = memory_pairs(pool, addresses[0], addresses[REPLICAS], addresses[1], opts)
     finally:
         for proc, _ in replicas:
             proc.terminate()
@@ -274,6 +324,7 @@ def run(url: str, opts: argparse.Namespace) -> dict[str, Any]:
             for n, v in by_n.items()
         }
     out["lock_waiting"] = {str(n): round(statistics.median(v), 2) for n, v in waits.items()}
+    out["memory"] = memory
     return out
 
 
@@ -308,6 +359,11 @@ def main() -> None:
             f"{n}: {f['per_s']:.0f}/s (x{f['ratio']:.2f})" for n, f in figures[phase].items()
         )
         print(f"{phase} by replicas: {line}")
+    for mode, m in figures["memory"].items():
+        print(
+            f"GetBelief {mode}: with the memory {m['with_per_s']:.0f}/s, without "
+            f"{m['without_per_s']:.0f}/s (x{m['ratio_with_over_without']:.2f})"
+        )
     r = figures["read"]
     print(
         f"read without memory {r['bypass_us']} us, checked memory hit {r['checked_hit_us']} us "

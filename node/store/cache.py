@@ -249,8 +249,14 @@ class ServedMemory(Generic[V]):
     def get(self, key: Key) -> V | None:
         return self._entries.get(key)
 
+    def recall(self, tx: Any, key: Key) -> V | None:
+        """The kept answer of `key`, asked inside the read transaction `tx` (the memory of a
+        store other processes write checks it there: `store._checked`)."""
+        return self.get(key)
+
     def epoch(self) -> int:
-        """Taken before the read whose answer is then offered to `fill`."""
+        """Taken before the read whose answer is then offered to `fill`, or inside its read
+        transaction after `recall` and before it reads anything."""
         return self._epoch
 
     def fill(self, epoch: int, key: Key, value: V) -> bool:

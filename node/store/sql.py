@@ -18,6 +18,7 @@ from sqlalchemy import Connection
 
 from factnode.core import Key, ids
 from factnode.store._beliefs import SqlBeliefs, belief_query
+from factnode.store._checked import CheckedMemory, log_touched
 from factnode.store._checkpoints import WAL_LIMIT_BYTES, Checkpoints
 from factnode.store._decisions import SqlDecisions
 from factnode.store._digests import SqlDigests
@@ -109,10 +110,11 @@ class SqlRepository:
     database, so a write by anything else (another process on the same file) is noticed at
     the next write here and the cache starts over.
 
-    `served` holds the served-belief answers of up to `cache_keys` hot keys for reads
-    (`ServedMemory`) on SQLite, whose store one process serves (`StoreLock`); every write
-    transaction here forgets the keys it touched around its commit. On PostgreSQL it holds
-    nothing: other replicas write there, and every read goes to the database.
+    `served` holds the served-belief answers of up to `cache_keys` hot keys for reads. On
+    SQLite, whose store one process serves (`StoreLock`), every write transaction here
+    forgets the keys it touched around its commit (`ServedMemory`). On PostgreSQL, where
+    other replicas write too, every write logs the keys it touched and every read checks
+    the memory against that log first (`CheckedMemory`).
     """
 
     def __init__(
@@ -130,10 +132,12 @@ class SqlRepository:
         self._writer = threading.Lock()
         self._pinned: Connection | None = None
         self._cache = KeyCache(cache_keys)
-        # PostgreSQL: none, since replicas write the same database (DESIGN §10) and an answer
-        # kept here would outlive another replica's write; bench/replicas.py measures why a
-        # checked memory was not worth keeping (README, "Replicas").
-        self.served: ServedMemory[Any] = ServedMemory(cache_keys if self.is_sqlite else 0)
+        # PostgreSQL: replicas write the same database (DESIGN §10), so each read checks the
+        # memory against the log of what every write changed (`CheckedMemory`).
+        self.served: ServedMemory[Any] = (
+            ServedMemory(cache_keys) if self.is_sqlite else CheckedMemory(cache_keys)
+        )
+        self._writes = 0  # write transactions begun here (the touch log's pruning counts them)
         upgrade(self.engine)
         # A SQLite file's reads: one connection kept per thread that reads (`_read_connection`),
         # outside the pool, whose size would otherwise bound how many threads may read.
@@ -214,10 +218,15 @@ class SqlRepository:
                     # it reads stays valid if the generation moved; the rest is dropped.
                     tx.preload(keys, evidence_ids, [driver_form(conn, META_QUERY, (_GENERATION,))])
                 seen = tx.meta(_GENERATION)
-                if seen != cache.generation:
+                elsewhere = seen != cache.generation
+                if elsewhere:
                     cache.clear()  # written by someone else since our last write
-                    touched.every = True
                 yield tx
+                if not self.is_sqlite:
+                    # What this transaction changed, for every replica's served memory.
+                    self._writes += 1
+                    log_touched(conn, touched, self._writes)
+                touched.every = touched.every or elsewhere
                 generation = uuid.uuid4().hex
                 tx.set_meta(_GENERATION, generation)
                 # Before the commit too: a read filling from the old rows meanwhile is refused.

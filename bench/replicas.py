@@ -46,43 +46,23 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import grpc
 from sqlalchemy import create_engine
-from sqlalchemy.engine import make_url
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.core import Key, Policy
 from factnode.ledger import Ledger
 from factnode.store import SqlRepository
-from factnode.testing import FakeClock
+from factnode.testing import FakeClock, fresh_postgres_database
 
 REPLICAS = 3
 START_TIMEOUT = 60.0
 CALL_TIMEOUT = 30.0
 NAMESPACE = "bench"
-
-
-@contextmanager
-def fresh_database(base: str) -> Iterator[str]:
-    """A new database on the server `base` names, dropped on exit."""
-    name = f"bench_replicas_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        try:
-            yield make_url(base).set(database=name).render_as_string(hide_password=False)
-        finally:
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        admin.dispose()
 
 
 def start_replica(url: str, workdir: Path, **settings: str) -> tuple[subprocess.Popen[str], str]:
@@ -343,7 +323,7 @@ def main() -> None:
         raise SystemExit("--postgres URL (or FACTNODE_TEST_POSTGRES_URL) is required")
     if opts.quick:
         opts.seconds, opts.rounds, opts.reads = 2.0, 1, 200
-    with fresh_database(opts.postgres) as url:
+    with fresh_postgres_database(opts.postgres, "bench_replicas") as url:
         figures = run(url, opts)
         figures["read"] = read_costs(url, opts)
     figures.update(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,10 +12,9 @@ from typing import TypeVar
 
 import pytest
 from _e2e import ServerProcess, isolated_env, start_server
-from sqlalchemy import create_engine
-from sqlalchemy.engine import make_url
 
 from factnode.client import Client
+from factnode.testing import fresh_postgres_database
 
 POSTGRES_ENV = "FACTNODE_TEST_POSTGRES_URL"
 LEASE_SECONDS = 2.0  # the replicas' lease interval in these tests
@@ -31,18 +29,8 @@ def fresh_database() -> Iterator[str]:
     base = os.environ.get(POSTGRES_ENV)
     if not base:
         pytest.skip(f"{POSTGRES_ENV} is not set: PostgreSQL replica tests skipped")
-    name = f"fn_replicas_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        try:
-            yield make_url(base).set(database=name).render_as_string(hide_password=False)
-        finally:
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        admin.dispose()
+    with fresh_postgres_database(base, "fn_replicas") as url:
+        yield url
 
 
 def start_replicas(

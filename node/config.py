@@ -106,7 +106,7 @@ class Settings:
     event_loop: str = "auto"  # one of EVENT_LOOPS: uvloop where installed, else asyncio's
     watch_streams_per_client: int = DEFAULT_WATCH_STREAMS_PER_CLIENT
     # PostgreSQL replicas (DESIGN §10): the background-work lease is checked, and taken when
-    # free, every `lease_seconds`; a dead holder's work moves within two of them.
+    # free, twice every `lease_seconds`; a dead holder's work moves within two of them.
     lease_seconds: float = 5.0
 
     @property

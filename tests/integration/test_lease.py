@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 
-from factnode.server._background import Background
+from factnode.server._background import Background, Job
 from factnode.store import Lease
 
 pytestmark = pytest.mark.postgres
@@ -23,7 +24,7 @@ class Ticks:
     def __init__(self) -> None:
         self.by: dict[str, int] = {}
 
-    def job(self, replica: str):  # type: ignore[no-untyped-def]
+    def job(self, replica: str) -> Job:
         async def run() -> None:
             while True:
                 self.by[replica] = self.by.get(replica, 0) + 1
@@ -32,7 +33,7 @@ class Ticks:
         return run
 
 
-async def _until(check, timeout: float) -> None:  # type: ignore[no-untyped-def]
+async def _until(check: Callable[[], bool], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "not within the bound"

@@ -35,7 +35,8 @@ def replicas(postgres_url: str) -> Iterator[tuple[Ledger, Ledger]]:
     """Two replicas of one node (two repositories, two ledgers) on one fresh schema."""
     repos = [SqlRepository(postgres_url) for _ in range(2)]
     try:
-        yield tuple(Ledger(r, Policy(), "node-r", FakeClock()) for r in repos)  # type: ignore[misc]
+        a, b = (Ledger(r, Policy(), "node-r", FakeClock()) for r in repos)
+        yield a, b
     finally:
         for r in repos:
             r.close()

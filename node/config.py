@@ -111,6 +111,9 @@ class Settings:
     cache_keys: int = DEFAULT_CACHE_KEYS  # hot keys the write path keeps in memory; 0: none
     event_loop: str = "auto"  # one of EVENT_LOOPS: uvloop where installed, else asyncio's
     watch_streams_per_client: int = DEFAULT_WATCH_STREAMS_PER_CLIENT
+    # PostgreSQL replicas (DESIGN §10): the background-work lease is checked, and taken when
+    # free, twice every `lease_seconds`; a dead holder's work moves within two of them.
+    lease_seconds: float = 5.0
 
     @property
     def db_url(self) -> str:
@@ -326,6 +329,7 @@ _ENV = {
     "FACTNODE_METRICS_LISTEN": "metrics_listen",
     "FACTNODE_CACHE_KEYS": "cache_keys",
     "FACTNODE_EVENT_LOOP": "event_loop",
+    "FACTNODE_LEASE_SECONDS": "lease_seconds",
 }
 
 
@@ -339,7 +343,7 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
                 value = json.loads(value)
             except json.JSONDecodeError as exc:
                 raise ConfigError(var, f"must be JSON (a list of tables): {exc}") from None
-        elif path in ("federation.sync_interval_seconds", "grace_seconds"):
+        elif path in ("federation.sync_interval_seconds", "grace_seconds", "lease_seconds"):
             try:
                 value = float(value)
             except ValueError:
@@ -397,6 +401,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         "cache_keys",
         "event_loop",
         "watch_streams_per_client",
+        "lease_seconds",
     }
     unknown = sorted(set(data) - known)
     if unknown:
@@ -471,7 +476,7 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
         changes["fanout"] = fanout
     if "accept_erasures_from" in fed:
         changes["accept_erasures_from"] = _erasure_grants(fed["accept_erasures_from"])
-    for name in ("grace_seconds", "decay_interval_seconds"):
+    for name in ("grace_seconds", "decay_interval_seconds", "lease_seconds"):
         if name in data:
             changes[name] = _positive(name, data[name])
     if "metrics_listen" in data:

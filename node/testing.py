@@ -7,12 +7,16 @@ import asyncio
 import datetime as dt
 import random
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
 from cryptography.hazmat.primitives import serialization
 from google.protobuf.message import Message
+from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.certs import ensure_ca, issue_node_cert
@@ -25,6 +29,25 @@ from factnode.ledger import Ledger
 from factnode.store import Repository, SqlRepository
 
 M = TypeVar("M", bound=Message)
+
+
+@contextmanager
+def fresh_postgres_database(base: str, prefix: str = "factnode") -> Iterator[str]:
+    """A URL on a new database on the PostgreSQL server `base` names, dropped on exit (with
+    whatever is still connected to it): replicas' tests and benches each get their own,
+    since advisory locks, unlike tables, are per database rather than per schema."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        try:
+            yield make_url(base).set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as conn:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        admin.dispose()
 
 
 class FakeClock:

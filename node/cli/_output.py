@@ -278,6 +278,8 @@ def status(r: pb.GetStatusResponse) -> str:
         f"node {safe(r.node_id)} (factnode {safe(r.version)}) listening on "
         f"{safe(r.listen_address)}",
         f"store: {safe(r.database)}",
+        f"replica {safe(r.replica)} answering; background work (lease) on "
+        f"{safe(r.lease_holder) or 'no replica'}",
         f"evidence {n.evidence}, keys {n.keys}, decisions {n.decisions}, contested {n.contested}, "
         f"ambiguous {n.ambiguous}, rejected {n.rejected}",
     ]

@@ -195,7 +195,8 @@ def _status(m: pb.GetStatusResponse) -> t.Status:
         for p in m.peers
     )  # fmt: skip
     members = tuple(_member(x) for x in m.members)
-    return t.Status(m.node_id, m.version, m.listen_address, m.database, counts, peers, members)
+    return t.Status(m.node_id, m.version, m.listen_address, m.database, counts, peers, members,
+                    m.replica, m.lease_holder)  # fmt: skip
 
 
 def _member(x: pb.Member) -> t.Member:

@@ -288,6 +288,9 @@ class Status:
     counts: dict[str, int]
     peers: tuple[PeerState, ...]
     members: tuple[Member, ...] = ()  # every member known (ListMembers); empty: no federation
+    # The replica answering (host:pid), and the one running background work under the lease.
+    replica: str = ""
+    lease_holder: str = ""
 
 
 @dataclass(frozen=True, slots=True)

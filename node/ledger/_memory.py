@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from factnode.core import Key
+from factnode.core import Key, ids
 from factnode.ledger._model import Belief
-from factnode.store.repository import Touched
+from factnode.store.repository import Touched, Transaction
 
 
 class ServedMemory:
@@ -33,8 +33,14 @@ class ServedMemory:
     def get(self, key: Key) -> Belief | None:
         return self._entries.get(key)
 
+    def recall(self, tx: Transaction, key: Key) -> Belief | None:
+        """The kept answer of `key`, asked inside the read transaction `tx` (`CheckedMemory`
+        checks it there against other processes' writes)."""
+        return self.get(key)
+
     def epoch(self) -> int:
-        """Taken before the read whose answer is then offered to `fill`."""
+        """Taken before the read whose answer is then offered to `fill`, or inside its read
+        transaction after `recall` and before it reads anything."""
         return self._epoch
 
     def fill(self, epoch: int, key: Key, value: Belief) -> bool:
@@ -84,3 +90,70 @@ class ServedMemory:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class CheckedMemory(ServedMemory):
+    """Served answers of hot keys on a database other replicas write too (DESIGN §10),
+    valid as of the position `epoch()` in the log of what every write changed
+    (`store._checked`). Each read catches up with the log inside its own read transaction
+    before it answers from memory, so a write acknowledged on any replica before the read
+    started is never hidden by a kept answer; nothing depends on being told of a write."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+        self._ids: dict[str, Key] = {}
+        self._started = False
+        self.hits = 0  # answers served from memory (for tests and the bench)
+
+    def get(self, key: Key) -> Belief | None:
+        """Nothing outside a read transaction: a hit needs the log's head (`recall`)."""
+        return None
+
+    def recall(self, tx: Transaction, key: Key) -> Belief | None:
+        if self.capacity == 0:
+            return None
+        with self._lock:
+            at = self._epoch if self._started else None
+        log = tx.touch_log(at)
+        if log is None or log.head is None:
+            return None  # not a shared store, or nothing was ever written
+        with self._lock:
+            if (self._epoch if self._started else None) == at:
+                self._catch_up(log.key_ids, log.head)
+            # Entries as of the head or later reflect every write this read must see.
+            return self._hit(key) if self._epoch >= log.head else None
+
+    def _hit(self, key: Key) -> Belief | None:
+        """The kept answer of `key`, counted; the caller holds the lock."""
+        found = self._entries.get(key)
+        if found is not None:
+            self.hits += 1
+        return found
+
+    def _catch_up(self, gone: frozenset[str] | None, head: int) -> None:
+        """Forgets the keys logged up to `head` (`gone` None: every key); the caller holds
+        the lock."""
+        if gone is None:
+            self._entries.clear()
+            self._ids.clear()
+        else:
+            for key_id in gone:
+                key = self._ids.pop(key_id, None)
+                if key is not None:
+                    self._entries.pop(key, None)
+        self._epoch = max(self._epoch, head)
+        self._started = True
+
+    def _keep(self, answers: Mapping[Key, Belief]) -> None:
+        for key in answers:
+            self._ids[ids.key_id(key)] = key
+        super()._keep(answers)
+        if len(self._ids) > 2 * max(self.capacity, 1):
+            self._ids = {ids.key_id(k): k for k in self._entries}
+
+    def forget(self, touched: Touched) -> None:
+        """Nothing: the log says what changed, to every replica alike (this one's writes too)."""
+
+    def publish(self, answers: Mapping[Key, Belief], touched: Touched) -> None:
+        """Nothing: an answer worked out by a write could be kept after the log has moved
+        past a later write by another replica."""

@@ -121,8 +121,11 @@ class Reading(Component):
         is kept in memory for `served_in_memory` until a write touches its key."""
         check_key_input(key)
         memory = self._serving.memory
-        epoch = memory.epoch()
         with self.repo.read() as tx:
+            hot = memory.recall(tx, key)  # on PostgreSQL, checked against other replicas' writes
+            if hot is not None:
+                return hot, None
+            epoch = memory.epoch()
             rows = tx.beliefs([key]).get(key, [])
             found = self._serving.beliefs(tx, [key]).get(key)
             if found is None:

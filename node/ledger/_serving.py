@@ -31,7 +31,7 @@ from factnode.core.consensus import (
 from factnode.core.serving import counted_votes, own_vote, peer_voted, serve
 from factnode.core.signed import Signature, vote_payload, withdrawn
 from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_key, check_text
-from factnode.ledger._memory import ServedMemory
+from factnode.ledger._memory import CheckedMemory, ServedMemory
 from factnode.ledger._model import Belief, Committed, belief_from_rows, served_of
 from factnode.store import Repository, StoredBelief
 from factnode.store.repository import Transaction
@@ -110,7 +110,7 @@ class Serving:
         self.node_id = node_id
         self.clock = clock
         # GetBelief's answers for hot keys; the store tells it what each commit touched.
-        self.memory = ServedMemory(repo.cache_keys)
+        self.memory = (CheckedMemory if repo.shared else ServedMemory)(repo.cache_keys)
         repo.watch(self.memory)
         self._observers: list[Callable[[Committed], None]] = []
         # Told, after each delta a peer sent, how many of its items of each kind were refused.

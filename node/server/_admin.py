@@ -60,6 +60,8 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self, request: pb.GetStatusRequest, context: Context
     ) -> pb.GetStatusResponse:
         counts = await run(self.ctx.ledger.counts)
+        background = self.ctx.background
+        holder = await run(background.holder) if background is not None else None
         peers = []
         now = time.time()
         for state in self.ctx.syncer.states.values() if self.ctx.syncer else ():
@@ -90,6 +92,8 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 ambiguous=counts.ambiguous,
                 rejected=counts.rejected,
             ),
+            replica=self.ctx.replica,
+            lease_holder=holder or "",
         )
 
     @unary

@@ -20,6 +20,7 @@ from factnode.federation.members import Roster
 from factnode.federation.sync import Syncer
 from factnode.ledger import Belief, Explanation, Ledger, NotFound
 from factnode.metrics import Metrics
+from factnode.server._background import Background
 from factnode.server._errors import ResourceExhausted
 from factnode.server._group_commit import GroupCommit
 
@@ -159,6 +160,9 @@ class NodeContext:
     roster: Roster | None = None
     # The largest message the server sends (`max_message_bytes`): SubmitFacts' reply too.
     max_reply_bytes: int = 4 * 1024 * 1024
+    # This process among the node's replicas (DESIGN §10), and its background work's lease.
+    replica: str = ""
+    background: Background | None = None
 
     async def read(self, fn: Callable[..., T], *args: Any, bounded: bool = True) -> T:
         """A bounded read (`bounded`: one key, a page of at most the default size) on a SQLite

@@ -32,13 +32,14 @@ from factnode.ledger import Ledger, Submitted, ensure_node_id
 from factnode.metrics import Metrics
 from factnode.server._admin import AdminServicer
 from factnode.server._auth import Access
+from factnode.server._background import Background, Job
 from factnode.server._context import Changes, NodeContext, StreamQuota
 from factnode.server._decoding import add_service
 from factnode.server._fact import FactServicer
 from factnode.server._group_commit import GroupCommit
 from factnode.server._loop import loop_name
 from factnode.server._review import ReviewServicer
-from factnode.store import SqlRepository, StoreInUse, StoreLock
+from factnode.store import Lease, SqlRepository, StoreInUse, StoreLock, replica_name
 
 log = logging.getLogger("factnode.server")
 
@@ -114,10 +115,10 @@ class Node:
         self.federation_server: grpc.aio.Server | None = None
         self.port = 0
         self.federation_port = 0
-        self._tasks: list[asyncio.Task[None]] = []
         self._links: dict[str, GrpcPeerLink] = {}
         self._metrics_server: Any = None
         self.writer: GroupCommit | None = None
+        self.background: Background | None = None
         self.changes: Changes | None = None
         self.syncer: Syncer | None = None
         self.roster: Roster | None = None
@@ -256,6 +257,7 @@ class Node:
             roster=self.roster,
             max_reply_bytes=s.max_message_bytes,
             watch_quota=StreamQuota(s.watch_streams_per_client),
+            replica=replica_name(),
         )
         add_service(server, FactServicer(ctx), "FactService", access)
         add_service(server, ReviewServicer(ctx), "ReviewService", access)
@@ -291,7 +293,7 @@ class Node:
         self.server, self.port = server, port
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        self._tasks.append(asyncio.create_task(self._decay_loop()))
+        jobs: list[Job] = [self._decay_loop]
         if s.metrics_listen:
             host, _, metrics_port = s.metrics_listen.rpartition(":")
             self._metrics_server, _ = start_http_server(
@@ -300,8 +302,16 @@ class Node:
         if s.federated:
             await self._start_federation(options)
             assert self.syncer is not None
-            self._tasks.append(asyncio.create_task(self.syncer.run_forever()))
+            jobs.append(self.syncer.run_forever)
+        self.background = ctx.background = self._background(jobs, ctx.replica)
+        self.background.start()
         return port
+
+    def _background(self, jobs: list[Job], replica: str) -> Background:
+        """Sync rounds and decay: on PostgreSQL under the lease that makes one replica run
+        them (DESIGN §10); on SQLite in this process, the store's only one."""
+        lease = None if self.repo.is_sqlite else Lease(self.repo.url, self.node_id, replica)
+        return Background(jobs, lease, replica, self.settings.lease_seconds)
 
     def _committed(self, changes: Changes) -> Callable[[list[Submitted]], None]:
         """What follows each group commit: decisions counted, belief watchers woken."""
@@ -325,8 +335,8 @@ class Node:
     async def stop(self, grace: float | None = None) -> None:
         """Reports NOT_SERVING, lets calls finish within the grace period, and closes the store."""
         await self.health.enter_graceful_shutdown()
-        for task in self._tasks:
-            task.cancel()
+        if self.background is not None:
+            await self.background.stop()  # the lease goes to another replica at once
         grace = self.settings.grace_seconds if grace is None else grace
         if self.federation_server is not None:
             await self.federation_server.stop(grace)

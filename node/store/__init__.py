@@ -9,6 +9,7 @@ What lives here:
   over the shared connection and key cache (`_part`, `cache`); each write tells the
   repository's watchers (the ledger's served-read memory) what it touched around its commit.
 - `_lock`: `StoreLock`, one process per SQLite store (a lock file the OS releases).
+- `_lease`: `Lease`, the background-work lease of a node's replicas on PostgreSQL.
 - `_engine` (engine set-up, SQLite pragmas, PostgreSQL specifics), `_sqltext` (hand-built
   SQL for the hot paths, run on DBAPI cursors), `_rows` (columns, statements and row
   mapping), `_tables` (the SQLModel tables) and `migrations` (Alembic).
@@ -17,6 +18,7 @@ What it may import: the pure core (`factnode.core`), the standard library and it
 libraries; never the ledger, server, federation, config or API.
 """
 
+from factnode.store._lease import Lease, replica_name
 from factnode.store._lock import StoreInUse, StoreLock
 from factnode.store.repository import (
     BeliefChange,
@@ -35,6 +37,7 @@ from factnode.store.sql import SqlRepository, make_engine
 __all__ = [
     "BeliefChange",
     "Counts",
+    "Lease",
     "LoggedDecision",
     "RefusedData",
     "Repository",
@@ -47,4 +50,5 @@ __all__ = [
     "Tombstone",
     "Transaction",
     "make_engine",
+    "replica_name",
 ]

@@ -138,6 +138,17 @@ class BeliefChangeRow(SQLModel, table=True):
     changed_at: int = Field(sa_type=BigInteger)
 
 
+class ServedTouchRow(SQLModel, table=True):
+    """A key whose served answer a write changed (its served rows or votes), in commit order;
+    `key_id` None: every key (an erasure, decay). Written on PostgreSQL only, where each
+    replica keeps its memory of served answers in step from it (`store._checked`)."""
+
+    __tablename__ = "served_touch"
+
+    seq: int | None = Field(default=None, primary_key=True)
+    key_id: str | None = Field(default=None, max_length=ID)
+
+
 class ErasureRow(SQLModel, table=True):
     """A privacy-erase tombstone: only hashes, the time, the operator and the reason."""
 

@@ -286,6 +286,16 @@ class Touched:
         return self.every or bool(self.keys)
 
 
+@dataclass(frozen=True, slots=True)
+class TouchLog:
+    """The log as one read transaction sees it past a position: its `head` (None: empty),
+    and the key ids logged after the position up to the head, None where they cannot be
+    listed (a write that could not say which keys, or rows pruned under the position)."""
+
+    head: int | None
+    key_ids: frozenset[str] | None
+
+
 class CommitWatcher(Protocol):
     """Told what each write transaction touched, once just before its database commit and
     once just after (still under the writer lock), so a memory of served answers kept
@@ -313,6 +323,8 @@ class Transaction(
 
     def after_commit(self, then: Callable[[Touched], None]) -> None: ...
 
+    def touch_log(self, after: int | None) -> TouchLog | None: ...
+
 
 class Repository(Protocol):
     """Opens transactions; `write()` serialises writers (SQLite: BEGIN IMMEDIATE). Each
@@ -324,6 +336,9 @@ class Repository(Protocol):
 
     @property
     def cache_keys(self) -> int: ...
+
+    @property
+    def shared(self) -> bool: ...
 
     def watch(self, watcher: CommitWatcher) -> None: ...
 

@@ -18,6 +18,7 @@ from sqlalchemy import Connection
 
 from factnode.core import Key, ids
 from factnode.store._beliefs import SqlBeliefs, belief_query
+from factnode.store._checked import log_touched, read_touch_log
 from factnode.store._checkpoints import WAL_LIMIT_BYTES, Checkpoints
 from factnode.store._decisions import SqlDecisions
 from factnode.store._digests import SqlDigests
@@ -45,7 +46,7 @@ from factnode.store._tombstones import ANY_ERASURE, SqlTombstones
 from factnode.store._votes import SqlVotes, vote_query
 from factnode.store.cache import DEFAULT_CACHE_KEYS, KeyCache, by_voter
 from factnode.store.migrations import upgrade
-from factnode.store.repository import CommitWatcher, RefusedData, StorageFull, Touched
+from factnode.store.repository import CommitWatcher, RefusedData, StorageFull, Touched, TouchLog
 
 __all__ = ["SqlRepository", "SqlTransaction", "make_engine"]
 
@@ -105,6 +106,13 @@ class SqlTransaction(
         cache.beliefs.keep({k: tuple(bs) for k, bs in self._load_beliefs(beliefs, served).items()})
         cache.votes.keep({k: by_voter(vs) for k, vs in self._load_votes(votes, voted).items()})
 
+    def touch_log(self, after: int | None) -> TouchLog | None:
+        """The log of what every replica's writes changed past `after` (`store._checked`);
+        None on SQLite, whose store one process writes."""
+        if self._c.dialect.name == "sqlite":
+            return None
+        return read_touch_log(self._c, after)
+
 
 # How long `close` waits for reads still running on kept connections.
 CLOSE_WAIT_SECONDS = 10.0
@@ -119,9 +127,10 @@ class SqlRepository:
     the next write here and the cache starts over.
 
     Each `watch`er (the ledger's served-read memory) is told the keys every write
-    transaction here touched, around its commit. That assumes this process is the
-    database's only writer while it serves: a write by another process is noticed only at
-    this process's next write.
+    transaction here touched, around its commit. On PostgreSQL, where other replicas of
+    the node write too (DESIGN §10), every write also logs the keys it touched
+    (`store._checked`), and a memory that may be stale reads that log in each read
+    transaction (`Transaction.touch_log`) before it answers from memory.
     """
 
     def __init__(
@@ -140,6 +149,7 @@ class SqlRepository:
         self._pinned: Connection | None = None
         self._cache = KeyCache(cache_keys)
         self._watchers: list[CommitWatcher] = []
+        self._writes = 0  # write transactions begun here (the touch log's pruning counts them)
         upgrade(self.engine)
         # A SQLite file's reads: one connection kept per thread that reads (`_read_connection`),
         # outside the pool, whose size would otherwise bound how many threads may read.
@@ -180,6 +190,11 @@ class SqlRepository:
     @property
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
+
+    @property
+    def shared(self) -> bool:
+        """Other processes may write this database (PostgreSQL replicas, DESIGN §10)."""
+        return not self.is_sqlite
 
     @property
     def is_sqlite_file(self) -> bool:
@@ -230,10 +245,15 @@ class SqlRepository:
                     # it reads stays valid if the generation moved; the rest is dropped.
                     tx.preload(keys, evidence_ids, [driver_form(conn, META_QUERY, (_GENERATION,))])
                 seen = tx.meta(_GENERATION)
-                if seen != cache.generation:
+                elsewhere = seen != cache.generation
+                if elsewhere:
                     cache.clear()  # written by someone else since our last write
-                    touched.every = True
                 yield tx
+                if not self.is_sqlite:
+                    # What this transaction changed, for every replica's served memory.
+                    self._writes += 1
+                    log_touched(conn, touched, self._writes)
+                touched.every = touched.every or elsewhere
                 generation = uuid.uuid4().hex
                 tx.set_meta(_GENERATION, generation)
                 # Before the commit too: a read filling from the old rows meanwhile is refused.

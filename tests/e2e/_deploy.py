@@ -18,7 +18,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "docker-compose.yml"
-K8S = DEPLOY / "k8s"
+K8S = DEPLOY / "k8s" / "base"
 TEST_TOKENS = {
     "FACTNODE_OPERATOR_TOKEN": "op-test-token-0001",
     "FACTNODE_AGENT_TOKEN": "agent-test-token-01",
@@ -74,7 +74,7 @@ def compose_env(service: str, env: Mapping[str, str] = TEST_TOKENS) -> dict[str,
 
 
 def k8s_documents() -> list[tuple[Path, dict[str, Any]]]:
-    """Every Kubernetes object under deploy/k8s (kustomization.yaml is not one)."""
+    """Every Kubernetes object of deploy/k8s/base (kustomization.yaml is not one)."""
     docs = []
     for path in sorted(K8S.glob("*.yaml")):
         if path.name == "kustomization.yaml":

@@ -121,3 +121,18 @@ def test_watch_streams_per_client_defaults_to_a_thousand_and_must_be_positive(
         with pytest.raises(ConfigError) as refused:
             _load(tmp_path, f"watch_streams_per_client = {bad}\n")
         assert refused.value.setting == "watch_streams_per_client"
+
+
+def test_lease_seconds_defaults_to_five_and_is_set_by_toml_or_environment(tmp_path: Path) -> None:
+    """The replicas' lease interval: 5 s unless the file or FACTNODE_LEASE_SECONDS says."""
+    assert _load(tmp_path, "").lease_seconds == 5.0
+    assert _load(tmp_path, "lease_seconds = 2\n").lease_seconds == 2.0
+    env = {"FACTNODE_LEASE_SECONDS": "0.5"}
+    assert _load(tmp_path, "lease_seconds = 2\n", env).lease_seconds == 0.5
+
+
+@pytest.mark.parametrize("value", ["0", "-1", '"soon"'])
+def test_a_bad_lease_interval_is_refused_by_name(tmp_path: Path, value: str) -> None:
+    """A lease interval that is not a positive number is refused, naming the setting."""
+    with pytest.raises(ConfigError, match="lease_seconds"):
+        _load(tmp_path, f"lease_seconds = {value}\n")

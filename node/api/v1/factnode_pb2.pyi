@@ -632,7 +632,7 @@ class PeerStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., last_sync: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lag_seconds: _Optional[int] = ..., last_error: _Optional[str] = ..., max_anchor: _Optional[str] = ..., clock_skew_ms: _Optional[int] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("node_id", "version", "listen_address", "database", "counts", "peers", "members")
+    __slots__ = ("node_id", "version", "listen_address", "database", "counts", "peers", "members", "replica", "lease_holder")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     LISTEN_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -640,6 +640,8 @@ class GetStatusResponse(_message.Message):
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     version: str
     listen_address: str
@@ -647,7 +649,9 @@ class GetStatusResponse(_message.Message):
     counts: StatusCounts
     peers: _containers.RepeatedCompositeFieldContainer[PeerStatus]
     members: _containers.RepeatedCompositeFieldContainer[Member]
-    def __init__(self, node_id: _Optional[str] = ..., version: _Optional[str] = ..., listen_address: _Optional[str] = ..., database: _Optional[str] = ..., counts: _Optional[_Union[StatusCounts, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
+    replica: str
+    lease_holder: str
+    def __init__(self, node_id: _Optional[str] = ..., version: _Optional[str] = ..., listen_address: _Optional[str] = ..., database: _Optional[str] = ..., counts: _Optional[_Union[StatusCounts, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., replica: _Optional[str] = ..., lease_holder: _Optional[str] = ...) -> None: ...
 
 class SyncNowRequest(_message.Message):
     __slots__ = ("peer_node_id",)

@@ -10,6 +10,9 @@ from sqlalchemy import Engine
 
 _HERE = Path(__file__).parent
 
+# The advisory lock key held while a PostgreSQL database is migrated.
+MIGRATION_LOCK = 7210433
+
 
 def alembic_config() -> Config:
     """Alembic configuration pointing at this package's scripts."""
@@ -22,6 +25,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """Brings the schema at `engine` up to `revision`."""
     cfg = alembic_config()
     with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            # Replicas starting together on a new database migrate it one at a time: the
+            # others wait, then find it at head. Released at the commit below.
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
         conn.commit()

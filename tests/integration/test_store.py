@@ -235,6 +235,10 @@ class _FailingRepository:
     def cache_keys(self) -> int:
         return self.inner.cache_keys
 
+    @property
+    def shared(self) -> bool:
+        return self.inner.shared
+
     def watch(self, watcher: CommitWatcher) -> None:
         self.inner.watch(watcher)
 

@@ -3,6 +3,7 @@
     python bench/faults.py --seed 1                      # 3 nodes, 1 minute, SQLite
     python bench/faults.py --seed 1 --nodes 5 --minutes 10
     python bench/faults.py --seed 1 --postgres           # needs FACTNODE_TEST_POSTGRES_URL
+    python bench/faults.py --seed 1 --seconds 20 --within-allowance   # as the CI campaign
 
 The same seed replays the same schedule of faults and the same client operations (what the
 nodes answer still depends on timing). It prints the seed and the schedule first, then the
@@ -48,14 +49,20 @@ def main() -> int:
             f"--postgres needs {POSTGRES_ENV} (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)"
         )
     seconds = args.seconds or (args.minutes or 1.0) * 60
-    _, _, schedule = plan(args.seed, args.nodes, seconds)
+    beyond = not args.within_allowance
+    _, _, schedule = plan(args.seed, args.nodes, seconds, beyond)
     print(f"seed {args.seed}: {args.nodes} nodes, {seconds:g}s schedule, {len(schedule)} faults")
     for fault in schedule:
         print(f"  {fault.describe()}")
     sys.stdout.flush()
     root = args.workdir or Path(tempfile.mkdtemp(prefix="factnode-faults-"))
     report = run_campaign(
-        root, args.seed, nodes=args.nodes, seconds=seconds, postgres=args.postgres
+        root,
+        args.seed,
+        nodes=args.nodes,
+        seconds=seconds,
+        postgres=args.postgres,
+        beyond_allowance=beyond,
     )
     print(report.summary())
     if report.violations:

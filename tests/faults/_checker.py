@@ -16,8 +16,8 @@ from _schedule import Fault, Key, all_keys
 
 from factnode.core import Evidence, KeyState, Policy
 from factnode.core import Key as CoreKey
-from factnode.core.consensus import Vote
-from factnode.core.serving import view
+from factnode.core.consensus import Vote, tally
+from factnode.core.serving import counted_votes, view
 from factnode.store import SqlRepository
 
 Row = tuple[str, str, str, str]  # version_id, evidence_id, rule, state
@@ -82,13 +82,31 @@ def _observe(repo: SqlRepository, node: str, now: int, policy: Policy) -> NodeSt
         out.stored[tuple(k)] = [  # type: ignore[index]
             (b.version_id, b.evidence_id, str(b.rule), str(b.state)) for b in beliefs.get(k, [])
         ]
-        t = answer.tally
-        out.tallies[tuple(k)] = (  # type: ignore[index]
-            None
-            if t is None
-            else (t.consensus, t.total, tuple((v.version_id, v.weight) for v in t.versions))
+        out.tallies[tuple(k)] = whole_tally(  # type: ignore[index]
+            votes.get(k, []), states.get(k, KeyState()), policy, node, now
         )
     return out
+
+
+def whole_tally(
+    votes: Sequence[Vote], state: KeyState, policy: Policy, node: str, now: int
+) -> tuple[str | None, int, tuple[tuple[str, int], ...]] | None:
+    """The tally of every vote the node holds on a key, its own as stored and each peer's as
+    the node counts it against the evidence it holds. Unlike the served answer's tally this
+    is counted even when only the node itself votes, so nodes holding the same votes and
+    evidence must agree on it."""
+    held = {e.evidence_id: e for e in state.evidence}
+    mine = [v for v in votes if v.voter == node]
+    t = tally(
+        [*mine, *counted_votes(votes, held, policy, node)],
+        now=now,
+        threshold=policy.consensus_threshold,
+        half_life_days=policy.vote_half_life_days,
+        self_id=node,
+    )
+    if t is None:
+        return None
+    return (t.consensus, t.total, tuple((v.version_id, v.weight) for v in t.versions))
 
 
 @dataclass(frozen=True)
@@ -151,12 +169,39 @@ class Judge:
         return False
 
     def must_be_gone(self, fact: Op) -> Op | None:
-        """An acknowledged erasure invoked after the fact was acknowledged that covers it."""
+        """An acknowledged erasure invoked after the fact was acknowledged that covers it:
+        by its id, or by key or subject when the fact was recorded (the acknowledging node's
+        clock) at or before the erasure (the erasing node's clock), the rule DESIGN §6 sets.
+        A fact acknowledged first but stamped later by a clock running ahead is counted
+        as spared by skew (see `spared_by_skew`), not as erased."""
         for e in self.erases:
             done = fact.completed
-            if e.status == "ok" and covers(e, fact) and done is not None and done < e.invoked:
+            before = done is not None and done < e.invoked
+            if e.status == "ok" and covers(e, fact) and before and self._stamped_before(fact, e):
                 return e
         return None
+
+    @staticmethod
+    def _stamped_before(fact: Op, erase: Op) -> bool:
+        return erase.kind == "erase-id" or fact.result["at"] <= erase.result["erased_at"]
+
+    def spared_by_skew(self) -> list[Op]:
+        """Facts acknowledged before an erasure of their key or subject was invoked, yet
+        recorded after its erased_at because the two nodes' clocks disagreed."""
+        out = []
+        for fact in self.acks:
+            for e in self.erases:
+                done = fact.completed
+                if e.status != "ok" or e.kind == "erase-id" or not covers(e, fact):
+                    continue
+                if (
+                    done is not None
+                    and done < e.invoked
+                    and fact.result["at"] > e.result["erased_at"]
+                ):
+                    out.append(fact)
+                    break
+        return out
 
     def check(self, stores: dict[str, NodeStore]) -> list[Violation]:
         out: list[Violation] = []
@@ -297,9 +342,15 @@ class Judge:
                 )
             bad = [k for k in first.tallies if first.tallies[k] != other.tallies[k]]
             if bad:
+                shown = "; ".join(
+                    f"{'/'.join(k)}: {first.tallies[k]} vs {other.tallies[k]}" for k in bad
+                )
                 out.append(
                     Violation(
-                        "diverged", other.node, tuple(bad), f"tallies differ from {first.node}'s"
+                        "diverged",
+                        other.node,
+                        tuple(bad),
+                        f"tallies differ from {first.node}'s: {shown}",
                     )
                 )
         return out

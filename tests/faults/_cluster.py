@@ -24,7 +24,14 @@ for _p in (TESTS, TESTS / "integration" / "federation"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from _fednet import FedNode, StartError, free_port, isolated_env, make_identities  # noqa: E402
+from _fednet import (  # noqa: E402
+    FedNode,
+    StartError,
+    free_port,
+    isolated_env,
+    make_identities,
+    peer_channel,
+)
 from _proxy import LinkState, Proxy  # noqa: E402
 
 SYNC_INTERVAL_SECONDS = 1.0
@@ -254,4 +261,11 @@ class Cluster:
             unmount(self.disk_point)
 
 
-__all__ = ["Cluster", "FaultNode", "StartError", "faketime_library", "postgres_databases"]
+__all__ = [
+    "Cluster",
+    "FaultNode",
+    "StartError",
+    "faketime_library",
+    "peer_channel",
+    "postgres_databases",
+]

@@ -16,6 +16,7 @@ ALLOWANCE_SECONDS = 300
 NETWORK_FAULTS = ("isolate", "halves", "bridge", "flaky")
 PROCESS_FAULTS = ("kill", "kill-sync", "pause", "clock-within", "clock-beyond", "disk")
 FAULT_KINDS = NETWORK_FAULTS + PROCESS_FAULTS
+WITHIN_ALLOWANCE = tuple(k for k in PROCESS_FAULTS if k != "clock-beyond")
 
 NAMESPACES = ("camp:a", "camp:b")
 SUBJECTS = tuple(f"s{i}" for i in range(8))
@@ -123,10 +124,17 @@ def _track(
 
 
 def draw_schedule(
-    seed: int, nodes: list[str], duration: float, *, disk_node: str, clock_node: str
+    seed: int,
+    nodes: list[str],
+    duration: float,
+    *,
+    disk_node: str,
+    clock_node: str,
+    beyond_allowance: bool = True,
 ) -> list[Fault]:
     """The faults of a campaign of `duration` seconds: a network track (partitions, flaky
-    links) and a process track (crashes, pauses, clocks, a full disk) that overlap."""
+    links) and a process track (crashes, pauses, clocks, a full disk) that overlap.
+    Without `beyond_allowance` no clock is offset by more than the allowance."""
     rng = random.Random(f"{seed}:nemesis")
     faults: list[Fault] = []
     for at, kind in _track(rng, NETWORK_FAULTS, 1.0, duration):
@@ -146,7 +154,8 @@ def draw_schedule(
         else:
             groups = _partition(kind, rng, nodes)
             faults.append(Fault(at, kind, tuple(n for g in groups for n in g), lasts, groups))
-    for at, kind in _track(rng, PROCESS_FAULTS, 2.0, duration):
+    kinds = PROCESS_FAULTS if beyond_allowance else WITHIN_ALLOWANCE
+    for at, kind in _track(rng, kinds, 2.0, duration):
         lasts = rng.uniform(1.0, 3.0)
         victim = rng.choice(nodes)
         offset = 0

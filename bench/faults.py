@@ -36,6 +36,11 @@ def main() -> int:
     length.add_argument("--minutes", type=float, help="length of the fault schedule")
     length.add_argument("--seconds", type=float, help="length of the fault schedule")
     parser.add_argument(
+        "--within-allowance",
+        action="store_true",
+        help="keep clock offsets within the allowance, as the CI campaign does",
+    )
+    parser.add_argument(
         "--postgres", action="store_true", help=f"stores on PostgreSQL ({POSTGRES_ENV})"
     )
     parser.add_argument(

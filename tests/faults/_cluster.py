@@ -5,12 +5,10 @@ a fresh PostgreSQL database created and dropped here), and the nemesis's hands o
 from __future__ import annotations
 
 import os
-import queue
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +26,6 @@ from _fednet import (  # noqa: E402
     FedNode,
     StartError,
     free_port,
-    isolated_env,
     make_identities,
     peer_channel,
 )
@@ -67,30 +64,15 @@ class FaultNode(FedNode):
         self.config_path.write_text(node_config(self))
 
     def spawn(self) -> None:
-        assert self.proc is None or self.proc.poll() is not None, f"{self.node_id} is running"
-        self.lines = []
-        self._queue = queue.Queue()
-        self.port = 0
-        env = isolated_env(self.workdir / "home")
+        self.extra_env = {}
         if self.clock_offset:
             lib = faketime_library()
             assert lib is not None, "a clock offset needs libfaketime"
             # A constant offset, set at start: libfaketime shifts CLOCK_MONOTONIC by the same
             # constant, which the event loop tolerates; changing it in a live process would
             # jump the monotonic clock.
-            env.update(LD_PRELOAD=str(lib), FAKETIME=f"{self.clock_offset:+d}")
-        self._stderr = self.workdir / f"serve-{uuid.uuid4().hex[:8]}.stderr"
-        with open(self._stderr, "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "factnode.cli", "serve", "--config", str(self.config_path)],
-                stdout=subprocess.PIPE,
-                stderr=err,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                env=env,
-                cwd=self.workdir,
-            )
-        threading.Thread(target=self._drain, args=(self.proc, self._queue), daemon=True).start()
+            self.extra_env = {"LD_PRELOAD": str(lib), "FAKETIME": f"{self.clock_offset:+d}"}
+        super().spawn()
 
     def restart(self) -> None:
         """Starts the process again on the same data, ports and config."""

@@ -13,7 +13,9 @@ clock offsets within the allowance (tests/faults/test_campaign.py).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from _campaign import converge
@@ -24,10 +26,26 @@ from factnode.api.v1 import factnode_pb2 as pb
 
 AHEAD = 600  # seconds: twice the allowance
 K = pb.Key(namespace="skew:a", subject="ana", predicate="lives_in")
+F = TypeVar("F", bound=Callable[..., None])
 
-needs_faketime = pytest.mark.skipif(
-    faketime_library() is None, reason="libfaketime is not installed (apt-get install faketime)"
-)
+
+def known_defect(reason: str) -> Callable[[F], F]:
+    """A real-node scenario of a defect still open: slow, needs libfaketime, strict xfail."""
+
+    def mark(test: F) -> F:
+        for m in (
+            pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason),
+            pytest.mark.skipif(
+                faketime_library() is None,
+                reason="libfaketime is not installed (apt-get install faketime)",
+            ),
+            pytest.mark.timeout(180),
+            pytest.mark.slow,
+        ):
+            test = m(test)
+        return test
+
+    return mark
 
 
 def submit(cluster: Cluster, node: str, value: str, source: str) -> str:
@@ -52,14 +70,9 @@ def evidence_held(cluster: Cluster) -> dict[str, set[str]]:
     }
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(180)
-@needs_faketime
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a vote cast while its node's clock ran beyond the allowance ahead is refused by "
-    "every peer until real time catches up, and the node keeps it (same content, no re-cast)",
+@known_defect(
+    "a vote cast while its node's clock ran beyond the allowance ahead is refused by every "
+    "peer until real time catches up, and the node keeps it (same content, no re-cast)"
 )
 def test_votes_cast_by_a_clock_beyond_the_allowance_converge_once_the_clock_is_right(
     tmp_path: Path,
@@ -79,15 +92,10 @@ def test_votes_cast_by_a_clock_beyond_the_allowance_converge_once_the_clock_is_r
         cluster.close()
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(180)
-@needs_faketime
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a key erasure stamped beyond the allowance in the future is bounded by each "
-    "receiver's clock when it arrives: evidence recorded between two receivers' arrivals is "
-    "kept by one and refused by the other, for ever",
+@known_defect(
+    "a key erasure stamped beyond the allowance in the future is bounded by each receiver's "
+    "clock when it arrives: evidence recorded between two receivers' arrivals is kept by one "
+    "and refused by the other, for ever"
 )
 def test_an_erasure_from_a_clock_beyond_the_allowance_leaves_every_node_the_same_evidence(
     tmp_path: Path,

@@ -110,6 +110,7 @@ class FedNode:
     _queue: queue.Queue[str | None] = field(default_factory=queue.Queue)
     extra_config: str = ""  # TOML appended to the generated config (tables such as [[tokens]])
     peer_max_anchor: dict[str, str] = field(default_factory=dict)  # peer node id -> its cap
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. LD_PRELOAD for libfaketime
     _channel: grpc.Channel | None = None
     _stderr: Path | None = None
 
@@ -175,7 +176,7 @@ class FedNode:
                 stderr=err,
                 stdin=subprocess.DEVNULL,
                 text=True,
-                env=isolated_env(self.workdir / "home"),
+                env=isolated_env(self.workdir / "home") | self.extra_env,
                 cwd=self.workdir,
             )
         threading.Thread(target=self._drain, args=(self.proc, self._queue), daemon=True).start()

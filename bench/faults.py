@@ -24,8 +24,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "faults"))
 
-from _campaign import plan, run_campaign
+from _campaign import Report, plan, run_campaign
 from _cluster import POSTGRES_ENV
+
+
+def figures(report: Report, seconds: float) -> dict[str, object]:
+    """The run's figures, for the last line."""
+    return {
+        "seed": report.seed,
+        "nodes": report.nodes,
+        "store": "postgresql" if report.postgres else "sqlite",
+        "schedule_seconds": seconds,
+        "wall_seconds": round(report.seconds, 1),
+        "operations": dict(report.ops),
+        "acknowledged": report.acknowledged,
+        "faults_injected": dict(report.injected),
+        "faults_skipped": report.skipped,
+        "rounds_to_converge": report.rounds_to_converge,
+        "violations": len(report.violations),
+        "checked": dict(report.checked),
+        "notes": report.notes,
+    }
 
 
 def main() -> int:
@@ -73,25 +92,7 @@ def main() -> int:
     if report.violations:
         print("FAILED: minimal failing history")
         print(report.failing)
-    print(
-        json.dumps(
-            {
-                "seed": report.seed,
-                "nodes": report.nodes,
-                "store": "postgresql" if report.postgres else "sqlite",
-                "schedule_seconds": seconds,
-                "wall_seconds": round(report.seconds, 1),
-                "operations": dict(report.ops),
-                "acknowledged": report.acknowledged,
-                "faults_injected": dict(report.injected),
-                "faults_skipped": report.skipped,
-                "rounds_to_converge": report.rounds_to_converge,
-                "violations": len(report.violations),
-                "checked": dict(report.checked),
-            },
-            sort_keys=True,
-        )
-    )
+    print(json.dumps(figures(report, seconds), sort_keys=True))
     return 1 if report.violations else 0
 
 

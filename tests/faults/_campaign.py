@@ -102,15 +102,20 @@ class Nemesis:
         for at, starts, i, fault in self.events:
             if stop.wait(max(0.0, at - self.now())):
                 return
-            if starts:
-                self.active[i] = fault
-                if self._apply(fault):
-                    self.applied[i] = self.now()
-                else:
-                    del self.active[i]
-            elif i in self.active:
-                self._heal(self.active.pop(i))
-                self.healed[i] = self.now()
+            try:
+                if starts:
+                    self.active[i] = fault
+                    if self._apply(fault):
+                        self.applied[i] = self.now()
+                    else:
+                        del self.active[i]
+                elif i in self.active:
+                    self._heal(self.active.pop(i))
+                    self.healed[i] = self.now()
+            except Exception as exc:  # a node that will not restart, say
+                # Said in the report; `heal_all` restarts whatever is down afterwards.
+                what = "applying" if starts else "healing"
+                self.report.notes.append(f"{what} {fault.describe()} failed: {exc!r}"[:2000])
 
     def heal_all(self) -> None:
         """Ends every fault still active: the network first, then the processes."""
@@ -380,6 +385,8 @@ def _exercise(
         t.join(timeout=30)
     for c in clients:
         c.close()
+        if c.errors:
+            report.notes.append(f"client {c.client}: {len(c.errors)} calls raised: {c.errors[:3]}")
     nemesis.heal_all()
     return history, nemesis
 

@@ -116,6 +116,7 @@ class Client:
         self.seed = seed
         self.channels = {n: grpc.insecure_channel(f"127.0.0.1:{p}") for n, p in ports.items()}
         self.submitted: list[Op] = []  # this client's submissions, for erase-id to name
+        self.errors: list[str] = []  # calls that ended in something other than an RpcError
         self.count = 0
 
     def close(self) -> None:
@@ -124,7 +125,12 @@ class Client:
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            self.step(self.workload.next())
+            draft = self.workload.next()
+            try:
+                self.step(draft)
+            except Exception as exc:  # anything but an RpcError: a closed channel
+                # The call's outcome is unknown; it stays "pending", never acknowledged.
+                self.errors.append(f"{draft.kind} on {draft.node}: {exc!r}")
             stop.wait(self.pace)
 
     def when(self, step: int | None) -> datetime | None:

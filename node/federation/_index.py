@@ -31,7 +31,7 @@ def index_of(ledger: Ledger) -> FederationIndex:
         with index.lock:
             # Following first, loading second: a commit racing the load is applied after it
             # (every update is idempotent), never lost.
-            ledger.on_commit(lambda committed: _follow(index, committed))
+            ledger.on_commit(lambda committed: _follow(index, committed, ledger))
             with ledger.repo.read() as tx:
                 for eid in tx.all_evidence_ids():
                     index.put_evidence(eid)
@@ -43,7 +43,17 @@ def index_of(ledger: Ledger) -> FederationIndex:
         return index
 
 
-def _follow(index: FederationIndex, fx: Committed) -> None:
+def _follow(index: FederationIndex, fx: Committed, ledger: Ledger) -> None:
+    # One commit can put a vote and later remove it (a delta's erasure by id re-casts this
+    # node's vote, its erasure of the key then drops it), or the other way round; Committed
+    # keeps no order between the two lists, so for such a vote the store says which came last.
+    put = {(v.voter, v.key): v for v in fx.votes_put}
+    both = put.keys() & set(fx.votes_removed)
+    held: list[Vote] = []
+    if both:
+        with ledger.repo.read() as tx:
+            stored = tx.votes({key for _, key in both})
+        held = [v for vs in stored.values() for v in vs if (v.voter, v.key) in both]
     with index.lock:
         for eid in fx.evidence_added:
             index.put_evidence(eid)
@@ -53,5 +63,8 @@ def _follow(index: FederationIndex, fx: Committed) -> None:
             index.put_tombstone(erasure_id)
         for voter, key in fx.votes_removed:
             index.discard_vote(voter, ids.key_id(key))
-        for v in fx.votes_put:
+        for pair, v in put.items():
+            if pair not in both:
+                index.put_vote(v.voter, ids.key_id(v.key), vote_hash(v))
+        for v in held:
             index.put_vote(v.voter, ids.key_id(v.key), vote_hash(v))

@@ -236,7 +236,11 @@ class Client:
         req = pb.EraseRequest(reason="campaign", operator="nemesis-client")
         args: dict[str, Any] = {}
         if d.kind == "erase-id":
-            acked = [o for o in self.submitted if o.status == "ok" and o.result.get("evidence")]
+            acked = [
+                o
+                for o in self.submitted
+                if o.status == "ok" and o.result.get("evidence") and o.key[:1] == d.key[:1]
+            ]
             if not acked:
                 op = self.history.invoke(self.client, d, {"target": None})
                 self.history.ended(op, "skipped")

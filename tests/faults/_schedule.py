@@ -18,7 +18,11 @@ PROCESS_FAULTS = ("kill", "kill-sync", "pause", "clock-within", "clock-beyond", 
 FAULT_KINDS = NETWORK_FAULTS + PROCESS_FAULTS
 WITHIN_ALLOWANCE = tuple(k for k in PROCESS_FAULTS if k != "clock-beyond")
 
+# Erasures touch only ERASABLE: every fact acknowledged in the other namespace must end up
+# held by every node, however long the campaign (with erasures everywhere, a long run
+# leaves no fact that no erasure may cover, and that check would judge nothing).
 NAMESPACES = ("camp:a", "camp:b")
+ERASABLE = "camp:b"
 SUBJECTS = tuple(f"s{i}" for i in range(8))
 SINGLE, MULTI = "lives_in", "speaks"
 PREDICATES = (SINGLE, MULTI)
@@ -209,6 +213,8 @@ class Workload:
         kind = rng.choices([k for k, _ in OPERATION_MIX], [w for _, w in OPERATION_MIX])[0]
         node = rng.choice(self.nodes)
         key = rng.choice(all_keys())
+        if kind.startswith("erase"):
+            key = (ERASABLE, key[1], key[2])
         value = rng.choice(VALUES)
         anchor = rng.choice(ANCHORS)
         return Draft(

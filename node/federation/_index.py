@@ -63,6 +63,16 @@ def index_of(ledger: Ledger) -> FederationIndex:
 
 
 def _follow(ledger: Ledger, index: FederationIndex, fx: Committed) -> None:
+    # One commit can put a vote and later remove it (a delta's erasure by id re-casts this
+    # node's vote, its erasure of the key then drops it), or the other way round; Committed
+    # keeps no order between the two lists, so for such a vote the store says which came last.
+    put = {(v.voter, v.key): v for v in fx.votes_put}
+    both = put.keys() & set(fx.votes_removed)
+    held: list[Vote] = []
+    if both:
+        with ledger.repo.read() as tx:
+            stored = tx.votes({key for _, key in both})
+        held = [v for vs in stored.values() for v in vs if (v.voter, v.key) in both]
     with index.lock:
         for eid in fx.evidence_added:
             index.put_evidence(eid)
@@ -73,7 +83,7 @@ def _follow(ledger: Ledger, index: FederationIndex, fx: Committed) -> None:
         for voter, key in fx.votes_removed:
             index.discard_vote(voter, ids.key_id(key))
             index.signed_votes.discard(f"{ids.key_id(key)}/{voter}")
-        for v in fx.votes_put:
+        for v in [v for pair, v in put.items() if pair not in both] + held:
             index.put_vote(v.voter, ids.key_id(v.key), vote_hash(v))
             if _relayed(ledger, v):
                 index.signed_votes.put(signed_vote_id(v), signed_vote_hash(v))

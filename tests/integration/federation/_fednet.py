@@ -119,6 +119,7 @@ class FedNode:
     # Nodes known only by address (`federation.seeds`), and the node's own round interval.
     seeds: list[FedNode] = field(default_factory=list)
     sync_interval: float = 3600.0
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. LD_PRELOAD for libfaketime
     _channel: grpc.Channel | None = None
     _stderr: Path | None = None
 
@@ -189,7 +190,7 @@ class FedNode:
                 stderr=err,
                 stdin=subprocess.DEVNULL,
                 text=True,
-                env=isolated_env(self.workdir / "home"),
+                env=isolated_env(self.workdir / "home") | self.extra_env,
                 cwd=self.workdir,
             )
         threading.Thread(target=self._drain, args=(self.proc, self._queue), daemon=True).start()

@@ -1,12 +1,13 @@
 """Defects the fault campaign found with a clock offset beyond the allowance (seed 3's
 `clock-beyond` fault, `python bench/faults.py --seed 3 --seconds 20`), kept as regression
-tests. Both are strict xfails: they pass, and so fail the run, once the defect is fixed.
+tests.
 
-Both come from ordering or bounding by a node's wall clock: a vote is ordered by its
-`cast_at`, which a receiver refuses beyond the allowance in its future; a tombstone's
+Both came from ordering or bounding by a node's wall clock: a vote was ordered by its
+`cast_at`, which a receiver refused beyond the allowance in its future; a tombstone's
 `erased_at` beyond it is cut to each receiver's own clock on arrival, so receivers differ.
-The fleet issue (24) replaces vote ordering by signed sequence numbers (DESIGN §7); the
-tombstone bound needs a rule all nodes apply alike. Until then the CI campaign keeps its
+The first is fixed: votes are ordered by the sequence number their voter signs (DESIGN §7),
+and its test is a plain regression test. The second is still open and stays a strict
+xfail (it passes, and so fails the run, once fixed); until then the CI campaign keeps its
 clock offsets within the allowance (tests/faults/test_campaign.py).
 """
 
@@ -48,6 +49,20 @@ def known_defect(reason: str) -> Callable[[F], F]:
     return mark
 
 
+def regression(test: F) -> F:
+    """A real-node scenario of a fixed defect: slow, needs libfaketime."""
+    for m in (
+        pytest.mark.skipif(
+            faketime_library() is None,
+            reason="libfaketime is not installed (apt-get install faketime)",
+        ),
+        pytest.mark.timeout(180),
+        pytest.mark.slow,
+    ):
+        test = m(test)
+    return test
+
+
 def submit(cluster: Cluster, node: str, value: str, source: str) -> str:
     fact = pb.FactInput(key=K, object=value, attribution="user_stated", source=source)
     reply = cluster[node].facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=15)
@@ -70,10 +85,7 @@ def evidence_held(cluster: Cluster) -> dict[str, set[str]]:
     }
 
 
-@known_defect(
-    "a vote cast while its node's clock ran beyond the allowance ahead is refused by every "
-    "peer until real time catches up, and the node keeps it (same content, no re-cast)"
-)
+@regression
 def test_votes_cast_by_a_clock_beyond_the_allowance_converge_once_the_clock_is_right(
     tmp_path: Path,
 ) -> None:

@@ -2,7 +2,7 @@
 
 The shell reads everything a batch of submissions needs up front (`IngestLoad`), `plan_ingest`
 turns that and the batch's items into everything the batch writes (`IngestPlan`), and the
-shell writes it. No I/O and no clock here: the same load and items give the same plan, which
+shell writes it; an erasure likewise (`ErasureLoad`, `plan_erasure`, `ErasurePlan`). No I/O and no clock here: the same load and items give the same plan, which
 the tests assert row for row (tests/unit/test_plan.py).
 
 What the plan leaves to the shell: recomputing the served belief and this node's vote of the
@@ -11,12 +11,13 @@ keys it names in `refresh` (`Serving.refresh`, shared by every kind of write).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from factnode.core import ids
 from factnode.core._model import Decision, Evidence, EvidenceStatus, Key, Rule
 from factnode.core.arbitration import serves_alike
+from factnode.core.consensus import Vote
 from factnode.core.decide import Arbitrated, KeyState, Ruling, decide
 from factnode.core.policy import Policy
 
@@ -204,3 +205,54 @@ def _annotated(e: Evidence, ruling: Ruling, reasons: Mapping[str, str] | None) -
 def erased_key(key: Key) -> Key:
     """A stand-in key for logging a rejection by erasure: its hash, never its text."""
     return Key("erased", ids.key_id(key), "-")
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureLoad:
+    """What an erasure reads before it destroys anything."""
+
+    # The evidence in the erasure's scope, as held.
+    doomed: Sequence[Evidence]
+    # Other keys the doomed evidence bears on (`contradicts`, and corrections of one).
+    bearing: frozenset[Key] = frozenset()
+    # Every vote (any voter's) resting on evidence the erasure names.
+    votes_on_evidence: Sequence[Vote] = ()
+    # The votes held on each key an erasure by key or subject forgets.
+    votes_on_keys: Mapping[Key, Sequence[Vote]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ErasurePlan:
+    """What an erasure destroys and recomputes (DESIGN §6)."""
+
+    evidence_ids: tuple[str, ...]
+    # The keys the doomed evidence belongs to (their decisions about it go).
+    held_by: frozenset[Key]
+    # Keys forgotten whole (erasure by key or subject): their votes, log and pins go too.
+    forget: frozenset[Key]
+    # Keys whose served belief and votes are recomputed after the erasure.
+    refresh: frozenset[Key]
+    # (voter, key) of every vote removed, in the order removed.
+    votes_removed: tuple[tuple[str, Key], ...]
+
+
+def plan_erasure(
+    scope: str, named: Sequence[str], load: ErasureLoad, also: Collection[Key] = ()
+) -> ErasurePlan:
+    """An erasure of `scope` ("evidence", "key" or "subject") naming the evidence ids
+    `named`, over what `load` read; `also` are keys to recompute though no held evidence of
+    theirs is erased (the key an erasure by key names)."""
+    keys = {e.key for e in load.doomed} | set(also) | load.bearing
+    forget = frozenset(keys) if scope != "evidence" else frozenset()
+    removed = list(dict.fromkeys((v.voter, v.key) for v in load.votes_on_evidence))
+    # Every vote on a forgotten key goes, abstentions too: they carry the key's text.
+    on_keys = ((v.voter, key) for key in sorted(forget) for v in load.votes_on_keys.get(key, ()))
+    seen = set(removed)
+    removed += [pair for pair in dict.fromkeys(on_keys) if pair not in seen]
+    return ErasurePlan(
+        evidence_ids=tuple(sorted({e.evidence_id for e in load.doomed} | set(named))),
+        held_by=frozenset(e.key for e in load.doomed),
+        forget=forget,
+        refresh=frozenset(keys | {v.key for v in load.votes_on_evidence}),
+        votes_removed=tuple(removed),
+    )

@@ -17,6 +17,7 @@ from factnode.core import (
     effective_confidence_milli,
     ids,
 )
+from factnode.core.plan import ErasureLoad, plan_erasure
 from factnode.core.validation import (
     MAX_KEY_PART_BYTES,
     MAX_NODE_ID_BYTES,
@@ -102,31 +103,40 @@ class Forgetting(Component):
         fx: Committed,
         extra_keys: set[Key] | None = None,
     ) -> set[Key]:
-        """Destroys the doomed evidence, records the tombstone and recomputes the keys."""
-        # An erased `contradicts` (or a correction of one) stops counting on the other key.
-        keys = {e.key for e in doomed} | (extra_keys or set()) | bearing_on(tx, doomed)
-        ids_ = sorted({e.evidence_id for e in doomed} | set(tombstone.evidence_ids))
-        forget = keys if tombstone.scope != "evidence" else set()
-        # Read before erasing: belief rows resting on erased evidence no longer join to it.
-        current = tx.beliefs(list(keys))
-        for v in tx.votes_on_evidence(ids_):
-            keys.add(v.key)
-            fx.votes_removed.append((v.voter, v.key))
-        tx.delete_votes_on_evidence(ids_)
-        if forget:
-            # Every vote on an erased key goes, abstentions too: they carry the key's text.
-            for key, held in tx.votes(forget).items():
-                fx.votes_removed.extend((v.voter, key) for v in held)
-            tx.delete_votes_on_keys(forget)
-        tx.erase(ids_, {e.key for e in doomed}, forget)
-        tx.add_tombstone(tombstone)
-        fx.evidence_removed.update(ids_)
-        fx.erasures_added.add(tombstone.erasure_id)
-        current.update({k: v for k, v in tx.beliefs([k for k in keys if k not in current]).items()})
-        self._serving.refresh(
-            tx, tx.key_states(keys), tombstone.erased_at, fx, current=current, quiet=forget
+        """Destroys the doomed evidence, records the tombstone and recomputes the keys: load,
+        plan (`core.plan.plan_erasure`), apply. Returns the keys recomputed."""
+        named = list(tombstone.evidence_ids)
+        load = ErasureLoad(
+            doomed=doomed,
+            bearing=frozenset(bearing_on(tx, doomed)),
+            votes_on_evidence=tx.votes_on_evidence({e.evidence_id for e in doomed} | set(named)),
         )
-        return keys
+        # Which keys it forgets depends on nothing their votes say: a first plan names the
+        # keys whose votes the load then reads.
+        plan = plan_erasure(tombstone.scope, named, load, extra_keys or ())
+        if plan.forget:
+            load = replace(load, votes_on_keys=tx.votes(plan.forget))
+            plan = plan_erasure(tombstone.scope, named, load, extra_keys or ())
+        # Read before erasing: belief rows resting on erased evidence no longer join to it.
+        current = tx.beliefs(list(plan.refresh))
+        tx.delete_votes_on_evidence(plan.evidence_ids)
+        if plan.forget:
+            tx.delete_votes_on_keys(plan.forget)
+        tx.erase(plan.evidence_ids, plan.held_by, plan.forget)
+        tx.add_tombstone(tombstone)
+        fx.votes_removed.extend(plan.votes_removed)
+        fx.evidence_removed.update(plan.evidence_ids)
+        fx.erasures_added.add(tombstone.erasure_id)
+        # The states after the erasure are read back: the store destroyed the rows.
+        self._serving.refresh(
+            tx,
+            tx.key_states(plan.refresh),
+            tombstone.erased_at,
+            fx,
+            current=current,
+            quiet=plan.forget,
+        )
+        return set(plan.refresh)
 
     def run_decay(self, now: Instant | None = None, batch: int = 2000) -> DecayReport:
         """Tombstones evidence whose effective confidence fell below min_confidence."""

@@ -102,9 +102,11 @@ class BeliefRow(SQLModel, table=True):
 
     __tablename__ = "belief"
     __table_args__ = (
-        # No (namespace, subject) index: a ListBeliefs page by subject reads ix_belief_page,
-        # in the order it returns (migration 0009 dropped the one no plan used).
         Index("ix_belief_state", "state"),
+        # A ListBeliefs page of one subject, in the page's order (key_id, version_id): the
+        # (namespace, subject, predicate) index it replaced (migration 0009) left SQLite
+        # filtering a whole namespace by subject and PostgreSQL sorting the subject's rows.
+        Index("ix_belief_subject_page", "namespace", "subject", "key_id", "version_id"),
         # ListBeliefs pages a namespace in (key_id, version_id) order: without this index
         # each page sorted every belief of the namespace to return the first 100.
         Index("ix_belief_page", "namespace", "key_id", "version_id"),

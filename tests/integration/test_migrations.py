@@ -304,12 +304,13 @@ def _evidence_indexes(engine: Engine) -> dict[str, str]:
     return {name: ("partial" if " WHERE " in sql.upper() else "full") for name, sql in rows}
 
 
-def test_0009_drops_unused_indexes_makes_sparse_ones_partial_and_reverses(
+def test_0009_reshapes_the_indexes_and_reverses(
     repository_url: str,
 ) -> None:
-    """0009_rows drops the two indexes no plan used and makes the idempotency, contradicts
-    and corrects indexes partial; down to 0008 restores them whole, with every row and
-    answer kept, and opening the store again migrates back up."""
+    """0009_rows drops the evidence subject index, puts belief's subject index in page order
+    and makes the idempotency, contradicts and corrects indexes partial; down to 0008
+    restores them as they were, with every row and answer kept, and opening the store
+    again migrates back up."""
     clock = FakeClock()
     works_at = Key("user:ana", "ana", "works_at")
     repo = SqlRepository(repository_url)
@@ -328,6 +329,7 @@ def test_0009_drops_unused_indexes_makes_sparse_ones_partial_and_reverses(
         )  # fmt: skip
         at_head = _evidence_indexes(repo.engine)
         assert "ix_evidence_subject" not in at_head and "ix_belief_subject" not in at_head
+        assert at_head["ix_belief_subject_page"] == "full"
         for name in (
             "ix_evidence_idempotency",
             "ix_evidence_contradicts_key_id",
@@ -335,9 +337,9 @@ def test_0009_drops_unused_indexes_makes_sparse_ones_partial_and_reverses(
         ):
             assert at_head[name] == "partial", name
         assert at_head["ix_evidence_key_valid_from"] == "full"
-        counts, belief = ledger.counts(), ledger.belief(LIVES_IN)
         with pytest.raises(NotFound):
             ledger.belief(works_at)
+        counts, belief = ledger.counts(), ledger.belief(LIVES_IN)
         with repo.engine.connect() as conn:
             cfg = alembic_config()
             cfg.attributes["connection"] = conn
@@ -345,6 +347,7 @@ def test_0009_drops_unused_indexes_makes_sparse_ones_partial_and_reverses(
             conn.commit()
         down = _evidence_indexes(repo.engine)
         assert down["ix_evidence_subject"] == down["ix_belief_subject"] == "full"
+        assert "ix_belief_subject_page" not in down
         assert down["ix_evidence_idempotency"] == down["ix_evidence_corrects"] == "full"
     finally:
         repo.close()

@@ -13,7 +13,8 @@ from factnode.core import (
     Outcome,
     Rule,
 )
-from factnode.core.plan import IngestLoad, erased_key, plan_ingest
+from factnode.core.consensus import Vote
+from factnode.core.plan import ErasureLoad, IngestLoad, erased_key, plan_erasure, plan_ingest
 from tests.unit._facts import DAY, LIVES_IN, NS, POLICY, fact, retraction
 
 ACTIVE = EvidenceStatus.ACTIVE
@@ -240,3 +241,42 @@ def test_the_plan_leaves_its_load_unchanged() -> None:
     plan_ingest(load, [(fact("Porto", day=2), "k2")], POLICY)
     assert load.states[LIVES_IN] is state and list(state.evidence) == [held]
     assert by_idempotency == {"k": held.evidence_id}
+
+
+def _vote(voter: str, key: Key, evidence_id: str) -> Vote:
+    return Vote(voter, key, "v" * 32, evidence_id, 4, 500, 0, 1)
+
+
+def test_an_erasure_by_evidence_id_destroys_it_and_recomputes_the_keys_that_held_it() -> None:
+    """By evidence id: that evidence (and an id the tombstone names that is not held) goes,
+    the votes resting on it go, and its key, the key it contradicts and any key a removed
+    vote was on are recomputed; no key is forgotten whole."""
+    doomed = fact("Braga", contradicts=WORKS_AT)
+    on_it = _vote("peer", SPEAKS, doomed.evidence_id)
+    load = ErasureLoad(
+        doomed=(doomed,), bearing=frozenset({WORKS_AT}), votes_on_evidence=(on_it, on_it)
+    )
+    plan = plan_erasure("evidence", ["0" * 32], load)
+    assert plan.evidence_ids == tuple(sorted({doomed.evidence_id, "0" * 32}))
+    assert plan.held_by == {LIVES_IN}
+    assert plan.forget == frozenset()
+    assert plan.refresh == {LIVES_IN, WORKS_AT, SPEAKS}
+    assert plan.votes_removed == (("peer", SPEAKS),)
+
+
+def test_an_erasure_by_key_forgets_the_key_and_every_vote_on_it_once() -> None:
+    """By key: the key (named though it may hold nothing) is forgotten whole, with every
+    vote on it, abstentions too; a vote both on erased evidence and on the key is removed
+    once."""
+    held = fact("Lisbon")
+    mine = _vote("node", LIVES_IN, held.evidence_id)
+    abstains = Vote("peer", LIVES_IN, None, "", 0, 0, 0, 1)
+    load = ErasureLoad(
+        doomed=(held,),
+        votes_on_evidence=(mine,),
+        votes_on_keys={LIVES_IN: (mine, abstains)},
+    )
+    plan = plan_erasure("key", [], load, also={LIVES_IN})
+    assert plan.evidence_ids == (held.evidence_id,)
+    assert plan.forget == {LIVES_IN} and plan.refresh == {LIVES_IN}
+    assert plan.votes_removed == (("node", LIVES_IN), ("peer", LIVES_IN))

@@ -39,7 +39,14 @@ from factnode.server._fact import FactServicer
 from factnode.server._group_commit import GroupCommit
 from factnode.server._loop import loop_name
 from factnode.server._review import ReviewServicer
-from factnode.store import Lease, SqlRepository, StoreInUse, StoreLock, replica_name
+from factnode.store import (
+    CommitListener,
+    Lease,
+    SqlRepository,
+    StoreInUse,
+    StoreLock,
+    replica_name,
+)
 
 log = logging.getLogger("factnode.server")
 
@@ -119,6 +126,7 @@ class Node:
         self._metrics_server: Any = None
         self.writer: GroupCommit | None = None
         self.background: Background | None = None
+        self.listener: CommitListener | None = None
         self.changes: Changes | None = None
         self.syncer: Syncer | None = None
         self.roster: Roster | None = None
@@ -241,6 +249,10 @@ class Node:
         access = Access(s)
         changes = self.changes = Changes(self.ledger.last_change)
         await changes.start()
+        if not self.repo.is_sqlite:
+            # Other replicas' commits wake this one's watchers at once, not at the next poll.
+            self.listener = CommitListener(self.repo.url, changes.notify_threadsafe)
+            self.listener.start()
         # Every commit (peer input and decay included) may change a served belief.
         self.ledger.on_commit(lambda _fx: changes.notify_threadsafe())
         self.writer = GroupCommit(self.ledger.ingest_each, self._committed(changes))
@@ -344,6 +356,8 @@ class Node:
             await self.server.stop(grace)
         if self.writer is not None:
             await self.writer.stop()  # after the calls: every queued submission is committed
+        if self.listener is not None:
+            await asyncio.to_thread(self.listener.stop)
         if self.changes is not None:
             await self.changes.stop()
         for link in self._links.values():

@@ -10,6 +10,7 @@ What lives here:
   repository's watchers (the ledger's served-read memory) what it touched around its commit.
 - `_lock`: `StoreLock`, one process per SQLite store (a lock file the OS releases).
 - `_lease`: `Lease`, the background-work lease of a node's replicas on PostgreSQL.
+- `_notify`: `CommitListener`, which hears of every replica's commits (`LISTEN`/`NOTIFY`).
 - `_engine` (engine set-up, SQLite pragmas, PostgreSQL specifics), `_sqltext` (hand-built
   SQL for the hot paths, run on DBAPI cursors), `_rows` (columns, statements and row
   mapping), `_tables` (the SQLModel tables) and `migrations` (Alembic).
@@ -20,6 +21,7 @@ libraries; never the ledger, server, federation, config or API.
 
 from factnode.store._lease import Lease, replica_name
 from factnode.store._lock import StoreInUse, StoreLock
+from factnode.store._notify import CommitListener
 from factnode.store.repository import (
     BeliefChange,
     Counts,
@@ -36,6 +38,7 @@ from factnode.store.sql import SqlRepository, make_engine
 
 __all__ = [
     "BeliefChange",
+    "CommitListener",
     "Counts",
     "Lease",
     "LoggedDecision",

@@ -14,11 +14,9 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from factnode.core import ids
+from factnode.store._rows import ST
 from factnode.store._sqltext import driver_form, insert_rows, write_soon
-from factnode.store._tables import ServedTouchRow
 from factnode.store.repository import Touched, TouchLog
-
-ST = ServedTouchRow.__table__  # type: ignore[attr-defined]
 
 # Rows kept in the log behind its head; a replica whose position fell further behind than
 # this (pruned under it) starts its memory over.

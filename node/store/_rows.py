@@ -20,6 +20,7 @@ from factnode.store._tables import (
     EvidenceRow,
     NodeMetaRow,
     PinRow,
+    ServedTouchRow,
     VoteRow,
 )
 from factnode.store.repository import StoredBelief
@@ -33,6 +34,7 @@ EE = ErasedEvidenceRow.__table__  # type: ignore[attr-defined]
 M = NodeMetaRow.__table__  # type: ignore[attr-defined]
 V = VoteRow.__table__  # type: ignore[attr-defined]
 P = PinRow.__table__  # type: ignore[attr-defined]
+ST = ServedTouchRow.__table__  # type: ignore[attr-defined]
 
 # The evidence table's columns in one order: rows are read and written as tuples in it.
 _EVIDENCE_COLUMNS = (

@@ -17,6 +17,7 @@ from factnode.store._rows import (
     BC,
     EE,
     ER,
+    ST,
     D,
     E,
     P,
@@ -79,7 +80,8 @@ class SqlTombstones(TransactionPart):
         about them (found under `held_by`, the keys the erased evidence belongs to).
 
         For `forget_keys` (erasure by key or subject) the key's log rows go too, so
-        not even the key text stays behind.
+        not even the key text stays behind; its id leaves the touch log as well (this write
+        logs that everything changed, so no replica misses what those rows said).
         """
         self._forget()
         doomed = set(evidence_ids)
@@ -98,7 +100,7 @@ class SqlTombstones(TransactionPart):
             )
             self._c.execute(delete(E).where(E.c.evidence_id.in_(part)))
         for part in chunks(sorted(ids.key_id(k) for k in forget_keys)):
-            for table in (D, BC, P):
+            for table in (D, BC, P, ST):
                 self._c.execute(delete(table).where(table.c.key_id.in_(part)))
 
     def add_tombstone(self, tombstone: Tombstone) -> None:

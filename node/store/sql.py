@@ -32,6 +32,7 @@ from factnode.store._engine import (
 from factnode.store._evidence import SqlEvidence, state_queries
 from factnode.store._members import SqlMembers
 from factnode.store._meta import META_QUERY, SqlMeta
+from factnode.store._notify import notify_commit
 from factnode.store._pins import SqlPins
 from factnode.store._rows import _SELECT_EVIDENCE_ID
 from factnode.store._rows import _evidence_row as _evidence_row  # the bench builds rows with it
@@ -250,9 +251,12 @@ class SqlRepository:
                     cache.clear()  # written by someone else since our last write
                 yield tx
                 if not self.is_sqlite:
-                    # What this transaction changed, for every replica's served memory.
+                    # What this transaction changed, for every replica's served memory; and
+                    # a wake-up for every replica's watchers.
                     self._writes += 1
                     log_touched(conn, touched, self._writes)
+                    if touched:
+                        notify_commit(conn)
                 touched.every = touched.every or elsewhere
                 generation = uuid.uuid4().hex
                 tx.set_meta(_GENERATION, generation)

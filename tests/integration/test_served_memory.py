@@ -121,3 +121,17 @@ def test_the_touch_log_migration_goes_down_and_up(postgres_url: str) -> None:
         assert "served_touch" in inspect(again.engine).get_table_names()
     finally:
         again.close()
+
+
+def test_an_erased_key_leaves_the_touch_log(replicas: tuple[Ledger, Ledger]) -> None:
+    """Erasing a key removes its id from the touch log too, as from the other logs; the
+    erasure's own row (every key) is what the other replicas act on."""
+    a, b = replicas
+    a.submit(_said(PORTO, "Porto", 2020))
+    b.submit(_said(PORTO, "Faro", 2024))
+    b.erase(key=PORTO, operator="op", reason="asked")
+    with a.repo.read() as tx:
+        rows = tx._c.exec_driver_sql("SELECT key_id FROM served_touch").all()  # type: ignore[attr-defined]
+    assert rows and all(key_id is None for (key_id,) in rows), rows
+    with pytest.raises(NotFound):
+        a.served(PORTO)

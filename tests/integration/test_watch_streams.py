@@ -5,7 +5,9 @@ only when the belief-change log moved, and each client holds a bounded number of
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
@@ -185,16 +187,41 @@ async def test_the_notifier_hears_of_other_replicas_writes_by_polling_the_head()
 async def test_a_stream_on_one_replica_sees_a_change_made_through_another(
     repository_url: str, tmp_path: Path
 ) -> None:
-    """Two replicas on one PostgreSQL store: a stream on the first, told of nothing by the
-    second's commit, still gets its change from the notifier's poll of the change log."""
+    """Two replicas on one PostgreSQL store: a stream on the first, whose replica is not
+    listening for commits, still gets the second's change from the notifier's poll of the
+    change log."""
     if repository_url.startswith("sqlite"):
         pytest.skip("one SQLite store is served by one process")
+    async with _replicas(repository_url, tmp_path) as replicas:
+        assert replicas[0].listener is not None
+        await asyncio.to_thread(replicas[0].listener.stop)  # the poll alone
+        await _change_across(replicas)
+
+
+async def test_a_commit_through_one_replica_wakes_a_watch_on_another_before_any_poll(
+    repository_url: str, tmp_path: Path
+) -> None:
+    """With the first replica's poll set to a minute, a stream on it still gets the second
+    replica's change within seconds: the commit's notification (LISTEN/NOTIFY) woke it."""
+    if repository_url.startswith("sqlite"):
+        pytest.skip("one SQLite store is served by one process")
+    async with _replicas(repository_url, tmp_path) as replicas:
+        assert replicas[0].changes is not None
+        replicas[0].changes.poll_seconds = 60.0
+        # Once a poll timer started before the change is long gone:
+        took = await _change_across(replicas, settle=1.5)
+        assert took < 5.0  # well before the poll's minute
+
+
+@asynccontextmanager
+async def _replicas(url: str, tmp_path: Path) -> AsyncIterator[list[Node]]:
+    """Two started replicas of one node on the PostgreSQL store at `url`."""
     replicas = [
         Node(
             Settings(
                 listen="127.0.0.1:0",
                 data_dir=tmp_path / f"r{i}",
-                database_url=repository_url,
+                database_url=url,
                 node_id="watch-node",
                 grace_seconds=0.0,
             )
@@ -204,20 +231,29 @@ async def test_a_stream_on_one_replica_sees_a_change_made_through_another(
     for r in replicas:
         await r.start()
     try:
-        first = replicas[0].changes
-        assert first is not None
-        async with (
-            grpc.aio.insecure_channel(f"127.0.0.1:{replicas[0].port}") as watched,
-            grpc.aio.insecure_channel(f"127.0.0.1:{replicas[1].port}") as written,
-        ):
-            calls, seen, tasks = await _open(pb_grpc.FactServiceStub(watched), 1)
-            try:
-                await _until(lambda: first.waiting == 1, "the stream waiting")
-                await pb_grpc.FactServiceStub(written).SubmitFact(_fact("3.14"), timeout=WAIT)
-                await _until(lambda: len(seen[0]) == 1, "the change on the first replica")
-                assert seen[0][0].belief.object == "3.14"
-            finally:
-                await _close(calls, tasks)
+        yield replicas
     finally:
         for r in replicas:
             await r.stop(0)
+
+
+async def _change_across(replicas: list[Node], settle: float = 0.0) -> float:
+    """A stream on the first replica, once waiting (and `settle` seconds more), gets the
+    change a fact submitted through the second makes: seconds from the submission."""
+    first = replicas[0].changes
+    assert first is not None
+    async with (
+        grpc.aio.insecure_channel(f"127.0.0.1:{replicas[0].port}") as watched,
+        grpc.aio.insecure_channel(f"127.0.0.1:{replicas[1].port}") as written,
+    ):
+        calls, seen, tasks = await _open(pb_grpc.FactServiceStub(watched), 1)
+        try:
+            await _until(lambda: first.waiting == 1, "the stream waiting")
+            await asyncio.sleep(settle)
+            sent = time.monotonic()
+            await pb_grpc.FactServiceStub(written).SubmitFact(_fact("3.14"), timeout=WAIT)
+            await _until(lambda: len(seen[0]) == 1, "the change on the first replica")
+            assert seen[0][0].belief.object == "3.14"
+            return time.monotonic() - sent
+        finally:
+            await _close(calls, tasks)

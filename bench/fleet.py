@@ -1,6 +1,6 @@
 """A fleet converging from one seed each: rounds against N, bytes per member per round.
 
-    python bench/fleet.py [--sizes 10,30,100] [--keys 300] [--quick]
+    python bench/fleet.py [--sizes 10,30,100] [--keys 200] [--tally-rounds 10] [--quick]
 
 Runs `factnode.testing.Fleet`: N in-process members, each a real ledger on in-memory
 SQLite with a real certificate from one CA and a roster, syncing through the real sync
@@ -55,6 +55,7 @@ SEED = 20261202
 FANOUT = 3
 MAX_ROUNDS = 60
 IDLE_ROUNDS = 3
+STEP_SECONDS = 3600.0
 IDLE_LIMIT = 1.25  # idle bytes per member-round at the largest N within 25% of the smallest
 CITIES = ("Lisbon", "Porto", "Faro", "Braga", "Coimbra")
 SVG = Path(__file__).resolve().parents[1] / "docs" / "fleet-rounds.svg"
@@ -116,7 +117,10 @@ async def measured_round(fleet: Fleet) -> tuple[dict[str, int], set[str]]:
     for n in running:
         for state in [*fleet.syncers[n].states.values(), *fleet.syncers[n].seeds.values()]:
             state.next_attempt = 0.0
-    results = await asyncio.gather(*(fleet.syncers[n].sync_round() for n in running))
+    # Hundreds of exchanges share one process's threads here: no step of one may time out.
+    results = await asyncio.gather(
+        *(fleet.syncers[n].sync_round(timeout=STEP_SECONDS) for n in running)
+    )
     sent = dict.fromkeys(running, 0)
     for (caller, callee), link in fleet.links.items():
         req0, ans0 = before.get((caller, callee), (0, 0))
@@ -150,6 +154,7 @@ async def run_size(n: int, keys: int, tally_rounds: int) -> dict[str, Any]:
         for r in range(1, MAX_ROUNDS + 1):
             sent, _idle = await measured_round(fleet)
             busy_bytes.extend(sent.values())
+            print(f"  N={n} round {r}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
             if holds_everything(fleet, evidence):
                 rounds = r
                 break
@@ -255,9 +260,9 @@ def svg(points: list[tuple[int, int]], fit: tuple[float, float, float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10,30,100", help="fleet sizes (default %(default)s)")
-    parser.add_argument("--keys", type=int, default=300, help="keys with conflicting evidence")
+    parser.add_argument("--keys", type=int, default=200, help="keys with conflicting evidence")
     parser.add_argument(
-        "--tally-rounds", type=int, default=20, help="rounds after convergence to wait for votes"
+        "--tally-rounds", type=int, default=10, help="rounds after convergence to wait for votes"
     )
     parser.add_argument("--quick", action="store_true", help="sizes 10,30 and 100 keys")
     parser.add_argument("--no-svg", action="store_true", help="do not write docs/fleet-rounds.svg")

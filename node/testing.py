@@ -339,11 +339,12 @@ class Fleet:
         for n in running:
             for state in [*self.syncers[n].states.values(), *self.syncers[n].seeds.values()]:
                 state.next_attempt = 0.0  # no backoff between simulated rounds
+        # Every exchange shares this process's threads: no step may time out waiting for one.
         if concurrent:
-            await asyncio.gather(*(self.syncers[n].sync_round() for n in running))
+            await asyncio.gather(*(self.syncers[n].sync_round(timeout=3600) for n in running))
         else:
             for n in running:
-                await self.syncers[n].sync_round()
+                await self.syncers[n].sync_round(timeout=3600)
 
     def close(self) -> None:
         for ledger in self.ledgers.values():

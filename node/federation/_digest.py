@@ -9,7 +9,6 @@ Buckets are hex prefixes of the item id, kept for every prefix length up to `DEP
 from __future__ import annotations
 
 import hashlib
-import itertools
 import threading
 from collections.abc import Iterable
 
@@ -35,6 +34,9 @@ class SetDigest:
         self._items: dict[str, int] = {}
         # The ids in each leaf bucket, so finding the ids under a prefix reads only its leaves.
         self._leaves: dict[str, set[str]] = {}
+        # The non-empty children of each non-empty bucket above the leaves, so a sparse
+        # bucket's descendants are found without visiting every possible prefix below it.
+        self._kids: dict[str, set[str]] = {}
 
     def __len__(self) -> int:
         return len(self._items)
@@ -42,11 +44,20 @@ class SetDigest:
     def _apply(self, item_id: str, h: int, delta: int) -> None:
         for level, buckets in enumerate(self._levels):
             prefix = item_id[:level]
-            cell = buckets.setdefault(prefix, [0, 0])
+            cell = buckets.get(prefix)
+            if cell is None:
+                cell = buckets[prefix] = [0, 0]
+                if level:
+                    self._kids.setdefault(prefix[:-1], set()).add(prefix)
             cell[0] ^= h
             cell[1] += delta
             if cell[1] == 0:
                 del buckets[prefix]
+                if level:
+                    kids = self._kids[prefix[:-1]]
+                    kids.discard(prefix)
+                    if not kids:
+                        del self._kids[prefix[:-1]]
 
     def put(self, item_id: str, h: int) -> None:
         """Adds an item, or replaces its hash."""
@@ -89,13 +100,10 @@ class SetDigest:
         if target == len(prefix):
             return [(prefix, *self.bucket(prefix))]
         level = self._levels[target]
-        out = []
-        for suffix in itertools.product(HEX, repeat=target - len(prefix)):
-            p = prefix + "".join(suffix)
-            cell = level.get(p)
-            if cell is not None:
-                out.append((p, cell[0].to_bytes(16, "big"), cell[1]))
-        return out
+        found = [prefix] if prefix in self._levels[len(prefix)] else []
+        for _ in range(target - len(prefix)):
+            found = sorted(k for p in found for k in self._kids.get(p, ()))
+        return [(p, level[p][0].to_bytes(16, "big"), level[p][1]) for p in found]
 
     def ids_under(self, prefixes: Iterable[str]) -> list[str]:
         """Ids of the items under any of the prefixes, read from the leaf buckets below them."""

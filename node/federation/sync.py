@@ -415,7 +415,7 @@ class Syncer:
         assert self.identify is not None and self.roster is not None
         pem = await _step(self.identify(state.peer.address))
         identity = self.roster.seen(pem)
-        del self.seeds[state.peer.address]
+        self.seeds.pop(state.peer.address, None)  # a concurrent round may have done it
         if identity.node_id == self.ledger.node_id:
             return None
         self.roster.remember(identity.node_id, state.peer.address)

@@ -10,6 +10,8 @@ bounds are in rounds of that interval, with room for a loaded machine."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import time
@@ -31,9 +33,11 @@ from _fednet import (
     refused,
     unique_ns,
 )
+from starlette.testclient import TestClient
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
+from factnode.console import ConsoleSettings, create_app
 
 FLEET = [f"f{i}" for i in range(1, 9)]
 JOINER = "f9"
@@ -74,6 +78,29 @@ def _tally(node: FedNode, k: pb.Key) -> tuple[tuple[str, int, tuple[str, ...]], 
     belief = node.belief(k)
     assert belief is not None
     return tuple(sorted((t.object, t.weight, tuple(sorted(t.voters))) for t in belief.tallies))
+
+
+def _operators_see_the_fleet(node: FedNode, tmp_path: Path, revoked: bool) -> None:
+    """`factnode members`, `factnode status --json` and the console's node page all list the
+    nine members (the joiner revoked or not), though the node was configured with one seed."""
+    listed = _cli(tmp_path / "home", "members", "--address", node.address)
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line for line in listed.stdout.splitlines()[2:] if line.strip()}
+    assert set(FLEET) | {JOINER} <= set(rows)
+    assert ("revoked" in rows[JOINER]) is revoked
+    status = _cli(tmp_path / "home", "status", "--json", "--address", node.address)
+    assert status.returncode == 0, status.stderr
+    members = {m["node_id"]: m for m in json.loads(status.stdout)["members"]}
+    assert set(members) == set(FLEET) | {JOINER}
+    assert bool(members[JOINER].get("revoked")) is revoked
+    app = create_app(ConsoleSettings(node.address, timeout=RPC_TIMEOUT))
+    with TestClient(app, base_url="http://127.0.0.1") as console:
+        page = console.get("/node")
+    assert page.status_code == 200
+    member_rows = re.findall(r'<tr class="member">(.*?)</tr>', page.text, re.S)
+    assert len(member_rows) == len(FLEET) + 1
+    [joiner_row] = [r for r in member_rows if f"<td>{JOINER}<" in r]
+    assert (">revoked<" in joiner_row) is revoked
 
 
 def _digest_call(channel: grpc.Channel) -> Callable[[], object]:
@@ -173,6 +200,8 @@ def test_a_fleet_of_one_seed_each_converges_takes_a_joiner_and_drops_it_when_rev
         ),
     )
 
+    _operators_see_the_fleet(nodes["f5"], tmp_path, revoked=False)
+
     crl = tmp_path / "certs" / "revoked.crl"
     signed = _cli(tmp_path / "home", "certs", "revoke", "--out", str(tmp_path / "certs"), JOINER)
     assert signed.returncode == 0 and crl.exists(), signed.stderr
@@ -197,6 +226,7 @@ def test_a_fleet_of_one_seed_each_converges_takes_a_joiner_and_drops_it_when_rev
                     out[node.node_id] = (p.last_sync.ToNanoseconds(), p.last_error)
         return out
 
+    _operators_see_the_fleet(nodes["f5"], tmp_path, revoked=True)
     before = last_dials()
     time.sleep(10 * INTERVAL)  # ten rounds of every node: none may reach the joiner
     assert last_dials() == before

@@ -273,7 +273,9 @@ def tombstone(msg: pb.ErasureTombstone) -> Tombstone:
 
 def relayed_pb(e: Evidence) -> pb.RelayedEvidence:
     """Evidence as it travels to a peer: original provenance and the first recording time."""
-    msg = pb.RelayedEvidence(worth_milli=e.worth_milli, confidence_milli=e.confidence_milli)
+    msg = pb.RelayedEvidence(
+        worth_milli=e.worth_milli, confidence_milli=e.confidence_milli, signature=e.signature
+    )
     _fill_statement(msg, e)
     _set_time(msg.recorded_at, e.first_recorded_at)
     return msg
@@ -305,6 +307,7 @@ def relayed(msg: pb.RelayedEvidence) -> Evidence:
         anchor_cap=msg.anchor_cap or None,
         origin_recorded_at=recorded,
         retracts=msg.retracts,
+        signature=msg.signature,
     )
 
 

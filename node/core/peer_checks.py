@@ -117,6 +117,13 @@ def erasure_refusal(
     return ""
 
 
+def cap_for(origin: str, caps: Mapping[str, str], default: str) -> str:
+    """The anchor ceiling relayed evidence counts at on this node: the one it sets for the
+    evidence's origin (`max_anchor` per member), else `default`; never the path's (DESIGN
+    §7), so what a piece of evidence counts never depends on who delivered it, or when."""
+    return caps.get(origin, default)
+
+
 def vote_problem(v: Vote, policy: Policy, now: Instant) -> str:
     """Why a peer's vote is refused outright, or "" when it may be kept. A kept vote counts
     only as `counted_vote` weighs it, from evidence held here."""
@@ -132,8 +139,8 @@ def vote_problem(v: Vote, policy: Policy, now: Instant) -> str:
         # An unnumbered vote is ordered by its time; a numbered one by its number alone, so
         # a voter's clock running ahead neither loses nor freezes its vote (DESIGN §7).
         return "cast_at lies in this node's future"
-    if v.seq < 0:
-        return "vote sequence number must not be negative"
+    if not 0 <= v.seq < 2**63:
+        return "vote sequence number out of range"
     if v.version_id is not None and not (_is_id(v.version_id) and _is_id(v.evidence_id)):
         return "version_id and evidence_id must be 32 lowercase hex digits"
     return ""

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from factnode.config import Peer
+from factnode.core import Evidence
 from factnode.core.consensus import Vote
-from factnode.core.signed import Signature, vote_payload
+from factnode.core.signed import Signature, evidence_payload, vote_payload
 from factnode.federation.trust import (
     MAX_REVOCATION_LIST_BYTES,
     Authority,
@@ -116,21 +117,29 @@ class Roster:
         return [i.der for i in found if i is not None]
 
     def verify_vote(self, v: Vote, now: dt.datetime | None = None) -> Signature:
-        """Checks a vote's signature against its voter's certificate: the voter must be a
-        member (CA-signed, in its validity period, not revoked) and the signature must cover
-        exactly the vote as it arrived (DESIGN §7)."""
-        if not v.signature:
+        """Checks a vote's signature against its voter's certificate (`verify`)."""
+        return self.verify(v.voter, vote_payload(v), v.signature, now)
+
+    def verify_evidence(self, e: Evidence, now: dt.datetime | None = None) -> Signature:
+        """Checks relayed evidence's signature against its origin's certificate (`verify`):
+        a relay cannot re-attribute evidence to another origin."""
+        return self.verify(e.origin_node, evidence_payload(e), e.signature, now)
+
+    def verify(
+        self, signer: str, payload: bytes, signature: bytes, now: dt.datetime | None = None
+    ) -> Signature:
+        """Checks a signature against its signer's certificate: the signer must be a member
+        (CA-signed, in its validity period, not revoked: a revoked member's items arriving
+        after the revocation are refused, whatever date they claim) and the signature must
+        cover exactly the bytes as they arrived (DESIGN §7)."""
+        if not signature:
             return Signature.UNSIGNED
-        identity = self._identities.get(v.voter)
+        identity = self._identities.get(signer)
         if identity is None:
             return Signature.UNKNOWN_SIGNER
         if self.refusal(identity, now or dt.datetime.now(dt.UTC)):
             return Signature.NOT_A_MEMBER
-        return (
-            Signature.VALID
-            if signed_by(identity, vote_payload(v), v.signature)
-            else (Signature.BAD)
-        )
+        return Signature.VALID if signed_by(identity, payload, signature) else Signature.BAD
 
     def refusal(self, identity: Identity, now: dt.datetime) -> str | None:
         """Why `identity` is not a member now, or None if it is."""

@@ -243,10 +243,13 @@ class FederationEndpoint:
 
 
 def _vouch(delta: pb.Delta, roster: Roster | None, votes: Sequence[Vote]) -> None:
-    """Adds the certificates of the delta's voters, so a receiver that does not know one
-    can check its signature (it checks the certificate against the CA first)."""
+    """Adds the certificates of the delta's signers (voters, evidence origins), so a receiver
+    that does not know one can check its signature (it checks the certificate against the
+    CA first)."""
     if roster is not None:
-        delta.certificates.extend(roster.certificates({v.voter for v in votes if v.signature}))
+        signers = {v.voter for v in votes if v.signature}
+        signers |= {e.origin_node for e in delta.evidence if e.signature}
+        delta.certificates.extend(roster.certificates(signers))
 
 
 def _check_refs(refs: Sequence[pb.BucketRef], have_ids: Sequence[str]) -> None:

@@ -116,6 +116,7 @@ class Serving:
         # ledger never imports the federation); None: votes are neither signed nor checked.
         self.sign: Callable[[bytes], bytes] | None = None
         self.verify_vote: Callable[[Vote], Signature] | None = None
+        self.verify_evidence: Callable[[Evidence], Signature] | None = None
 
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """Calls `observer` after every committed write with what it changed (the federation

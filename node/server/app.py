@@ -177,6 +177,12 @@ class Node:
             save,
         )
         self.ledger.verify_vote = roster.verify_vote
+        self.ledger.verify_evidence = roster.verify_evidence
+        # Relayed evidence counts at the ceiling set for its origin (DESIGN §7): today the
+        # [[peers]] entries' max_anchor, by node id.
+        self.ledger.member_caps = {
+            p.node_id: p.max_anchor for p in self.settings.peers if p.max_anchor
+        }
         signed = self.ledger.sign_own_votes()
         if signed:
             log.info("signed %d vote(s) this node stored before votes were signed", signed)

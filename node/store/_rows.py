@@ -202,6 +202,7 @@ _SELECT_VOTES = select(
     V.c.cast_at,
     V.c.seq,
     V.c.signature,
+    V.c.equivocated,
 )
 
 
@@ -222,7 +223,7 @@ def _vote(row: Sequence[Any]) -> Vote:
     (voter, namespace, subject, predicate, version_id, evidence_id, anchor, worth, fresh, cast) = (
         row[:10]
     )
-    seq, signature = row[10:12]
+    seq, signature, equivocated = row[10:13]
     return Vote(
         voter,
         Key(namespace, subject, predicate),
@@ -234,6 +235,7 @@ def _vote(row: Sequence[Any]) -> Vote:
         cast,
         seq or 0,
         bytes(signature) if signature else b"",
+        bool(equivocated),
     )
 
 
@@ -249,6 +251,7 @@ def _vote_values(v: Vote) -> tuple[Any, ...]:
         v.cast_at,
         v.seq,
         v.signature or None,
+        v.equivocated,
     )
 
 
@@ -277,6 +280,7 @@ _VOTE_COLUMNS = (
     "cast_at",
     "seq",
     "signature",
+    "equivocated",
 )
 _SELECT_EVIDENCE_ID = select(E.c.evidence_id)
 _SELECT_ERASURES = select(ER)

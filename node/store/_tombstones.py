@@ -22,6 +22,7 @@ from factnode.store._rows import (
     P,
     _evidence,
 )
+from factnode.store._signatures import ES
 from factnode.store._sqltext import scalar, select_in
 from factnode.store.repository import (
     Tombstone,
@@ -96,6 +97,7 @@ class SqlTombstones(TransactionPart):
                 .values(object="", source="", idempotency_key=None, corrects=None)
             )
             self._c.execute(delete(E).where(E.c.evidence_id.in_(part)))
+            self._c.execute(delete(ES).where(ES.c.evidence_id.in_(part)))
         for part in chunks(sorted(ids.key_id(k) for k in forget_keys)):
             for table in (D, BC, P):
                 self._c.execute(delete(table).where(table.c.key_id.in_(part)))

@@ -20,6 +20,7 @@ from factnode.core import (
 )
 from factnode.core.consensus import Vote
 from factnode.core.serving import Pin
+from factnode.core.signed import Equivocation
 
 if TYPE_CHECKING:
     from factnode.store.cache import ServedMemory  # cache imports this module
@@ -251,6 +252,24 @@ class DigestTransaction(Protocol):
         ...
 
 
+class SignatureTransaction(Protocol):
+    """Signatures kept beside what they sign: relayed evidence's, and equivocation proofs."""
+
+    def evidence_signatures(self, evidence_ids: Collection[str]) -> dict[str, bytes]: ...
+
+    def put_evidence_signatures(self, signatures: Mapping[str, bytes]) -> None: ...
+
+    def delete_evidence_signatures(self, evidence_ids: Collection[str]) -> None: ...
+
+    def put_equivocation(self, proof: Equivocation) -> None: ...
+
+    def equivocators(self, keys: Collection[Key]) -> dict[Key, set[str]]: ...
+
+    def equivocations_under(self, prefixes: Collection[str]) -> list[tuple[Vote, Vote]]: ...
+
+    def all_equivocations(self) -> list[tuple[Vote, Vote]]: ...
+
+
 class MetaTransaction(Protocol):
     """Named values the node keeps about itself."""
 
@@ -268,6 +287,7 @@ class Transaction(
     TombstoneTransaction,
     DigestTransaction,
     MetaTransaction,
+    SignatureTransaction,
     Protocol,
 ):
     """One unit of work, every aggregate's part over one connection; a write transaction

@@ -33,6 +33,7 @@ from factnode.store._meta import META_QUERY, SqlMeta
 from factnode.store._pins import SqlPins
 from factnode.store._rows import _SELECT_EVIDENCE_ID
 from factnode.store._rows import _evidence_row as _evidence_row  # the bench builds rows with it
+from factnode.store._signatures import SqlSignatures
 from factnode.store._sqltext import (
     deferred_writes,
     driver_form,
@@ -53,7 +54,15 @@ _GENERATION = "write_generation"
 
 
 class SqlTransaction(
-    SqlEvidence, SqlDecisions, SqlBeliefs, SqlVotes, SqlPins, SqlTombstones, SqlDigests, SqlMeta
+    SqlEvidence,
+    SqlDecisions,
+    SqlBeliefs,
+    SqlVotes,
+    SqlPins,
+    SqlTombstones,
+    SqlDigests,
+    SqlMeta,
+    SqlSignatures,
 ):
     """A unit of work on one connection; a write transaction also keeps the key cache."""
 

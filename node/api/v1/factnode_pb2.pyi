@@ -740,7 +740,7 @@ class DeltaRequest(_message.Message):
     def __init__(self, buckets: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., have_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RelayedEvidence(_message.Message):
-    __slots__ = ("evidence_id", "key", "object", "attribution", "source", "worth_milli", "confidence_milli", "valid_from", "valid_from_defaulted", "recorded_at", "origin_node", "corrects", "contradicts", "anchor_cap", "retracts")
+    __slots__ = ("evidence_id", "key", "object", "attribution", "source", "worth_milli", "confidence_milli", "valid_from", "valid_from_defaulted", "recorded_at", "origin_node", "corrects", "contradicts", "anchor_cap", "retracts", "signature")
     EVIDENCE_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
@@ -756,6 +756,7 @@ class RelayedEvidence(_message.Message):
     CONTRADICTS_FIELD_NUMBER: _ClassVar[int]
     ANCHOR_CAP_FIELD_NUMBER: _ClassVar[int]
     RETRACTS_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     evidence_id: str
     key: Key
     object: str
@@ -771,7 +772,8 @@ class RelayedEvidence(_message.Message):
     contradicts: Key
     anchor_cap: str
     retracts: bool
-    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth_milli: _Optional[int] = ..., confidence_milli: _Optional[int] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ..., retracts: _Optional[bool] = ...) -> None: ...
+    signature: bytes
+    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth_milli: _Optional[int] = ..., confidence_milli: _Optional[int] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ..., retracts: _Optional[bool] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Vote(_message.Message):
     __slots__ = ("key", "version_id", "evidence_id", "anchor", "worth_milli", "fresh_since", "cast_at", "voter", "seq", "signature")

@@ -252,6 +252,7 @@ def tombstone_pb(t: Tombstone) -> pb.ErasureTombstone:
         operator=t.operator,
         reason=t.reason,
         origin_node=t.origin_node,
+        signature=t.signature,
     )
 
 
@@ -268,6 +269,7 @@ def tombstone(msg: pb.ErasureTombstone) -> Tombstone:
         reason=msg.reason,
         evidence_ids=tuple(msg.evidence_ids),
         origin_node=msg.origin_node,
+        signature=msg.signature,
     )
 
 

@@ -142,6 +142,7 @@ class Credentials:
         ledger.sign = signer.sign
         ledger.verify_vote = roster.verify_vote
         ledger.verify_evidence = roster.verify_evidence
+        ledger.verify_tombstone = roster.verify_tombstone
         return roster
 
 

@@ -16,10 +16,12 @@ from enum import StrEnum
 
 from factnode.core._model import Evidence, Instant, Key
 from factnode.core.consensus import Vote
+from factnode.core.peer_checks import ErasureRecord
 
 # A domain tag per kind of item: a signature over one kind never verifies as another.
 _VOTE_TAG = b"factnode/vote/v1"
 _EVIDENCE_TAG = b"factnode/evidence/v1"
+_TOMBSTONE_TAG = b"factnode/tombstone/v1"
 
 
 class Signature(StrEnum):
@@ -94,6 +96,24 @@ def evidence_payload(e: Evidence) -> bytes:
             e.corrects or "",
             *contradicts,
             int(e.retracts),
+        )
+    )
+
+
+def tombstone_payload(t: ErasureRecord) -> bytes:
+    """The bytes the node whose operator erased signs: the erasure as it replicates (hashes,
+    time, operator, reason, the ids it erased, and itself as its origin)."""
+    return _TOMBSTONE_TAG + _encode(
+        (
+            t.erasure_id,
+            t.scope,
+            t.scope_hash,
+            t.erased_at,
+            t.operator,
+            t.reason,
+            t.origin_node,
+            len(t.evidence_ids),
+            *sorted(t.evidence_ids),
         )
     )
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from factnode.config import Peer
 from factnode.core import Evidence
 from factnode.core.consensus import Vote
-from factnode.core.signed import Signature, evidence_payload, vote_payload
+from factnode.core.signed import Signature, evidence_payload, tombstone_payload, vote_payload
 from factnode.federation.trust import (
     MAX_REVOCATION_LIST_BYTES,
     Authority,
@@ -28,6 +28,7 @@ from factnode.federation.trust import (
     signed_by,
 )
 from factnode.ledger import Ledger
+from factnode.store import Tombstone
 
 log = logging.getLogger("factnode.federation")
 
@@ -124,6 +125,11 @@ class Roster:
         """Checks relayed evidence's signature against its origin's certificate (`verify`):
         a relay cannot re-attribute evidence to another origin."""
         return self.verify(e.origin_node, evidence_payload(e), e.signature, now)
+
+    def verify_tombstone(self, t: Tombstone, now: dt.datetime | None = None) -> Signature:
+        """Checks a tombstone's signature against the certificate of the node it names as
+        where the erasure was made (`verify`)."""
+        return self.verify(t.origin_node, tombstone_payload(t), t.signature, now)
 
     def verify(
         self, signer: str, payload: bytes, signature: bytes, now: dt.datetime | None = None

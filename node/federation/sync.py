@@ -249,6 +249,7 @@ def _vouch(delta: pb.Delta, roster: Roster | None, votes: Sequence[Vote]) -> Non
     if roster is not None:
         signers = {v.voter for v in votes if v.signature}
         signers |= {e.origin_node for e in delta.evidence if e.signature}
+        signers |= {t.origin_node for t in delta.tombstones if t.signature}
         delta.certificates.extend(roster.certificates(signers))
 
 
@@ -618,8 +619,8 @@ def _check_skew(skew: int, allowance: int) -> None:
     if abs(skew) > allowance:
         raise ClockSkew(
             f"clock skew: the peer's clock runs {describe_skew(skew)} "
-            f"(allowance {describe_skew(allowance, signed=False)}); its votes and erasures "
-            "dated beyond the allowance are refused or bounded by this node's clock"
+            f"(allowance {describe_skew(allowance, signed=False)}); its erasures dated "
+            "beyond the allowance are bounded by this node's clock"
         )
 
 

@@ -20,7 +20,14 @@ from factnode.core.peer_checks import (
     tombstone_problem,
     vote_problem,
 )
-from factnode.core.signed import Signature, evidence_payload, marked, proofs_among, refusal
+from factnode.core.signed import (
+    Signature,
+    evidence_payload,
+    marked,
+    proofs_among,
+    refusal,
+    tombstone_payload,
+)
 from factnode.core.validation import (
     describe_violations,
     quoted,
@@ -81,6 +88,10 @@ class PeerInput(Writing, Forgetting):
                 # A proof travels as its two votes: a receiver finds the equivocation again.
                 for first, second in tx.equivocations_under(prefixes["all_votes"]):
                     votes += [first, second]
+        tombstones = [
+            t if t.signature else replace(t, signature=self._own_tombstone_signature(t))
+            for t in tombstones
+        ]
         relayed = [
             replace(
                 e,
@@ -90,6 +101,12 @@ class PeerInput(Writing, Forgetting):
             for e in evidence
         ]
         return tombstones, relayed, votes
+
+    def _own_tombstone_signature(self, t: Tombstone) -> bytes:
+        """This node's signature of an erasure its operator made, as it is offered."""
+        if self.sign is None or t.origin_node != self.node_id:
+            return b""
+        return self.sign(tombstone_payload(t))
 
     def _own_signature(self, e: Evidence) -> bytes:
         """This node's signature of evidence it originated, made as it is offered (ECDSA
@@ -194,9 +211,15 @@ class PeerInput(Writing, Forgetting):
         good_tombstones: list[Tombstone] = []
         for t in tombstones:
             problem = tombstone_problem(t)
+            signature = ""
+            if not problem and self.verify_tombstone is not None:
+                check = self.verify_tombstone(t)
+                problem, signature = refusal(check), "" if check is Signature.VALID else check
             if problem:
                 rejected.append((_shown(t.erasure_id), problem))
                 kinds["tombstone"] += 1
+                if signature:
+                    kinds[f"tombstone/{signature}"] += 1
             else:
                 good_tombstones.append(t)
         good_evidence: list[Evidence] = []
@@ -421,7 +444,10 @@ class PeerInput(Writing, Forgetting):
     ) -> None:
         """Applies a peer's erasure and logs it: a decision naming the erasure (hashes only),
         where it was made, its operator and reason, and the peer that delivered it."""
-        t = replace(t, erased_at=bounded_erased_at(t.erased_at, now, self.policy.clock_skew_micros))
+        bounded = bounded_erased_at(t.erased_at, now, self.policy.clock_skew_micros)
+        if bounded != t.erased_at:
+            # Its signature covers the time it claimed: the bounded one goes on unsigned.
+            t = replace(t, erased_at=bounded, signature=b"")
         covered = tx.evidence_covered(t)
         self._apply_erasure(tx, t, covered, fx)
         namespaces = sorted({e.key.namespace for e in covered})

@@ -178,6 +178,7 @@ class Node:
         )
         self.ledger.verify_vote = roster.verify_vote
         self.ledger.verify_evidence = roster.verify_evidence
+        self.ledger.verify_tombstone = roster.verify_tombstone
         # Relayed evidence counts at the ceiling set for its origin (DESIGN §7): today the
         # [[peers]] entries' max_anchor, by node id.
         self.ledger.member_caps = {

@@ -134,6 +134,8 @@ class ErasureRow(SQLModel, table=True):
     reason: str = Field(sa_type=Text)
     evidence_count: int
     origin_node: str | None = Field(default=None, max_length=NAME)
+    # Its origin's signature (DESIGN §7), passed on unchanged; None: unsigned.
+    signature: bytes | None = Field(default=None, sa_type=LargeBinary)
 
 
 class ErasedEvidenceRow(SQLModel, table=True):

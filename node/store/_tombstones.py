@@ -119,6 +119,7 @@ class SqlTombstones(TransactionPart):
                 "reason": tombstone.reason,
                 "evidence_count": len(tombstone.evidence_ids),
                 "origin_node": tombstone.origin_node or None,
+                "signature": tombstone.signature or None,
             },
         )
         self._add_erased_ids(tombstone)

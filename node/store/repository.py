@@ -86,6 +86,9 @@ class Tombstone:
     reason: str
     evidence_ids: tuple[str, ...]
     origin_node: str = ""  # the node where the erasure was made ("" from older peers)
+    # The origin's signature of `signed.tombstone_payload` (DESIGN §7); b"" for one made
+    # before tombstones were signed, or whose time this node bounded (`bounded_erased_at`).
+    signature: bytes = b""
 
 
 class RefusedData(Exception):

@@ -39,8 +39,10 @@ HOUR = 3_600_000_000
 
 @pytest.fixture
 def fed() -> Iterator[Federation]:
-    """An honest node `a` and a configured peer `h`."""
-    federation = Federation(["a", "h"])
+    """An honest node `a` and a configured peer `h`, sending unsigned items (the checks here
+    are those of their content and of the erasure grants; signatures are pinned in
+    tests/integration/test_signed_relay.py and tests/integration/federation)."""
+    federation = Federation(["a", "h"], signed=False)
     try:
         yield federation
     finally:

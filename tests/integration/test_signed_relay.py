@@ -14,6 +14,7 @@ from factnode.core import MICROS_PER_DAY, BeliefState, Key, Submission, ids
 from factnode.core.consensus import Vote
 from factnode.core.signed import Signature, vote_payload
 from factnode.federation._index import index_of
+from factnode.ledger import NotFound
 from factnode.metrics import Metrics
 from factnode.testing import Credentials, FakeClock, Federation, memory_ledger
 
@@ -207,3 +208,35 @@ async def test_an_equivocation_proof_reaches_every_member_and_digests_agree() ->
         assert len(digests) == 1
     finally:
         fed.close()
+
+
+async def test_a_tombstone_signed_by_its_eraser_travels_through_a_relay(
+    fed: Federation,
+) -> None:
+    """a's operator erases a key; c, with no link to a, applies a's signed tombstone relayed
+    by b and logs a as where it was made. The same tombstone re-attributed to b by a relay
+    (b never made it) is refused for its signature."""
+    fed.links[("a", "c")].up = fed.links[("c", "a")].up = False
+    _submit(fed, "a", "Lisbon")
+    for _ in range(2):
+        await fed.round()
+    assert fed.ledgers["c"].belief(KEY).object == "Lisbon"
+    fed.ledgers["a"].erase(key=KEY, operator="ops", reason="asked to")
+    [tombstone] = fed.ledgers["a"].offer({"tombstones": [""]})[0]
+    assert tombstone.signature
+    forged = dataclasses.replace(tombstone, origin_node="b")
+    reply = fed.endpoints["c"].push_delta("b", pb.Delta(tombstones=[wire.tombstone_pb(forged)]))
+    assert [r.reason for r in reply.rejected] == [
+        "its signature does not verify against its signer's certificate"
+    ]
+    assert fed.ledgers["c"].belief(KEY).object == "Lisbon"
+    for _ in range(2):
+        await fed.round()
+    with pytest.raises(NotFound):
+        fed.ledgers["c"].belief(KEY)
+    [logged] = [
+        d.decision
+        for d in fed.ledgers["c"].decisions(page_size=100).items
+        if d.decision.rule.value == "peer_erasure"
+    ]
+    assert "made on a" in logged.detail and "delivered by b" in logged.detail

@@ -22,12 +22,14 @@ from factnode.core.signed import (
     marked,
     proofs_among,
     refusal,
+    tombstone_payload,
     vote_payload,
     withdrawn,
     without_equivocators,
 )
 from factnode.federation.members import Roster
 from factnode.federation.trust import Authority, Signer
+from factnode.store import Tombstone
 from factnode.testing import memory_ledger
 
 KEY = Key("team:infra", "build", "python_version")
@@ -257,3 +259,25 @@ def test_an_equivocators_marker_counts_zero_and_leaves_no_consensus() -> None:
     served_now = served("1" * 32, Rule.RECENCY, False, False, result)
     assert served_now is not None and served_now.state is BeliefState.CONTESTED
     assert "a signed two different votes" in review_reason(result, Fraction(66, 100), (), {})
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"erasure_id": "9" * 32},
+        {"scope": "subject"},
+        {"scope_hash": "8" * 32},
+        {"erased_at": 6},
+        {"operator": "mallory"},
+        {"reason": "other"},
+        {"evidence_ids": ("7" * 32,)},
+        {"origin_node": "b"},
+    ],
+)
+def test_the_erasers_signature_covers_the_whole_tombstone(change: dict[str, object]) -> None:
+    """Changing any part of a tombstone, the node it names as its origin included, changes
+    what that node signed; the order its evidence ids are listed in does not."""
+    t = Tombstone("1" * 32, "key", "2" * 32, 5, "ops", "gdpr", ("3" * 32, "4" * 32), "a")
+    assert tombstone_payload(dataclasses.replace(t, **change)) != tombstone_payload(t)  # type: ignore[arg-type]
+    reordered = dataclasses.replace(t, evidence_ids=("4" * 32, "3" * 32))
+    assert tombstone_payload(reordered) == tombstone_payload(t)

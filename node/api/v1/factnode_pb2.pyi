@@ -800,7 +800,7 @@ class Vote(_message.Message):
     def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., version_id: _Optional[str] = ..., evidence_id: _Optional[str] = ..., anchor: _Optional[int] = ..., worth_milli: _Optional[int] = ..., fresh_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cast_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., voter: _Optional[str] = ..., seq: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class ErasureTombstone(_message.Message):
-    __slots__ = ("erasure_id", "scope", "scope_hash", "erased_at", "evidence_ids", "operator", "reason", "origin_node")
+    __slots__ = ("erasure_id", "scope", "scope_hash", "erased_at", "evidence_ids", "operator", "reason", "origin_node", "signature")
     ERASURE_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     SCOPE_HASH_FIELD_NUMBER: _ClassVar[int]
@@ -809,6 +809,7 @@ class ErasureTombstone(_message.Message):
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_NODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     erasure_id: str
     scope: ErasureScope
     scope_hash: str
@@ -817,7 +818,8 @@ class ErasureTombstone(_message.Message):
     operator: str
     reason: str
     origin_node: str
-    def __init__(self, erasure_id: _Optional[str] = ..., scope: _Optional[_Union[ErasureScope, str]] = ..., scope_hash: _Optional[str] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evidence_ids: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., origin_node: _Optional[str] = ...) -> None: ...
+    signature: bytes
+    def __init__(self, erasure_id: _Optional[str] = ..., scope: _Optional[_Union[ErasureScope, str]] = ..., scope_hash: _Optional[str] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evidence_ids: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., origin_node: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Delta(_message.Message):
     __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list", "certificates")

@@ -32,7 +32,7 @@ from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.certs import ensure_ca, issue_node_cert
-from factnode.core.signed import evidence_payload, vote_payload
+from factnode.core.signed import evidence_payload, tombstone_payload, vote_payload
 
 START_TIMEOUT = 30.0  # seconds for `serve` to announce its ports (several start at once)
 RPC_TIMEOUT = 15.0  # seconds for one client call
@@ -377,6 +377,14 @@ def signed_evidence(identity: TlsIdentity, msg: pb.RelayedEvidence) -> pb.Relaye
     out = pb.RelayedEvidence()
     out.CopyFrom(msg)
     out.signature = _sign(identity, evidence_payload(wire.relayed(out)))
+    return out
+
+
+def signed_tombstone(identity: TlsIdentity, msg: pb.ErasureTombstone) -> pb.ErasureTombstone:
+    """`msg` signed by `identity`'s node as the node where the erasure was made."""
+    out = pb.ErasureTombstone()
+    out.CopyFrom(msg)
+    out.signature = _sign(identity, tombstone_payload(wire.tombstone(out)))
     return out
 
 

@@ -31,6 +31,7 @@ from _fednet import (
     peer_channel,
     refused,
     signed_evidence,
+    signed_tombstone,
     signed_vote,
     unique_ns,
 )
@@ -131,6 +132,9 @@ class PeerLink:
         for e in signed.evidence:
             if not e.signature and e.origin_node == me:
                 e.CopyFrom(signed_evidence(self.identity, e))
+        for t in signed.tombstones:
+            if not t.signature and t.origin_node == me:
+                t.CopyFrom(signed_tombstone(self.identity, t))
         return self.stub.PushDelta(signed, timeout=RPC_TIMEOUT, metadata=metadata)
 
     def offered(self, digest_set: pb.DigestSet) -> pb.Delta:

@@ -1,5 +1,5 @@
 """signed data: votes carry their voter's sequence number and signature; relayed evidence's
-signature by its origin; equivocation proofs
+signature by its origin; tombstones' by theirs; equivocation proofs
 
 Votes stored before this revision have seq 0 and no signature: a node re-signs its own on
 open (`Ledger.sign_own_votes`), and peers' unsigned votes stop counting on their next
@@ -27,6 +27,8 @@ def upgrade() -> None:
         batch.add_column(
             sa.Column("equivocated", sa.Boolean(), nullable=False, server_default=sa.false())
         )
+    with op.batch_alter_table("erasure") as batch:
+        batch.add_column(sa.Column("signature", sa.LargeBinary(), nullable=True))
     op.create_table(
         "evidence_signature",
         sa.Column("evidence_id", sa.String(length=32), nullable=False),
@@ -50,6 +52,8 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("equivocation")
     op.drop_table("evidence_signature")
+    with op.batch_alter_table("erasure") as batch:
+        batch.drop_column("signature")
     with op.batch_alter_table("vote") as batch:
         batch.drop_column("equivocated")
         batch.drop_column("signature")

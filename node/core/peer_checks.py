@@ -98,9 +98,10 @@ def erasure_refusal(
 
     Both the node where the erasure was made (`origin`, as the tombstone names it) and the
     peer that delivered it (`relay`, as its certificate proves) must be granted every
-    namespace it covers: a tombstone's origin is the relay's word. `namespaces` are those of
-    the evidence it covers here; None when it covers nothing held here, which only a grant
-    of every namespace ("*") accepts, since nothing here says which namespace it is in."""
+    namespace it covers (a node that checks signatures has checked the origin's signature).
+    `namespaces` are those of the evidence it covers here; None when it covers nothing held
+    here, which only a grant of every namespace ("*") accepts, since nothing here says which
+    namespace it is in."""
     for who, role in ((origin or relay, "the node where it was made"), (relay, "the relay")):
         patterns = [p for g in grants if fnmatchcase(who, g.node) for p in g.namespaces]
         if not patterns:

@@ -343,7 +343,7 @@ class PeerInput(Writing, Forgetting):
                     kinds["vote"] += 1
                     continue
                 good.append(v)
-            taken = len(good)
+            taken = len({(v.voter, v.key) for v in good})  # one vote per voter and key
             good, proven, held_votes = self._equivocations(tx, good, fx)
             good = latest_per_key(good)
             withdrawn: set[Key] = set()

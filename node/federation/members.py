@@ -11,6 +11,7 @@ stop counting here at once and its links are refused from then on.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,9 @@ from factnode.ledger import Ledger
 from factnode.store import Tombstone
 
 log = logging.getLogger("factnode.federation")
+
+# How many checked signatures `Roster.verify` remembers (16 bytes each) before starting over.
+_VERIFIED_KEPT = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,8 @@ class Roster:
         # Certificates already checked, by their PEM: a peer presents the same one on every
         # call, and its CA signature need not be verified again each time.
         self._by_pem: dict[bytes, Identity] = {}
+        # Digests of signatures already found valid (`verify`), each with its certificate.
+        self._verified: set[bytes] = set()
         held = load()
         self.revocations: RevocationList | None = (
             None if held is None else authority.revocation_list(held)
@@ -145,7 +151,17 @@ class Roster:
             return Signature.UNKNOWN_SIGNER
         if self.refusal(identity, now or dt.datetime.now(dt.UTC)):
             return Signature.NOT_A_MEMBER
-        return Signature.VALID if signed_by(identity, payload, signature) else Signature.BAD
+        # The same signed item arrives from every relay that holds it: a signature checked
+        # once against this certificate need not be checked again (membership is, above).
+        seen = hashlib.blake2b(signature + payload, digest_size=16, key=identity.der[-64:])
+        if seen.digest() in self._verified:
+            return Signature.VALID
+        if not signed_by(identity, payload, signature):
+            return Signature.BAD
+        if len(self._verified) >= _VERIFIED_KEPT:
+            self._verified.clear()
+        self._verified.add(seen.digest())
+        return Signature.VALID
 
     def refusal(self, identity: Identity, now: dt.datetime) -> str | None:
         """Why `identity` is not a member now, or None if it is."""

@@ -186,12 +186,14 @@ def test_a_foreign_certificate_teaches_the_roster_nothing(certs: Path) -> None:
 
 def test_a_revoked_or_expired_voter_is_not_a_member(certs: Path) -> None:
     """After a revocation list names a's certificate, and after a's certificate expires,
-    a's validly signed votes are refused as not a member's."""
+    a's validly signed votes are refused as not a member's, even one whose signature was
+    checked (and remembered) before."""
     roster = _roster(certs)
     roster.learn([(certs / "a.crt").read_bytes()], by="b")
     v = _signed(certs, VOTE)
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=365 * 30)
     assert roster.verify_vote(v, now=later) is Signature.NOT_A_MEMBER
+    assert roster.verify_vote(v) is Signature.VALID  # checked once, remembered
     crl, _number = revoke(certs, ["a"])
     roster.revoke(crl.read_bytes())
     assert roster.verify_vote(v) is Signature.NOT_A_MEMBER

@@ -253,6 +253,7 @@ def tombstone_pb(t: Tombstone) -> pb.ErasureTombstone:
         operator=t.operator,
         reason=t.reason,
         origin_node=t.origin_node,
+        signature=t.signature,
     )
 
 
@@ -269,12 +270,15 @@ def tombstone(msg: pb.ErasureTombstone) -> Tombstone:
         reason=msg.reason,
         evidence_ids=tuple(msg.evidence_ids),
         origin_node=msg.origin_node,
+        signature=msg.signature,
     )
 
 
 def relayed_pb(e: Evidence) -> pb.RelayedEvidence:
     """Evidence as it travels to a peer: original provenance and the first recording time."""
-    msg = pb.RelayedEvidence(worth_milli=e.worth_milli, confidence_milli=e.confidence_milli)
+    msg = pb.RelayedEvidence(
+        worth_milli=e.worth_milli, confidence_milli=e.confidence_milli, signature=e.signature
+    )
     _fill_statement(msg, e)
     _set_time(msg.recorded_at, e.first_recorded_at)
     return msg
@@ -306,6 +310,7 @@ def relayed(msg: pb.RelayedEvidence) -> Evidence:
         anchor_cap=msg.anchor_cap or None,
         origin_recorded_at=recorded,
         retracts=msg.retracts,
+        signature=msg.signature,
     )
 
 

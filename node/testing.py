@@ -24,7 +24,7 @@ from factnode.config import Peer
 from factnode.core import MICROS_PER_DAY, Instant, Policy
 from factnode.federation.members import Roster
 from factnode.federation.sync import FederationEndpoint, Syncer
-from factnode.federation.trust import Authority, Signer
+from factnode.federation.trust import Authority, Signer, sign_revocation_list
 from factnode.ledger import Ledger
 from factnode.store import Repository, SqlRepository
 
@@ -146,13 +146,19 @@ class Credentials:
     def __init__(self, node_ids: Iterable[str]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp)
-            ensure_ca(out)
+            self._ca_cert, self._ca_key = ensure_ca(out)
             self.ca = (out / "ca.crt").read_bytes()
             self.nodes: dict[str, tuple[bytes, bytes]] = {}
             for n in node_ids:
                 crt, key = issue_node_cert(out, n)
                 self.nodes[n] = (crt.read_bytes(), key.read_bytes())
         self.authority = Authority(self.ca)
+
+    def revocation_list(self, node_ids: Iterable[str]) -> bytes:
+        """A revocation list the CA signs now, revoking the certificates of `node_ids`."""
+        serials = [self.authority.identity(self.nodes[n][0]).serial for n in node_ids]
+        now = dt.datetime.now(dt.UTC)
+        return sign_revocation_list(self._ca_cert, self._ca_key, serials, None, now)
 
     def signer(self, node_id: str) -> Signer:
         cert, key = self.nodes[node_id]
@@ -164,6 +170,8 @@ class Credentials:
         roster = Roster(ledger, self.authority, signer, peers)
         ledger.sign = signer.sign
         ledger.verify_vote = roster.verify_vote
+        ledger.verify_evidence = roster.verify_evidence
+        ledger.verify_tombstone = roster.verify_tombstone
         return roster
 
 

@@ -136,6 +136,9 @@ class Evidence:
     # For relayed evidence: when its origin node recorded it (erasures compare with this).
     origin_recorded_at: Instant | None = None
     retracts: bool = False
+    # Its origin's signature of `signed.evidence_payload` as it travels (DESIGN §7); empty on
+    # evidence read from the store, which keeps signatures apart (`evidence_signatures`).
+    signature: bytes = b""
 
     @property
     def first_recorded_at(self) -> Instant:

@@ -43,6 +43,9 @@ class Vote:
     cast_at: Instant
     seq: int = 0
     signature: bytes = b""
+    # A marker, never signed nor sent: its voter is proven to have equivocated on the key
+    # (DESIGN §7), so it counts zero there and the key is contested (`tally`).
+    equivocated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,9 @@ class Tally:
     total: int
     versions: tuple[VersionTally, ...]
     peer_voted: bool
+    # Voters proven to have equivocated on the key: they count zero, and no version has
+    # consensus while the proof is held, so the key waits in the review queue.
+    equivocators: tuple[str, ...] = ()
 
     def share_milli(self, version_id: str) -> int:
         """A version's share of the total weight in thousandths (for display only)."""
@@ -133,8 +139,10 @@ def tally(
     Votes resting on the same evidence id count once, at the highest weight
     among them: relays and echoes add nothing, only independent evidence adds.
     """
-    latest = [v for v in latest_votes(votes).values() if v.version_id is not None]
-    if not latest:
+    current = latest_votes(votes).values()
+    equivocators = tuple(sorted(v.voter for v in current if v.equivocated))
+    latest = [v for v in current if v.version_id is not None and not v.equivocated]
+    if not latest and not equivocators:
         return None
     by_evidence: dict[str, tuple[int, Vote]] = {}
     voters: dict[str, set[str]] = {}
@@ -152,14 +160,14 @@ def tally(
     total = sum(weights.values())
     consensus = None
     for vid, w in weights.items():
-        if over_threshold(w, total, threshold):
+        if over_threshold(w, total, threshold) and not equivocators:
             consensus = vid
     versions = tuple(
         VersionTally(vid, weights[vid], tuple(sorted(voters[vid])))
         for vid in sorted(weights, key=lambda vid: (-weights[vid], vid))
     )
-    peer_voted = any(v.voter != self_id for v in latest)
-    return Tally(consensus, total, versions, peer_voted)
+    peer_voted = bool(equivocators) or any(v.voter != self_id for v in latest)
+    return Tally(consensus, total, versions, peer_voted, equivocators)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +202,8 @@ def served(
         return Served(result.consensus, BeliefState.BELIEVED, Rule.FEDERATION_CONSENSUS)
     if local is not None:
         return Served(local.version_id, BeliefState.CONTESTED, local.rule)
+    if not result.versions:
+        return None  # an equivocator's marker alone, on a key this node believes nothing for
     top = result.versions[0]
     return Served(top.version_id, BeliefState.CONTESTED, Rule.TIEBREAK)
 
@@ -279,7 +289,8 @@ def composition(result: Tally | None) -> tuple[str | None, tuple[tuple[str, tupl
     (weights alone also move with the hour, which is no transition)."""
     if result is None or not result.peer_voted:
         return None, ()
-    return result.consensus, tuple((t.version_id, t.voters) for t in result.versions)
+    voted = tuple((t.version_id, t.voters) for t in result.versions)
+    return result.consensus, voted + ((("", result.equivocators),) if result.equivocators else ())
 
 
 def retallied(
@@ -307,10 +318,13 @@ def retallied(
 
 def describe_tally(result: Tally) -> str:
     """Each version's share and voters, for the decision log."""
-    return "; ".join(
+    parts = [
         f"{t.version_id}: {result.share_milli(t.version_id) / 10:.1f}% by {', '.join(t.voters)}"
         for t in result.versions
-    )
+    ]
+    if result.equivocators:
+        parts.append(f"equivocated, counted zero: {', '.join(result.equivocators)}")
+    return "; ".join(parts)
 
 
 def tied_versions(verdict: Verdict | None) -> frozenset[str]:
@@ -364,6 +378,11 @@ def review_reason(
     def name(version_id: str) -> str:
         return repr(objects[version_id]) if version_id in objects else version_id[:12]
 
+    if result is not None and result.equivocators:
+        return (
+            f"{', '.join(result.equivocators)} signed two different votes with one sequence "
+            "number on this key (equivocation): its votes here count zero"
+        )
     if result is not None and result.peer_voted and result.versions:
         if result.consensus is not None:
             return (

@@ -98,9 +98,10 @@ def erasure_refusal(
 
     Both the node where the erasure was made (`origin`, as the tombstone names it) and the
     peer that delivered it (`relay`, as its certificate proves) must be granted every
-    namespace it covers: a tombstone's origin is the relay's word. `namespaces` are those of
-    the evidence it covers here; None when it covers nothing held here, which only a grant
-    of every namespace ("*") accepts, since nothing here says which namespace it is in."""
+    namespace it covers (a node that checks signatures has checked the origin's signature).
+    `namespaces` are those of the evidence it covers here; None when it covers nothing held
+    here, which only a grant of every namespace ("*") accepts, since nothing here says which
+    namespace it is in."""
     for who, role in ((origin or relay, "the node where it was made"), (relay, "the relay")):
         patterns = [p for g in grants if fnmatchcase(who, g.node) for p in g.namespaces]
         if not patterns:
@@ -132,8 +133,8 @@ def vote_problem(v: Vote, policy: Policy, now: Instant) -> str:
         # An unnumbered vote is ordered by its time; a numbered one by its number alone, so
         # a voter's clock running ahead neither loses nor freezes its vote (DESIGN §7).
         return "cast_at lies in this node's future"
-    if v.seq < 0:
-        return "vote sequence number must not be negative"
+    if not 0 <= v.seq < 2**63:
+        return "vote sequence number out of range"
     if v.version_id is not None and not (_is_id(v.version_id) and _is_id(v.evidence_id)):
         return "version_id and evidence_id must be 32 lowercase hex digits"
     return ""

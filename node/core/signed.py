@@ -10,15 +10,18 @@ signed, what a verification's answer means, and what a set of verified votes pro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from factnode.core._model import Instant, Key
+from factnode.core._model import Evidence, Instant, Key
 from factnode.core.consensus import Vote
+from factnode.core.peer_checks import ErasureRecord
 
 # A domain tag per kind of item: a signature over one kind never verifies as another.
 _VOTE_TAG = b"factnode/vote/v1"
+_EVIDENCE_TAG = b"factnode/evidence/v1"
+_TOMBSTONE_TAG = b"factnode/tombstone/v1"
 
 
 class Signature(StrEnum):
@@ -73,6 +76,48 @@ def vote_payload(v: Vote) -> bytes:
     )
 
 
+def evidence_payload(e: Evidence) -> bytes:
+    """The bytes an origin signs: the statement, its provenance and who first recorded it,
+    when; not the cap a relay counted it at (each receiver sets its own for the origin)."""
+    contradicts = e.contradicts or ("", "", "")
+    return _EVIDENCE_TAG + _encode(
+        (
+            e.evidence_id,
+            *e.key,
+            e.object,
+            e.attribution,
+            e.source,
+            e.worth_milli,
+            e.confidence_milli,
+            e.valid_from,
+            int(e.valid_from_defaulted),
+            e.first_recorded_at,
+            e.origin_node,
+            e.corrects or "",
+            *contradicts,
+            int(e.retracts),
+        )
+    )
+
+
+def tombstone_payload(t: ErasureRecord) -> bytes:
+    """The bytes the node whose operator erased signs: the erasure as it replicates (hashes,
+    time, operator, reason, the ids it erased, and itself as its origin)."""
+    return _TOMBSTONE_TAG + _encode(
+        (
+            t.erasure_id,
+            t.scope,
+            t.scope_hash,
+            t.erased_at,
+            t.operator,
+            t.reason,
+            t.origin_node,
+            len(t.evidence_ids),
+            *sorted(t.evidence_ids),
+        )
+    )
+
+
 def withdrawn(v: Vote, now: Instant) -> Vote:
     """The vote that withdraws `v` (its voter no longer believes anything for the key): it
     votes for nothing, like an abstention, and once numbered after `v` it replaces it on
@@ -110,6 +155,33 @@ def equivocation_in(held: Vote | None, offered: Vote) -> Equivocation | None:
         return None
     first, second = sorted((held, offered), key=vote_payload)
     return Equivocation(offered.voter, offered.key, offered.seq, first, second)
+
+
+def proofs_among(
+    offered: Iterable[Vote], held: Mapping[tuple[str, Key], Vote]
+) -> list[Equivocation]:
+    """The new proofs of equivocation among verified votes offered and the vote held from
+    each voter on each key: for each voter and key, the first two different votes sharing a
+    number (by their bytes, so every node finds the same pair)."""
+    variants: dict[tuple[str, Key, int], dict[bytes, Vote]] = {}
+    for v in (*held.values(), *offered):
+        if v.seq > 0 and not v.equivocated:
+            variants.setdefault((v.voter, v.key, v.seq), {})[vote_payload(v)] = v
+    out: dict[tuple[str, Key], Equivocation] = {}
+    for (voter, key, seq), found in sorted(variants.items(), key=lambda i: i[0][2]):
+        if len(found) > 1 and (voter, key) not in out:
+            first, second = (found[p] for p in sorted(found)[:2])
+            out[(voter, key)] = Equivocation(voter, key, seq, first, second)
+    return list(out.values())
+
+
+def marked(proof: Equivocation) -> Vote:
+    """The vote row a proven equivocator keeps on the key: it votes for nothing and counts
+    zero (`consensus.tally`), and no vote of its voter on the key is taken after it."""
+    return Vote(
+        proof.voter, proof.key, None, "", 0, 0, 0, proof.second.cast_at, proof.seq,
+        equivocated=True,
+    )  # fmt: skip
 
 
 def without_equivocators(votes: Iterable[Vote], equivocators: Iterable[str]) -> list[Vote]:

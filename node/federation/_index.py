@@ -58,6 +58,8 @@ def index_of(ledger: Ledger) -> FederationIndex:
                     index.put_vote(v.voter, ids.key_id(v.key), vote_hash(v))
                     if _relayed(ledger, v):
                         index.signed_votes.put(signed_vote_id(v), signed_vote_hash(v))
+                for first, second in tx.all_equivocations():
+                    _put_proof(index, first, second)
         _indexes[ledger] = index
         return index
 
@@ -89,3 +91,13 @@ def _follow(ledger: Ledger, index: FederationIndex, fx: Committed) -> None:
                 index.signed_votes.put(signed_vote_id(v), signed_vote_hash(v))
             else:
                 index.signed_votes.discard(signed_vote_id(v))
+        for proof in fx.equivocations:
+            _put_proof(index, proof.first, proof.second)
+
+
+def _put_proof(index: FederationIndex, first: Vote, second: Vote) -> None:
+    """A proof of equivocation is the (voter, key) item, hashed over both its votes: two
+    nodes holding it compare equal, and one holding a single vote of the two differs."""
+    index.signed_votes.put(
+        signed_vote_id(first), signed_vote_hash(first) ^ signed_vote_hash(second)
+    )

@@ -256,10 +256,14 @@ class FederationEndpoint:
 
 
 def _vouch(delta: pb.Delta, roster: Roster | None, votes: Sequence[Vote]) -> None:
-    """Adds the certificates of the delta's voters, so a receiver that does not know one
-    can check its signature (it checks the certificate against the CA first)."""
+    """Adds the certificates of the delta's signers (voters, evidence origins), so a receiver
+    that does not know one can check its signature (it checks the certificate against the
+    CA first)."""
     if roster is not None:
-        delta.certificates.extend(roster.certificates({v.voter for v in votes if v.signature}))
+        signers = {v.voter for v in votes if v.signature}
+        signers |= {e.origin_node for e in delta.evidence if e.signature}
+        signers |= {t.origin_node for t in delta.tombstones if t.signature}
+        delta.certificates.extend(roster.certificates(signers))
 
 
 # The sets a peer may pull, and what the ledger calls them (members come from the roster).
@@ -724,8 +728,8 @@ def _check_skew(skew: int, allowance: int) -> None:
     if abs(skew) > allowance:
         raise ClockSkew(
             f"clock skew: the peer's clock runs {describe_skew(skew)} "
-            f"(allowance {describe_skew(allowance, signed=False)}); its votes and erasures "
-            "dated beyond the allowance are refused or bounded by this node's clock"
+            f"(allowance {describe_skew(allowance, signed=False)}); its erasures dated "
+            "beyond the allowance are bounded by this node's clock"
         )
 
 

@@ -130,6 +130,24 @@ class Ledger:
     def verify_vote(self, verify: Callable[[Vote], Signature] | None) -> None:
         self.serving.verify_vote = verify
 
+    @property
+    def verify_evidence(self) -> Callable[[Evidence], Signature] | None:
+        """The check of relayed evidence's signature against its origin's certificate."""
+        return self.serving.verify_evidence
+
+    @verify_evidence.setter
+    def verify_evidence(self, verify: Callable[[Evidence], Signature] | None) -> None:
+        self.serving.verify_evidence = verify
+
+    @property
+    def verify_tombstone(self) -> Callable[[Tombstone], Signature] | None:
+        """The check of a peer's tombstone's signature against its eraser's certificate."""
+        return self.serving.verify_tombstone
+
+    @verify_tombstone.setter
+    def verify_tombstone(self, verify: Callable[[Tombstone], Signature] | None) -> None:
+        self.serving.verify_tombstone = verify
+
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """`Serving.on_commit`."""
         self.serving.on_commit(observer)

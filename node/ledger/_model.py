@@ -17,6 +17,7 @@ from factnode.core import (
 )
 from factnode.core.consensus import Served, Tally, Vote
 from factnode.core.serving import Answer
+from factnode.core.signed import Equivocation
 from factnode.store import StoredBelief
 
 T = TypeVar("T")
@@ -127,6 +128,8 @@ class Committed:
     erasures_refused: int = 0
     # Each refreshed key's tally as the transaction last counted it (for the decision log).
     tallies: dict[Key, Tally | None] = field(default_factory=dict)
+    # Proofs of equivocation this write stored (the digests gossip them, DESIGN §7).
+    equivocations: list[Equivocation] = field(default_factory=list)
 
 
 def served_of(row: StoredBelief | None) -> Served | None:

@@ -18,7 +18,14 @@ from factnode.core.peer_checks import (
     tombstone_problem,
     vote_problem,
 )
-from factnode.core.signed import Signature, refusal
+from factnode.core.signed import (
+    Signature,
+    evidence_payload,
+    marked,
+    proofs_among,
+    refusal,
+    tombstone_payload,
+)
 from factnode.core.validation import (
     describe_violations,
     quoted,
@@ -43,6 +50,12 @@ class PeerInput(Component):
     # Whose erasures this node applies, for which namespaces (`federation.accept_erasures_from`).
     erasure_grants: tuple[ErasureGrant, ...] = ACCEPT_ALL_ERASURES
 
+    def cap_for(self, origin: str) -> str:
+        """The ceiling relayed evidence from `origin` counts at here: the one set for the
+        origin, never the path's (DESIGN §7), so what a piece of evidence counts never
+        depends on who delivered it, or when (`Policy.cap_for`)."""
+        return self.policy.cap_for(origin)
+
     def __init__(self, serving: Serving, writing: Writing, forgetting: Forgetting) -> None:
         super().__init__(serving)
         self._writing = writing
@@ -66,6 +79,7 @@ class PeerInput(Component):
                 for e in tx.evidence_under(prefixes.get("evidence", []))
                 if e.evidence_id not in have
             ]
+            signatures = tx.evidence_signatures([e.evidence_id for e in evidence])
             votes = tx.votes_under(self.node_id, prefixes.get("votes", []))
             if prefixes.get("all_votes"):
                 # Another voter's vote travels only signed: nobody else could check it.
@@ -74,8 +88,38 @@ class PeerInput(Component):
                     for v in tx.votes_under(None, prefixes["all_votes"])
                     if v.signature or v.voter == self.node_id
                 ]
-        relayed = [replace(e, origin_recorded_at=e.first_recorded_at) for e in evidence]
+                # A proof travels as its two votes: a receiver finds the equivocation again.
+                for first, second in tx.equivocations_under(prefixes["all_votes"]):
+                    votes += [first, second]
+        tombstones = [
+            t if t.signature else replace(t, signature=self._own_tombstone_signature(t))
+            for t in tombstones
+        ]
+        relayed = [
+            replace(
+                e,
+                origin_recorded_at=e.first_recorded_at,
+                signature=signatures.get(e.evidence_id) or self._own_signature(e),
+            )
+            for e in evidence
+        ]
         return tombstones, relayed, votes
+
+    def _own_tombstone_signature(self, t: Tombstone) -> bytes:
+        """This node's signature of an erasure its operator made, as it is offered."""
+        if self._serving.sign is None or t.origin_node != self.node_id:
+            return b""
+        return self._serving.sign(tombstone_payload(t))
+
+    def _own_signature(self, e: Evidence) -> bytes:
+        """This node's signature of evidence it originated, made as it is offered (ECDSA
+        signatures are not stored for its own: any one verifies); b"" for another origin's
+        evidence held unsigned (stored before evidence was signed): receivers refuse it."""
+        if self._serving.sign is None or e.origin_node != self.node_id:
+            return b""
+        return self._serving.sign(
+            evidence_payload(replace(e, origin_recorded_at=e.first_recorded_at))
+        )
 
     def on_refused(self, observer: Callable[[Mapping[str, int]], None]) -> None:
         """Calls `observer` after each delta received with its refused items by kind
@@ -172,17 +216,30 @@ class PeerInput(Component):
         good_tombstones: list[Tombstone] = []
         for t in tombstones:
             problem = tombstone_problem(t)
+            signature = ""
+            if not problem and self._serving.verify_tombstone is not None:
+                check = self._serving.verify_tombstone(t)
+                problem, signature = refusal(check), "" if check is Signature.VALID else check
             if problem:
                 rejected.append((_shown(t.erasure_id), problem))
                 kinds["tombstone"] += 1
+                if signature:
+                    kinds[f"tombstone/{signature}"] += 1
             else:
                 good_tombstones.append(t)
         good_evidence: list[Evidence] = []
         for e in evidence:
             problems = relayed_violations(e, self.policy)
-            if problems:
-                rejected.append((_shown(e.evidence_id), describe_violations(problems)))
+            problem = describe_violations(problems) if problems else ""
+            signature = ""
+            if not problem and self._serving.verify_evidence is not None:
+                check = self._serving.verify_evidence(e)
+                problem, signature = refusal(check), "" if check is Signature.VALID else check
+            if problem:
+                rejected.append((_shown(e.evidence_id), problem))
                 kinds["evidence"] += 1
+                if signature:
+                    kinds[f"evidence/{signature}"] += 1
             else:
                 good_evidence.append(e)
         checked_votes: list[Vote] = []
@@ -226,10 +283,7 @@ class PeerInput(Component):
                     accepted += 1
                     continue
                 held_ids.add(e.evidence_id)
-                cap = min(
-                    (c for c in (e.anchor_cap, cap_name) if c is not None),
-                    key=lambda name: self.policy.anchors[name],
-                )
+                cap = self._cap_of(e, cap_name)
                 items.append(
                     (
                         replace(
@@ -242,12 +296,17 @@ class PeerInput(Component):
                         None,
                     )
                 )
+            signatures: dict[str, bytes] = {}
             for e, ruling in self._writing.ingest_in(tx, items, fx)[0]:
                 if ruling.decision.rule is Rule.ERASED:
                     rejected.append((e.evidence_id, "covered by an erasure"))
                     kinds["evidence"] += 1
                 else:
                     accepted += 1
+                    if e.signature:
+                        signatures[e.evidence_id] = e.signature
+            # Kept to pass the evidence on unchanged: only its origin could sign it.
+            tx.put_evidence_signatures(signatures)
 
             named = [v.evidence_id for v in checked_votes if v.version_id is not None]
             erased = tx.erased_ids(named)
@@ -289,6 +348,8 @@ class PeerInput(Component):
                     kinds["vote"] += 1
                     continue
                 good.append(v)
+            taken = len({(v.voter, v.key) for v in good})  # one vote per voter and key
+            good, proven, held_votes = self._equivocations(tx, good, fx)
             good = latest_per_key(good)
             withdrawn: set[Key] = set()
             if votes_complete_under:
@@ -299,7 +360,9 @@ class PeerInput(Component):
                     if v.key not in sent
                 }
             # The votes as they were, so a change of tally is logged (`_refresh`).
-            before = tx.votes({v.key for v in good} | withdrawn) if good or withdrawn else {}
+            recount = {v.key for v in good} | withdrawn | proven
+            before = tx.votes(recount) if recount else {}
+            before.update((k, held_votes[k]) for k in proven)  # as before the markers
             if withdrawn:
                 tx.delete_votes(peer_id, withdrawn)
                 fx.votes_removed.extend((peer_id, k) for k in withdrawn)
@@ -317,17 +380,50 @@ class PeerInput(Component):
                 fx.votes_put.extend(fresh)
             self._serving.refresh(
                 tx,
-                tx.key_states({v.key for v in fresh} | withdrawn),
+                tx.key_states({v.key for v in fresh} | withdrawn | proven),
                 now,
                 fx,
                 votes_before=before,
             )
-            accepted += len(good)
+            accepted += taken
         self._serving.announce(fx)
         if fx.erasures_added:
             # As after a local erase: the erased bytes must not linger in the WAL or old pages.
             self.repo.after_erase()
         return Received(accepted, rejected, dict(kinds))
+
+    def _equivocations(
+        self, tx: Transaction, good: list[Vote], fx: Committed
+    ) -> tuple[list[Vote], set[Key], dict[Key, list[Vote]]]:
+        """Finds the proofs of equivocation among checked votes and those held (DESIGN §7):
+        each is kept (and gossiped) and its voter's vote on the key becomes a marker that
+        counts zero there; votes of a voter already proven on a key are not taken. Returns
+        the votes left, the keys newly proven, and the votes held before."""
+        keys = {v.key for v in good}
+        held = tx.votes(keys) if keys else {}
+        current = {(o.voter, k): o for k, vs in held.items() for o in vs}
+        proofs = proofs_among(good, {p: o for p, o in current.items() if not o.equivocated})
+        barred = {p for p, o in current.items() if o.equivocated}
+        barred |= {(p.voter, p.key) for p in proofs}
+        for p in proofs:
+            tx.put_equivocation(p)
+            marker = marked(p)
+            tx.put_votes([marker])
+            fx.votes_put.append(marker)
+            fx.equivocations.append(p)
+        left = [v for v in good if (v.voter, v.key) not in barred]
+        return left, {p.key for p in proofs}, held
+
+    def _cap_of(self, e: Evidence, link_cap: str) -> str | None:
+        """The ceiling relayed evidence counts at here. Signed (a node that checks
+        signatures): the one this node sets for its origin, never the path's, and none for
+        its own evidence coming back; unsigned: the lower of the sender's and the link's."""
+        if self._serving.verify_evidence is not None:
+            return None if e.origin_node == self.node_id else self.cap_for(e.origin_node)
+        return min(
+            (c for c in (e.anchor_cap, link_cap) if c is not None),
+            key=lambda name: self.policy.anchors[name],
+        )
 
     def _vote_signature(self, v: Vote, peer_id: str) -> tuple[str, str]:
         """Why a vote is refused for its signature or its voter, or "" (and the refusal's
@@ -353,7 +449,10 @@ class PeerInput(Component):
     ) -> None:
         """Applies a peer's erasure and logs it: a decision naming the erasure (hashes only),
         where it was made, its operator and reason, and the peer that delivered it."""
-        t = replace(t, erased_at=bounded_erased_at(t.erased_at, now, self.policy.clock_skew_micros))
+        bounded = bounded_erased_at(t.erased_at, now, self.policy.clock_skew_micros)
+        if bounded != t.erased_at:
+            # Its signature covers the time it claimed: the bounded one goes on unsigned.
+            t = replace(t, erased_at=bounded, signature=b"")
         covered = tx.evidence_covered(t)
         self._forgetting.apply_erasure(tx, t, covered, fx)
         namespaces = sorted({e.key.namespace for e in covered})

@@ -33,7 +33,7 @@ from factnode.core.signed import Signature, vote_payload, withdrawn
 from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_key, check_text
 from factnode.ledger._memory import CheckedMemory, ServedMemory
 from factnode.ledger._model import Belief, Committed, belief_from_rows, served_of
-from factnode.store import Repository, StoredBelief
+from factnode.store import Repository, StoredBelief, Tombstone
 from factnode.store.repository import Transaction
 
 # The node_meta entry holding the highest sequence number this node signed a vote with.
@@ -120,6 +120,8 @@ class Serving:
         # ledger never imports the federation); None: votes are neither signed nor checked.
         self.sign: Callable[[bytes], bytes] | None = None
         self.verify_vote: Callable[[Vote], Signature] | None = None
+        self.verify_evidence: Callable[[Evidence], Signature] | None = None
+        self.verify_tombstone: Callable[[Tombstone], Signature] | None = None
 
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """Calls `observer` after every committed write with what it changed (the federation

@@ -182,6 +182,8 @@ class Node:
         self.ledger.sign = signer.sign
         roster = Roster(self.ledger, authority, signer, self.settings.peers, load, save)
         self.ledger.verify_vote = roster.verify_vote
+        self.ledger.verify_evidence = roster.verify_evidence
+        self.ledger.verify_tombstone = roster.verify_tombstone
         signed = self.ledger.sign_own_votes()
         if signed:
             log.info("signed %d vote(s) this node stored before votes were signed", signed)

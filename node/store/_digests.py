@@ -67,6 +67,7 @@ class SqlDigests(TransactionPart):
                 m["reason"],
                 tuple(sorted(erased[m["erasure_id"]])),
                 m["origin_node"] or "",
+                bytes(m["signature"]) if m["signature"] else b"",
             )
             for m in found
         ]

@@ -204,6 +204,7 @@ _SELECT_VOTES = select(
     V.c.cast_at,
     V.c.seq,
     V.c.signature,
+    V.c.equivocated,
 )
 
 
@@ -224,7 +225,7 @@ def _vote(row: Sequence[Any]) -> Vote:
     (voter, namespace, subject, predicate, version_id, evidence_id, anchor, worth, fresh, cast) = (
         row[:10]
     )
-    seq, signature = row[10:12]
+    seq, signature, equivocated = row[10:13]
     return Vote(
         voter,
         Key(namespace, subject, predicate),
@@ -236,6 +237,7 @@ def _vote(row: Sequence[Any]) -> Vote:
         cast,
         seq or 0,
         bytes(signature) if signature else b"",
+        bool(equivocated),
     )
 
 
@@ -251,6 +253,7 @@ def _vote_values(v: Vote) -> tuple[Any, ...]:
         v.cast_at,
         v.seq,
         v.signature or None,
+        v.equivocated,
     )
 
 
@@ -279,6 +282,7 @@ _VOTE_COLUMNS = (
     "cast_at",
     "seq",
     "signature",
+    "equivocated",
 )
 _SELECT_EVIDENCE_ID = select(E.c.evidence_id)
 _SELECT_ERASURES = select(ER)

@@ -6,6 +6,7 @@ compares the two so they cannot drift.
 
 from __future__ import annotations
 
+import sqlalchemy as sa
 from sqlalchemy import BigInteger, Index, LargeBinary, Text, text
 from sqlmodel import Field, SQLModel
 
@@ -165,6 +166,8 @@ class ErasureRow(SQLModel, table=True):
     reason: str = Field(sa_type=Text)
     evidence_count: int
     origin_node: str | None = Field(default=None, max_length=NAME)
+    # Its origin's signature (DESIGN §7), passed on unchanged; None: unsigned.
+    signature: bytes | None = Field(default=None, sa_type=LargeBinary)
 
 
 class ErasedEvidenceRow(SQLModel, table=True):
@@ -209,6 +212,20 @@ class VoteRow(SQLModel, table=True):
     seq: int = Field(default=0, sa_type=BigInteger, sa_column_kwargs={"server_default": "0"})
     # None on a vote stored before votes were signed (migration 0009): refused by peers.
     signature: bytes | None = Field(default=None, sa_type=LargeBinary)
+    # The voter is proven to have equivocated on the key: the row is a marker, counting zero
+    # (the proof itself is in `equivocation`).
+    equivocated: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
+
+
+class EvidenceSignatureRow(SQLModel, table=True):
+    """Relayed evidence's signature by its origin (DESIGN §7), kept to pass it on unchanged.
+    Apart from the evidence rows, which the hot read path reads; gone when the evidence is
+    erased. This node's own evidence is signed as it is offered."""
+
+    __tablename__ = "evidence_signature"
+
+    evidence_id: str = Field(primary_key=True, max_length=ID)
+    signature: bytes = Field(sa_type=LargeBinary)
 
 
 class EquivocationRow(SQLModel, table=True):

@@ -23,6 +23,7 @@ from factnode.store._rows import (
     P,
     _evidence,
 )
+from factnode.store._signatures import ES
 from factnode.store._sqltext import scalar, select_in
 from factnode.store.repository import (
     Tombstone,
@@ -99,6 +100,7 @@ class SqlTombstones(TransactionPart):
                 .values(object="", source="", idempotency_key=None, corrects=None)
             )
             self._c.execute(delete(E).where(E.c.evidence_id.in_(part)))
+            self._c.execute(delete(ES).where(ES.c.evidence_id.in_(part)))
         for part in chunks(sorted(ids.key_id(k) for k in forget_keys)):
             for table in (D, BC, P, ST):
                 self._c.execute(delete(table).where(table.c.key_id.in_(part)))
@@ -120,6 +122,7 @@ class SqlTombstones(TransactionPart):
                 "reason": tombstone.reason,
                 "evidence_count": len(tombstone.evidence_ids),
                 "origin_node": tombstone.origin_node or None,
+                "signature": tombstone.signature or None,
             },
         )
         self._add_erased_ids(tombstone)

@@ -21,6 +21,7 @@ from factnode.core import (
 from factnode.core.consensus import Vote
 from factnode.core.members import MemberRecord
 from factnode.core.serving import Pin
+from factnode.core.signed import Equivocation
 
 T = TypeVar("T")
 
@@ -83,6 +84,9 @@ class Tombstone:
     reason: str
     evidence_ids: tuple[str, ...]
     origin_node: str = ""  # the node where the erasure was made ("" from older peers)
+    # The origin's signature of `signed.tombstone_payload` (DESIGN §7); b"" for one made
+    # before tombstones were signed, or whose time this node bounded (`bounded_erased_at`).
+    signature: bytes = b""
 
 
 class RefusedData(Exception):
@@ -263,6 +267,24 @@ class MemberTransaction(Protocol):
     def put_member_records(self, members: Sequence[StoredMember]) -> None: ...
 
 
+class SignatureTransaction(Protocol):
+    """Signatures kept beside what they sign: relayed evidence's, and equivocation proofs."""
+
+    def evidence_signatures(self, evidence_ids: Collection[str]) -> dict[str, bytes]: ...
+
+    def put_evidence_signatures(self, signatures: Mapping[str, bytes]) -> None: ...
+
+    def delete_evidence_signatures(self, evidence_ids: Collection[str]) -> None: ...
+
+    def put_equivocation(self, proof: Equivocation) -> None: ...
+
+    def equivocators(self, keys: Collection[Key]) -> dict[Key, set[str]]: ...
+
+    def equivocations_under(self, prefixes: Collection[str]) -> list[tuple[Vote, Vote]]: ...
+
+    def all_equivocations(self) -> list[tuple[Vote, Vote]]: ...
+
+
 class MetaTransaction(Protocol):
     """Named values the node keeps about itself."""
 
@@ -314,6 +336,7 @@ class Transaction(
     DigestTransaction,
     MemberTransaction,
     MetaTransaction,
+    SignatureTransaction,
     Protocol,
 ):
     """One unit of work, every aggregate's part over one connection; a write transaction

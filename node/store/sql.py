@@ -36,6 +36,7 @@ from factnode.store._notify import notify_commit
 from factnode.store._pins import SqlPins
 from factnode.store._rows import _SELECT_EVIDENCE_ID
 from factnode.store._rows import _evidence_row as _evidence_row  # the bench builds rows with it
+from factnode.store._signatures import SqlSignatures
 from factnode.store._sqltext import (
     deferred_writes,
     driver_form,
@@ -65,6 +66,7 @@ class SqlTransaction(
     SqlDigests,
     SqlMembers,
     SqlMeta,
+    SqlSignatures,
 ):
     """A unit of work on one connection; a write transaction also keeps the key cache."""
 

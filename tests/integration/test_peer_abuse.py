@@ -39,8 +39,10 @@ HOUR = 3_600_000_000
 
 @pytest.fixture
 def fed() -> Iterator[Federation]:
-    """An honest node `a` and a configured peer `h`."""
-    federation = Federation(["a", "h"])
+    """An honest node `a` and a configured peer `h`, sending unsigned items (the checks here
+    are those of their content and of the erasure grants; signatures are pinned in
+    tests/integration/test_signed_relay.py and tests/integration/federation)."""
+    federation = Federation(["a", "h"], signed=False)
     try:
         yield federation
     finally:
@@ -171,6 +173,7 @@ async def test_sync_with_small_answer_limits_still_moves_everything_both_ways() 
                 [Peer(f"inproc:{p}", p) for p in ("a", "b") if p != n],
                 max_delta_items=16,
                 max_digest_buckets=32,
+                roster=fed.rosters[n],
             )
             fed.endpoints[n] = small
             for (_caller, target), link in fed.links.items():
@@ -415,7 +418,9 @@ async def test_a_first_sync_larger_than_the_held_ids_limit_completes(
     monkeypatch.setattr(sync, "MAX_HAVE_IDS", 600)
     fed = Federation(["a", "b"])
     try:
-        small = FederationEndpoint(fed.ledgers["a"], [Peer("inproc:b", "b")], max_delta_items=16)
+        small = FederationEndpoint(
+            fed.ledgers["a"], [Peer("inproc:b", "b")], max_delta_items=16, roster=fed.rosters["a"]
+        )
         fed.endpoints["a"] = fed.links[("b", "a")].endpoint = small
         _fill(fed, "a", 800)
         [result] = await fed.syncers["b"].sync_round()

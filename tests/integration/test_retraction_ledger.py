@@ -144,8 +144,11 @@ def test_a_relayed_retraction_counts_at_the_peers_ceiling() -> None:
         fed.clock.advance(DAY)
         done = fed.ledgers["a"].retract(WORKS_AT, reason="left")
         assert done.outcome is Outcome.RETRACTED
-        with fed.ledgers["a"].repo.read() as tx:
-            [r] = tx.key_states([WORKS_AT])[WORKS_AT].retractions
+        # As a offers it to a peer: signed by a, its origin, with a's certificate beside it.
+        [r] = [e for e in fed.ledgers["a"].offer({"evidence": [""]})[1] if e.retracts]
+        roster, credentials = fed.rosters["b"], fed.credentials
+        assert roster is not None and credentials is not None
+        roster.learn([credentials.signer("a").identity.der], by="a")
         result = fed.ledgers["b"].receive("a", None, [], [r], [])
         assert not result.rejected
         logged = [d.decision for d in fed.ledgers["b"].decisions(key=WORKS_AT).items]

@@ -10,9 +10,11 @@ import pytest
 
 from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
-from factnode.core import MICROS_PER_DAY, Key, Submission, ids
+from factnode.core import MICROS_PER_DAY, BeliefState, Key, Submission, ids
 from factnode.core.consensus import Vote
 from factnode.core.signed import Signature, vote_payload
+from factnode.federation._index import index_of
+from factnode.ledger import NotFound
 from factnode.metrics import Metrics
 from factnode.testing import Credentials, FakeClock, Federation, memory_ledger
 
@@ -135,3 +137,106 @@ def test_a_vote_signed_by_one_member_does_not_verify_as_another() -> None:
         assert roster.verify_vote(by_a) is Signature.VALID
     finally:
         ledger.repo.close()
+
+
+async def test_a_revoked_origins_evidence_is_refused_after_the_revocation(
+    fed: Federation,
+) -> None:
+    """Once b holds a list revoking a, evidence a originates reaches b only through c and is
+    refused there as not a member's (counted), while what b took before stays; c, which
+    holds no list, takes it."""
+    assert fed.credentials is not None
+    metrics = Metrics()
+    fed.ledgers["b"].on_refused(metrics.peer_refused)
+    _submit(fed, "a", "Lisbon")
+    await fed.round()
+    before = fed.ledgers["b"].belief(KEY)
+    roster = fed.rosters["b"]
+    assert roster is not None
+    roster.revoke(fed.credentials.revocation_list(["a"]))
+    fed.links[("a", "b")].up = fed.links[("b", "a")].up = False
+    later = Key("user:ana", "ana", "works_at")
+    fed.ledgers["a"].submit(Submission(*later, "Acme", "agent_observed", "agent:a", 0.5, 0.9))
+    for _ in range(2):
+        await fed.round()
+    assert fed.ledgers["c"].belief(later).object == "Acme"
+    with fed.ledgers["b"].repo.read() as tx:
+        assert tx.key_states([later])[later].evidence == ()
+    assert fed.ledgers["b"].belief(KEY) == before
+    refused = metrics.registry.get_sample_value(
+        "factnode_peer_signatures_refused_total", {"kind": "evidence", "reason": "not_a_member"}
+    )
+    assert refused is not None and refused >= 1
+
+
+async def test_an_equivocation_proof_reaches_every_member_and_digests_agree() -> None:
+    """e signs two votes with one number on one key and hands one to a, the other to c,
+    then goes silent: after a few rounds among a, b and c, each holds the proof, counts e
+    zero, serves the key CONTESTED, and their vote digests are equal (the proof is gossiped
+    as one item, so idle rounds move nothing)."""
+    fed = Federation(["a", "b", "c", "e"])
+    try:
+        assert fed.credentials is not None
+        _submit(fed, "a", "Lisbon")
+        _submit(fed, "b", "Lisbon")
+        _submit(fed, "c", "Lisbon")
+        for _ in range(2):
+            await fed.round()
+        for n in ("a", "b", "c"):
+            fed.links[(n, "e")].up = fed.links[("e", n)].up = False
+        held = next(v for v in fed.ledgers["b"].offer({"votes": [""]})[2] if v.key == KEY)
+        signer = fed.credentials.signer("e")
+        conflicting = []
+        for worth in (500, 400):
+            v = dataclasses.replace(held, voter="e", worth_milli=worth, seq=3, signature=b"")
+            conflicting.append(dataclasses.replace(v, signature=signer.sign(vote_payload(v))))
+        cert = signer.identity.der
+        for node, v in zip(("a", "c"), conflicting, strict=True):
+            delta = pb.Delta(votes=[wire.vote_pb(v)], certificates=[cert])
+            assert list(fed.endpoints[node].push_delta("b", delta).rejected) == []
+        for _ in range(3):
+            await fed.round()
+        for n in ("a", "b", "c"):
+            tally = fed.ledgers[n].tally_of(KEY)
+            assert tally is not None and tally.equivocators == ("e",), n
+            assert all("e" not in t.voters for t in tally.versions)
+            belief = fed.ledgers[n].belief(KEY)
+            assert belief.state is BeliefState.CONTESTED, n
+            with fed.ledgers[n].repo.read() as tx:
+                assert len(tx.all_equivocations()) == 1
+        digests = {index_of(fed.ledgers[n]).signed_votes.bucket("") for n in ("a", "b", "c")}
+        assert len(digests) == 1
+    finally:
+        fed.close()
+
+
+async def test_a_tombstone_signed_by_its_eraser_travels_through_a_relay(
+    fed: Federation,
+) -> None:
+    """a's operator erases a key; c, with no link to a, applies a's signed tombstone relayed
+    by b and logs a as where it was made. The same tombstone re-attributed to b by a relay
+    (b never made it) is refused for its signature."""
+    fed.links[("a", "c")].up = fed.links[("c", "a")].up = False
+    _submit(fed, "a", "Lisbon")
+    for _ in range(2):
+        await fed.round()
+    assert fed.ledgers["c"].belief(KEY).object == "Lisbon"
+    fed.ledgers["a"].erase(key=KEY, operator="ops", reason="asked to")
+    [tombstone] = fed.ledgers["a"].offer({"tombstones": [""]})[0]
+    assert tombstone.signature
+    forged = dataclasses.replace(tombstone, origin_node="b")
+    reply = fed.endpoints["c"].push_delta("b", pb.Delta(tombstones=[wire.tombstone_pb(forged)]))
+    assert [r.reason for r in reply.rejected] == [
+        "its signature does not verify against its signer's certificate"
+    ]
+    assert fed.ledgers["c"].belief(KEY).object == "Lisbon"
+    for _ in range(2):
+        await fed.round()
+    with pytest.raises(NotFound):
+        fed.ledgers["c"].belief(KEY)
+    [logged] = [
+        d.decision
+        for d in fed.ledgers["c"].decisions(page_size=100).items
+        if d.decision.rule.value == "peer_erasure"
+    ]
+    assert "made on a" in logged.detail and "delivered by b" in logged.detail

@@ -5,24 +5,30 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from factnode.certs import ensure_ca, issue_node_cert, revoke
-from factnode.core import Key
-from factnode.core.consensus import Vote, latest_votes, newer
+from factnode.core import BeliefState, Evidence, Key, Policy, Rule
+from factnode.core.consensus import Vote, latest_votes, newer, review_reason, served, tally
 from factnode.core.signed import (
     Signature,
     equivocates,
     equivocation_in,
+    evidence_payload,
+    marked,
+    proofs_among,
     refusal,
+    tombstone_payload,
     vote_payload,
     withdrawn,
     without_equivocators,
 )
 from factnode.federation.members import Roster
 from factnode.federation.trust import Authority, Signer
+from factnode.store import Tombstone
 from factnode.testing import memory_ledger
 
 KEY = Key("team:infra", "build", "python_version")
@@ -179,12 +185,100 @@ def test_a_foreign_certificate_teaches_the_roster_nothing(certs: Path) -> None:
 
 def test_a_revoked_or_expired_voter_is_not_a_member(certs: Path) -> None:
     """After a revocation list names a's certificate, and after a's certificate expires,
-    a's validly signed votes are refused as not a member's."""
+    a's validly signed votes are refused as not a member's, even one whose signature was
+    checked (and remembered) before."""
     roster = _roster(certs)
     roster.learn([(certs / "a.crt").read_bytes()], by="b")
     v = _signed(certs, VOTE)
     later = dt.datetime.now(dt.UTC) + dt.timedelta(days=365 * 30)
     assert roster.verify_vote(v, now=later) is Signature.NOT_A_MEMBER
+    assert roster.verify_vote(v) is Signature.VALID  # checked once, remembered
     crl, _number = revoke(certs, ["a"])
     roster.revoke(crl.read_bytes())
     assert roster.verify_vote(v) is Signature.NOT_A_MEMBER
+
+
+def test_relayed_evidence_counts_at_the_cap_set_for_its_origin() -> None:
+    """The cap is the one set for the origin, else the default; who delivered it plays no
+    part (the function is not even told)."""
+    policy = Policy(member_caps={"trusted": "agent_observed"})
+    assert policy.cap_for("trusted") == "agent_observed"
+    assert policy.cap_for("stranger") == "federation_received"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"object": "Porto"},
+        {"attribution": "user_stated"},
+        {"source": "other"},
+        {"worth_milli": 501},
+        {"confidence_milli": 901},
+        {"valid_from": 2},
+        {"valid_from_defaulted": True},
+        {"recorded_at": 4},
+        {"origin_node": "b"},
+        {"corrects": "5" * 32},
+        {"contradicts": Key("team:infra", "build", "os")},
+        {"retracts": True},
+    ],
+)
+def test_the_origins_signature_covers_the_evidence_and_its_provenance(
+    change: dict[str, object],
+) -> None:
+    """Changing the statement, its provenance, its origin or when it was first recorded
+    changes what the origin signed; the cap a relay counted it at does not."""
+    e = Evidence(
+        "1" * 32, KEY, "Lisbon", "2" * 32, "agent_observed", "src", 500, 900, 1, False, 3, "a"
+    )
+    assert evidence_payload(dataclasses.replace(e, **change)) != evidence_payload(e)  # type: ignore[arg-type]
+    assert evidence_payload(dataclasses.replace(e, anchor_cap="codebase_verified")) == (
+        evidence_payload(e)
+    )
+
+
+def test_proofs_are_found_in_one_delta_and_against_the_vote_held() -> None:
+    """Two conflicting votes in one delta, or one offered against the one held, prove the
+    equivocation once per voter and key; a vote with another number proves nothing."""
+    other = dataclasses.replace(VOTE, version_id="3" * 32)
+    [proof] = proofs_among([VOTE, other], {})
+    assert (proof.voter, proof.key, proof.seq) == ("a", KEY, 7)
+    [against_held] = proofs_among([other], {("a", KEY): VOTE})
+    assert against_held == proof
+    assert proofs_among([dataclasses.replace(other, seq=8)], {("a", KEY): VOTE}) == []
+
+
+def test_an_equivocators_marker_counts_zero_and_leaves_no_consensus() -> None:
+    """With a's marker held, b's vote alone would have consensus; instead no version has it,
+    a counts nowhere, and the tally names a."""
+    b = dataclasses.replace(VOTE, voter="b")
+    marker = marked(equivocation_in(VOTE, dataclasses.replace(VOTE, anchor=1)))  # type: ignore[arg-type]
+    result = tally([b, marker], now=10**12, threshold=Fraction(66, 100), half_life_days=30)
+    assert result is not None
+    assert result.equivocators == ("a",) and result.consensus is None
+    assert [t.voters for t in result.versions] == [("b",)]
+    served_now = served("1" * 32, Rule.RECENCY, False, False, result)
+    assert served_now is not None and served_now.state is BeliefState.CONTESTED
+    assert "a signed two different votes" in review_reason(result, Fraction(66, 100), (), {})
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"erasure_id": "9" * 32},
+        {"scope": "subject"},
+        {"scope_hash": "8" * 32},
+        {"erased_at": 6},
+        {"operator": "mallory"},
+        {"reason": "other"},
+        {"evidence_ids": ("7" * 32,)},
+        {"origin_node": "b"},
+    ],
+)
+def test_the_erasers_signature_covers_the_whole_tombstone(change: dict[str, object]) -> None:
+    """Changing any part of a tombstone, the node it names as its origin included, changes
+    what that node signed; the order its evidence ids are listed in does not."""
+    t = Tombstone("1" * 32, "key", "2" * 32, 5, "ops", "gdpr", ("3" * 32, "4" * 32), "a")
+    assert tombstone_payload(dataclasses.replace(t, **change)) != tombstone_payload(t)  # type: ignore[arg-type]
+    reordered = dataclasses.replace(t, evidence_ids=("4" * 32, "3" * 32))
+    assert tombstone_payload(reordered) == tombstone_payload(t)

@@ -748,7 +748,7 @@ class DeltaRequest(_message.Message):
     def __init__(self, buckets: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., have_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RelayedEvidence(_message.Message):
-    __slots__ = ("evidence_id", "key", "object", "attribution", "source", "worth_milli", "confidence_milli", "valid_from", "valid_from_defaulted", "recorded_at", "origin_node", "corrects", "contradicts", "anchor_cap", "retracts")
+    __slots__ = ("evidence_id", "key", "object", "attribution", "source", "worth_milli", "confidence_milli", "valid_from", "valid_from_defaulted", "recorded_at", "origin_node", "corrects", "contradicts", "anchor_cap", "retracts", "signature")
     EVIDENCE_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
@@ -764,6 +764,7 @@ class RelayedEvidence(_message.Message):
     CONTRADICTS_FIELD_NUMBER: _ClassVar[int]
     ANCHOR_CAP_FIELD_NUMBER: _ClassVar[int]
     RETRACTS_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     evidence_id: str
     key: Key
     object: str
@@ -779,7 +780,8 @@ class RelayedEvidence(_message.Message):
     contradicts: Key
     anchor_cap: str
     retracts: bool
-    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth_milli: _Optional[int] = ..., confidence_milli: _Optional[int] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ..., retracts: _Optional[bool] = ...) -> None: ...
+    signature: bytes
+    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth_milli: _Optional[int] = ..., confidence_milli: _Optional[int] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ..., retracts: _Optional[bool] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Vote(_message.Message):
     __slots__ = ("key", "version_id", "evidence_id", "anchor", "worth_milli", "fresh_since", "cast_at", "voter", "seq", "signature")
@@ -806,7 +808,7 @@ class Vote(_message.Message):
     def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., version_id: _Optional[str] = ..., evidence_id: _Optional[str] = ..., anchor: _Optional[int] = ..., worth_milli: _Optional[int] = ..., fresh_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cast_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., voter: _Optional[str] = ..., seq: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class ErasureTombstone(_message.Message):
-    __slots__ = ("erasure_id", "scope", "scope_hash", "erased_at", "evidence_ids", "operator", "reason", "origin_node")
+    __slots__ = ("erasure_id", "scope", "scope_hash", "erased_at", "evidence_ids", "operator", "reason", "origin_node", "signature")
     ERASURE_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     SCOPE_HASH_FIELD_NUMBER: _ClassVar[int]
@@ -815,6 +817,7 @@ class ErasureTombstone(_message.Message):
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_NODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     erasure_id: str
     scope: ErasureScope
     scope_hash: str
@@ -823,7 +826,8 @@ class ErasureTombstone(_message.Message):
     operator: str
     reason: str
     origin_node: str
-    def __init__(self, erasure_id: _Optional[str] = ..., scope: _Optional[_Union[ErasureScope, str]] = ..., scope_hash: _Optional[str] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evidence_ids: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., origin_node: _Optional[str] = ...) -> None: ...
+    signature: bytes
+    def __init__(self, erasure_id: _Optional[str] = ..., scope: _Optional[_Union[ErasureScope, str]] = ..., scope_hash: _Optional[str] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evidence_ids: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., origin_node: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Delta(_message.Message):
     __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list", "certificates", "members")

@@ -32,7 +32,7 @@ from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.certs import ensure_ca, issue_node_cert
-from factnode.core.signed import vote_payload
+from factnode.core.signed import evidence_payload, tombstone_payload, vote_payload
 
 START_TIMEOUT = 30.0  # seconds for `serve` to announce its ports (several start at once)
 RPC_TIMEOUT = 15.0  # seconds for one client call
@@ -376,11 +376,31 @@ def signed_vote(identity: TlsIdentity, msg: pb.Vote, voter: str = "") -> pb.Vote
     out.CopyFrom(msg)
     out.voter = voter or out.voter or node_id_of(identity)
     out.seq = out.seq or out.cast_at.ToMicroseconds()
-    core = wire.vote(out, out.voter)
+    out.signature = _sign(identity, vote_payload(wire.vote(out, out.voter)))
+    return out
+
+
+def signed_evidence(identity: TlsIdentity, msg: pb.RelayedEvidence) -> pb.RelayedEvidence:
+    """`msg` as its origin, `identity`'s node, signs it (DESIGN §7): whatever origin it
+    names, the signature is by `identity`'s key."""
+    out = pb.RelayedEvidence()
+    out.CopyFrom(msg)
+    out.signature = _sign(identity, evidence_payload(wire.relayed(out)))
+    return out
+
+
+def signed_tombstone(identity: TlsIdentity, msg: pb.ErasureTombstone) -> pb.ErasureTombstone:
+    """`msg` signed by `identity`'s node as the node where the erasure was made."""
+    out = pb.ErasureTombstone()
+    out.CopyFrom(msg)
+    out.signature = _sign(identity, tombstone_payload(wire.tombstone(out)))
+    return out
+
+
+def _sign(identity: TlsIdentity, payload: bytes) -> bytes:
     key = serialization.load_pem_private_key(identity.key.read_bytes(), password=None)
     assert isinstance(key, ec.EllipticCurvePrivateKey)
-    out.signature = key.sign(vote_payload(core), ec.ECDSA(hashes.SHA256()))
-    return out
+    return key.sign(payload, ec.ECDSA(hashes.SHA256()))
 
 
 def certificate_der(identity: TlsIdentity) -> bytes:

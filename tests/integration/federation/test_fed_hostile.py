@@ -27,8 +27,11 @@ from _fednet import (
     event_time,
     key,
     make_identities,
+    node_id_of,
     peer_channel,
     refused,
+    signed_evidence,
+    signed_tombstone,
     signed_vote,
     unique_ns,
 )
@@ -118,12 +121,20 @@ class PeerLink:
         self, delta: pb.Delta, metadata: tuple[tuple[str, str], ...] = ()
     ) -> pb.PushDeltaResponse:
         """Sends `delta`, its unsigned votes signed by this link's node, numbered by their
-        cast time: a member's lies are signed like its honest votes (DESIGN §7)."""
+        cast time, and the evidence it originates signed by it: a member's lies are signed
+        like its honest items (DESIGN §7)."""
         signed = pb.Delta()
         signed.CopyFrom(delta)
+        me = node_id_of(self.identity)
         for v in signed.votes:
             if not v.signature:
                 v.CopyFrom(signed_vote(self.identity, v))
+        for e in signed.evidence:
+            if not e.signature and e.origin_node == me:
+                e.CopyFrom(signed_evidence(self.identity, e))
+        for t in signed.tombstones:
+            if not t.signature and t.origin_node == me:
+                t.CopyFrom(signed_tombstone(self.identity, t))
         return self.stub.PushDelta(signed, timeout=RPC_TIMEOUT, metadata=metadata)
 
     def offered(self, digest_set: pb.DigestSet) -> pb.Delta:
@@ -371,9 +382,10 @@ def test_duplicated_and_reordered_deltas_change_nothing_more(
 def test_a_vote_counts_for_the_node_its_certificate_proves(
     victim: FedNode, mallory: PeerLink, honest: PeerLink
 ) -> None:
-    """Evidence that names `honest` as its origin and claims a higher ceiling, pushed over
-    mallory's link, is capped at mallory's ceiling (not honest's) and loses locally; mallory's vote counts for mallory, and
-    honest's vote on the key stays as honest cast it."""
+    """Evidence that names `honest` as its origin, pushed over mallory's link unsigned or
+    signed with mallory's key, is refused for its signature (a relay cannot re-attribute
+    evidence, DESIGN §7); mallory's vote on it waits and counts nothing, and honest's vote
+    on the key stays as honest cast it, its evidence at honest's ceiling."""
     k = fresh_key("impersonate")
     at = event_time().ToMicroseconds()
     victim.submit(k, "3.12", source="agent:victim", valid_from=ts(at))
@@ -384,30 +396,30 @@ def test_a_vote_counts_for_the_node_its_certificate_proves(
     )
     assert list(honest.push(pb.Delta(evidence=[theirs], votes=[vote(theirs)])).rejected) == []
     # Newer than the victim's own agent_observed fact: at honest's cap (agent_observed) it would
-    # win locally on recency; at mallory's (federation_received) it loses on trust_anchor.
+    # win locally on recency.
     forged = evidence(
         k, "3.13", source="agent:honest", origin=HONEST, valid_from=at + 1800 * SECOND
     )
-    forged.anchor_cap = "codebase_verified"  # and it claims a higher ceiling than mallory's
+    forged.anchor_cap = "codebase_verified"  # and it claims a higher ceiling than anyone's
+    resigned = signed_evidence(mallory.identity, forged)
     reply = mallory.push(
-        pb.Delta(evidence=[forged], votes=[vote(forged, cast_at=now() + SECOND)]),
+        pb.Delta(evidence=[forged, resigned], votes=[vote(forged, cast_at=now() + SECOND)]),
         metadata=(("x-node-id", HONEST),),
     )
-    assert list(reply.rejected) == []
+    assert [(r.id, r.reason) for r in reply.rejected] == [
+        (forged.evidence_id, "it carries no signature"),
+        (forged.evidence_id, "its signature does not verify against its signer's certificate"),
+    ]
     history = victim.history(k)
     assert history is not None
     held = {e.evidence_id: e for v in history.versions for e in v.evidence}
-    assert held[forged.evidence_id].anchor_cap == "federation_received"
+    assert forged.evidence_id not in held
     assert held[theirs.evidence_id].anchor_cap == "agent_observed"
     b = victim.belief(k)
     assert b is not None and b.object == "3.12"
-    # The victim's own arbitration still believes 3.12; 3.13 lost to it on trust_anchor.
-    local = {t.object: t for t in b.tallies}
-    assert local["3.12"].local_belief and not local["3.13"].local_belief
-    assert local["3.13"].local_rule == "trust_anchor"
     t = tallies(victim, k)
     assert t["3.12"].voters == (HONEST, VICTIM)
-    assert t["3.13"].voters == (MALLORY,)
+    assert voted_by(victim, k, MALLORY) is None  # its vote waits for evidence never held
 
 
 def test_a_certificate_from_another_ca_is_refused_at_the_handshake(

@@ -22,6 +22,7 @@ from _fednet import (
     event_time,
     key,
     peer_channel,
+    signed_evidence,
     signed_vote,
     unique_ns,
 )
@@ -36,12 +37,13 @@ A, B, C, H, Z = "a", "b", "c", "h", "z"
 @pytest.fixture(scope="module")
 def fed(start_federation: StartFederation) -> Federation:
     """a - b - c in a line; b and c also list h; z (another CA's certificate) is listed by
-    nobody."""
+    nobody. c trusts b's evidence up to agent_observed; h's and a's at the default."""
 
     def line(f: Federation) -> None:
         f[A].peers = [f[B]]
         f[B].peers = [f[A], f[C], f[H]]
         f[C].peers = [f[B], f[H]]
+        f[C].peer_max_anchor = {B: "agent_observed"}
 
     return start_federation([A, B, C, H, Z], foreign=[Z], absent=[H, Z], configure=line)
 
@@ -56,8 +58,11 @@ class Link:
 
     def votes(self) -> pb.Delta:
         """Every signed vote the target holds, as it offers them to a peer."""
+        return self.offered(pb.DIGEST_SET_VOTES)
+
+    def offered(self, digest_set: pb.DigestSet) -> pb.Delta:
         return self.stub.PullDelta(
-            pb.DeltaRequest(buckets=[pb.BucketRef(set=pb.DIGEST_SET_VOTES, prefix="")]),
+            pb.DeltaRequest(buckets=[pb.BucketRef(set=digest_set, prefix="")]),
             timeout=RPC_TIMEOUT,
         )
 
@@ -106,11 +111,14 @@ def key_id(k: pb.Key) -> str:
 
 
 def agree(fed: Federation, k: pb.Key, a_says: str = "Lisbon") -> None:
-    """a and b say `a_says`, c says Porto; the line syncs until quiet."""
+    """a and b say `a_says`, c says Porto a minute later (so c believes Porto on recency
+    whatever b's evidence counts at on c); the line syncs until quiet."""
     at = event_time()
     fed[A].submit(k, a_says, source="agent:a", valid_from=at)
     fed[B].submit(k, "Lisbon", source="agent:b", valid_from=at)
-    fed[C].submit(k, "Porto", source="agent:c", valid_from=at)
+    later = type(at)()
+    later.FromMicroseconds(at.ToMicroseconds() + 60_000_000)
+    fed[C].submit(k, "Porto", source="agent:c", valid_from=later)
     fed.sync_until_quiet(down=[H, Z])
 
 
@@ -221,3 +229,118 @@ def test_a_refused_link_cannot_vote_through_a_relay(fed: Federation) -> None:
             pb_grpc.FederationServiceStub(channel).PushDelta(pb.Delta(), timeout=RPC_TIMEOUT)
     finally:
         channel.close()
+
+
+def _anchor_caps(node: FedNode, k: pb.Key) -> dict[str, str]:
+    """The anchor cap each piece of evidence on `k` counts at on `node`, by value."""
+    history = node.history(k)
+    assert history is not None
+    return {e.object: e.anchor_cap for v in history.versions for e in v.evidence}
+
+
+def test_relayed_evidence_counts_at_its_origins_cap_whoever_delivers_it(
+    fed: Federation, to_b: Link, to_c: Link
+) -> None:
+    """b's evidence, delivered to c by h (a member c trusts no more than the default), counts
+    on c at the cap c sets for b, its origin (agent_observed), not at h's; h's own evidence
+    at h's (federation_received); b delivering it later changes nothing."""
+    k = key(unique_ns("origin-cap"), "build", "python_version")
+    fed[B].submit(k, "3.12", source="agent:b", valid_from=event_time())
+    offered = [e for e in to_b.offered(pb.DIGEST_SET_EVIDENCE).evidence if e.key == k]
+    assert len(offered) == 1 and offered[0].origin_node == B and offered[0].signature
+    own = pb.RelayedEvidence()
+    own.CopyFrom(offered[0])
+    own.object, own.source, own.origin_node = "3.13", "agent:h", H
+    own.evidence_id = ids.evidence_id(
+        Key(k.namespace, k.subject, k.predicate), "3.13", own.attribution, "agent:h",
+        own.valid_from.ToMicroseconds(), own.worth_milli, own.confidence_milli, None, None,
+    )  # fmt: skip
+    own = signed_evidence(fed[H].tls, own)
+    reply = to_c.push(pb.Delta(evidence=[offered[0], own], certificates=list(offered_certs(to_b))))
+    assert list(reply.rejected) == []
+    assert _anchor_caps(fed[C], k) == {"3.12": "agent_observed", "3.13": "federation_received"}
+    fed.sync_until_quiet(down=[H, Z])
+    assert _anchor_caps(fed[C], k) == {"3.12": "agent_observed", "3.13": "federation_received"}
+
+
+def offered_certs(link: Link) -> list[bytes]:
+    """The certificates a node passes on with its evidence."""
+    return list(link.offered(pb.DIGEST_SET_EVIDENCE).certificates)
+
+
+def test_a_relay_cannot_reattribute_evidence_to_a_more_trusted_origin(
+    fed: Federation, to_c: Link
+) -> None:
+    """h's evidence re-attributed to b (whom c trusts more), signed by h or not signed at all,
+    is refused item by item for its signature, and c's belief is as it was."""
+    k = key(unique_ns("reattribute"), "build", "python_version")
+    at = event_time()
+    fed[C].submit(k, "3.12", source="agent:c", valid_from=at)
+    obj, source = "3.13", "agent:h"
+    e = pb.RelayedEvidence(
+        evidence_id=ids.evidence_id(
+            Key(k.namespace, k.subject, k.predicate),
+            obj,
+            "agent_observed",
+            source,
+            at.ToMicroseconds() + 1,
+            500,
+            900,
+            None,
+            None,
+        ),
+        key=k,
+        object=obj,
+        attribution="agent_observed",
+        source=source,
+        worth_milli=500,
+        confidence_milli=900,
+        origin_node=B,
+    )
+    e.valid_from.FromMicroseconds(at.ToMicroseconds() + 1)
+    e.recorded_at.FromMicroseconds(at.ToMicroseconds() + 1)
+    reply = to_c.push(pb.Delta(evidence=[e, signed_evidence(fed[H].tls, e)]))
+    assert [r.reason for r in reply.rejected] == [
+        "it carries no signature",
+        "its signature does not verify against its signer's certificate",
+    ]
+    b = fed[C].belief(k)
+    assert b is not None and b.object == "3.12"
+    assert set(_anchor_caps(fed[C], k)) == {"3.12"}
+
+
+def test_an_equivocating_voter_counts_zero_everywhere_and_the_key_is_reviewed(
+    fed: Federation, to_b: Link, to_c: Link
+) -> None:
+    """h signs two different votes with one number on one key and hands one to b, the other
+    to c: once the line has synced, every node holds the proof, counts h zero on the key,
+    serves it CONTESTED and lists it in its review queue naming h; a later vote of h on the
+    key is not taken."""
+    ns = unique_ns("equivocate")
+    k = key(ns, "ana", "lives_in")
+    agree(fed, k)
+    lisbon = vote_of(to_b.votes(), B, k)  # votes resting on evidence every node holds
+    porto = vote_of(to_c.votes(), C, k)
+    one, other = pb.Vote(), pb.Vote()
+    for v, src in ((one, lisbon), (other, porto)):
+        v.CopyFrom(src)
+        v.ClearField("signature")
+        v.ClearField("voter")
+        v.seq = 7
+        v.cast_at.CopyFrom(lisbon.cast_at)
+    assert list(to_b.push(pb.Delta(votes=[signed_vote(fed[H].tls, one)])).rejected) == []
+    assert list(to_c.push(pb.Delta(votes=[signed_vote(fed[H].tls, other)])).rejected) == []
+    assert voters(fed[B], k)[H] == "Lisbon" and voters(fed[C], k)[H] == "Porto"
+    fed.sync_until_quiet(down=[H, Z])
+    for node in (A, B, C):
+        assert H not in voters(fed[node], k), node
+        belief = fed[node].belief(k)
+        assert belief is not None and belief.state == pb.BELIEF_STATE_CONTESTED, node
+        queued = fed[node].contested(ns)
+        entry = queued[(k.namespace, k.subject, k.predicate)]
+        assert "h signed two different votes" in entry.detail, (node, entry.detail)
+    later = pb.Vote()
+    later.CopyFrom(one)
+    later.seq = 8
+    assert list(to_c.push(pb.Delta(votes=[signed_vote(fed[H].tls, later)])).rejected) == []
+    assert H not in voters(fed[C], k)

@@ -1,4 +1,5 @@
-"""signed data: votes carry their voter's sequence number and signature; equivocation proofs
+"""signed data: votes carry their voter's sequence number and signature; relayed evidence's
+signature by its origin; tombstones' by theirs; equivocation proofs
 
 Votes stored before this revision have seq 0 and no signature: a node re-signs its own on
 open (`Ledger.sign_own_votes`), and peers' unsigned votes stop counting on their next
@@ -23,6 +24,17 @@ def upgrade() -> None:
     with op.batch_alter_table("vote") as batch:
         batch.add_column(sa.Column("seq", sa.BigInteger(), nullable=False, server_default="0"))
         batch.add_column(sa.Column("signature", sa.LargeBinary(), nullable=True))
+        batch.add_column(
+            sa.Column("equivocated", sa.Boolean(), nullable=False, server_default=sa.false())
+        )
+    with op.batch_alter_table("erasure") as batch:
+        batch.add_column(sa.Column("signature", sa.LargeBinary(), nullable=True))
+    op.create_table(
+        "evidence_signature",
+        sa.Column("evidence_id", sa.String(length=32), nullable=False),
+        sa.Column("signature", sa.LargeBinary(), nullable=False),
+        sa.PrimaryKeyConstraint("evidence_id"),
+    )
     op.create_table(
         "equivocation",
         sa.Column("voter", sa.String(length=256), nullable=False),
@@ -39,6 +51,10 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("equivocation")
+    op.drop_table("evidence_signature")
+    with op.batch_alter_table("erasure") as batch:
+        batch.drop_column("signature")
     with op.batch_alter_table("vote") as batch:
+        batch.drop_column("equivocated")
         batch.drop_column("signature")
         batch.drop_column("seq")

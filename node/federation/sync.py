@@ -22,7 +22,6 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.clock import describe_skew
 from factnode.config import Peer
 from factnode.core import FieldViolation, InvalidInput
-from factnode.core.consensus import Vote
 from factnode.federation._digest import DEPTH, SetDigest
 from factnode.federation._index import index_of
 from factnode.federation.members import Roster
@@ -194,7 +193,6 @@ class FederationEndpoint:
                 evidence=[wire.relayed_pb(e) for e in evidence[: self.max_delta_items]],
                 votes=[wire.vote_pb(v) for v in votes],
             )
-            _vouch(piece, self.roster, votes)
             piece_size = piece.ByteSize()
             if piece_size > self.max_delta_bytes and len(prefix) < DEPTH and count > 1:
                 # Too many bytes for one answer: its children, one at a time, fit better.
@@ -214,6 +212,8 @@ class FederationEndpoint:
                 work.appendleft((s, prefix))
                 break
         out.unanswered.extend(pb.BucketRef(set=s, prefix=p) for s, p in work)
+        # One certificate per signer, beyond the items' byte budget: bounded by the members.
+        _vouch(out, self.roster)
         return out
 
     def push_delta(self, caller: str, delta: pb.Delta) -> pb.PushDeltaResponse:
@@ -242,12 +242,12 @@ class FederationEndpoint:
         )
 
 
-def _vouch(delta: pb.Delta, roster: Roster | None, votes: Sequence[Vote]) -> None:
-    """Adds the certificates of the delta's signers (voters, evidence origins), so a receiver
-    that does not know one can check its signature (it checks the certificate against the
-    CA first)."""
+def _vouch(delta: pb.Delta, roster: Roster | None) -> None:
+    """Adds the certificates of the delta's signers (voters, evidence and erasure origins),
+    each once, so a receiver that does not know one can check its signature (it checks the
+    certificate against the CA first)."""
     if roster is not None:
-        signers = {v.voter for v in votes if v.signature}
+        signers = {v.voter for v in delta.votes if v.signature}
         signers |= {e.origin_node for e in delta.evidence if e.signature}
         signers |= {t.origin_node for t in delta.tombstones if t.signature}
         delta.certificates.extend(roster.certificates(signers))
@@ -603,7 +603,7 @@ class Syncer:
                 votes=[wire.vote_pb(v) for v in votes],
                 votes_complete_under=prefixes["votes"],
             )
-            _vouch(delta, self.roster, votes)
+            _vouch(delta, self.roster)
             reply = await _step(link.push_delta(delta))
             result.tombstones_sent += len(tombstones)
             result.evidence_sent += len(evidence)

@@ -22,7 +22,6 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.clock import describe_skew
 from factnode.config import Peer
 from factnode.core import FieldViolation, InvalidInput
-from factnode.core.consensus import Vote
 from factnode.core.members import MemberRecord
 from factnode.federation._digest import DEPTH, SetDigest
 from factnode.federation._index import index_of
@@ -210,6 +209,8 @@ class FederationEndpoint:
                 work.appendleft((s, prefix))
                 break
         out.unanswered.extend(pb.BucketRef(set=s, prefix=p) for s, p in work)
+        # One certificate per signer, beyond the items' byte budget: bounded by the members.
+        _vouch(out, self.roster)
         return out
 
     def _piece(self, s: pb.DigestSet, prefix: str, have: set[str]) -> tuple[pb.Delta, bool]:
@@ -224,7 +225,6 @@ class FederationEndpoint:
             evidence=[wire.relayed_pb(e) for e in evidence[: self.max_delta_items]],
             votes=[wire.vote_pb(v) for v in votes],
         )
-        _vouch(piece, self.roster, votes)
         return piece, len(evidence) > len(piece.evidence)
 
     def push_delta(self, caller: str, delta: pb.Delta) -> pb.PushDeltaResponse:
@@ -255,12 +255,12 @@ class FederationEndpoint:
         )
 
 
-def _vouch(delta: pb.Delta, roster: Roster | None, votes: Sequence[Vote]) -> None:
-    """Adds the certificates of the delta's signers (voters, evidence origins), so a receiver
-    that does not know one can check its signature (it checks the certificate against the
-    CA first)."""
+def _vouch(delta: pb.Delta, roster: Roster | None) -> None:
+    """Adds the certificates of the delta's signers (voters, evidence and erasure origins),
+    each once, so a receiver that does not know one can check its signature (it checks the
+    certificate against the CA first)."""
     if roster is not None:
-        signers = {v.voter for v in votes if v.signature}
+        signers = {v.voter for v in delta.votes if v.signature}
         signers |= {e.origin_node for e in delta.evidence if e.signature}
         signers |= {t.origin_node for t in delta.tombstones if t.signature}
         delta.certificates.extend(roster.certificates(signers))
@@ -712,7 +712,7 @@ class Syncer:
                 votes_complete_under=prefixes["votes"],
                 members=[wire.member_record_pb(r) for r in members],
             )
-            _vouch(delta, self.roster, votes)
+            _vouch(delta, self.roster)
             reply = await _step(link.push_delta(delta))
             result.tombstones_sent += len(tombstones)
             result.evidence_sent += len(evidence)

@@ -373,8 +373,9 @@ def test_0009_reshapes_the_indexes_and_reverses(
 
 
 def test_0009_adds_signed_votes_and_reverses(tmp_path: Path) -> None:
-    """0009_signed adds each vote's sequence number and signature and the equivocation
-    table; downgraded to 0008 they are gone and the votes stay; upgraded again, the votes
+    """0009_signed adds each vote's sequence number and signature, the tombstones'
+    signatures and the evidence-signature and equivocation tables; downgraded to 0008 they
+    are gone and the votes stay; upgraded again, the votes
     read back unsigned with number 0, which the node signs again on open."""
     url = f"sqlite:///{tmp_path / 'signed.db'}"
     credentials = Credentials(["node-test"])
@@ -393,7 +394,8 @@ def test_0009_adds_signed_votes_and_reverses(tmp_path: Path) -> None:
             conn.commit()
             columns = {c["name"] for c in inspect(conn).get_columns("vote")}
             assert not {"seq", "signature"} & columns
-            assert "equivocation" not in inspect(conn).get_table_names()
+            assert not {"equivocation", "evidence_signature"} & set(inspect(conn).get_table_names())
+            assert "signature" not in {c["name"] for c in inspect(conn).get_columns("erasure")}
             assert conn.execute(text("SELECT count(*) FROM vote")).scalar() == 1
     finally:
         repo.close()

@@ -17,12 +17,14 @@ from cryptography.hazmat.primitives import serialization
 from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.certs import ensure_ca, issue_node_cert, revoke
+from factnode.config import Settings
 from factnode.core import Policy
 from factnode.core.members import MemberRecord
 from factnode.federation.members import Roster
 from factnode.federation.trust import Authority, Signer
 from factnode.ledger import Ledger
-from factnode.store import SqlRepository
+from factnode.server.app import Node
+from factnode.store import SqlRepository, StoredMember
 from factnode.testing import FakeClock, Fleet
 
 IDS = [f"m{i}" for i in range(8)]
@@ -232,3 +234,52 @@ async def test_rounds_pick_fanout_members_at_random_reproducibly(fleet: Fleet) -
         assert set(picked) == set(IDS) - {"m0"}
     finally:
         twin.close()
+
+
+def test_member_records_round_trip_and_replace_on_every_backend(
+    repository: SqlRepository,
+) -> None:
+    """Stored records read back as written (certificate, signature bytes, a 63-bit
+    incarnation, the revoked mark), and a record replaces the one held for its node id."""
+    first = MemberRecord("alpha", "10.0.0.1:7421", b"-----BEGIN CERTIFICATE-----\n", 1, b"\x00\xff")
+    later = replace(first, address="10.0.0.9:7421", incarnation=2**63 - 1, signature=b"\x01")
+    other = MemberRecord("beta", "10.0.0.2:7421", b"pem", 3, b"\x02")
+    with repository.write() as tx:
+        tx.put_member_records([StoredMember(first, False), StoredMember(other, False)])
+    with repository.write() as tx:
+        tx.put_member_records([StoredMember(later, True)])
+    with repository.read() as tx:
+        assert tx.member_records() == [StoredMember(later, True), StoredMember(other, False)]
+
+
+def test_a_nodes_refused_member_records_are_counted_in_its_metrics(tmp_path: Path) -> None:
+    """A node built from settings counts each refused member record in
+    factnode_peer_items_refused_total{kind="member_record"}; a good one is not counted."""
+    certs = tmp_path / "certs"
+    for n in ("n1", "n2"):
+        issue_node_cert(certs, n)
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        federation_listen="127.0.0.1:0",
+        federation_cert=certs / "n1.crt",
+        federation_key=certs / "n1.key",
+        federation_ca=certs / "ca.crt",
+    )
+    node = Node(settings)
+    try:
+        assert node.roster is not None
+        signer = Signer(
+            node.roster.authority, (certs / "n2.crt").read_bytes(), (certs / "n2.key").read_bytes()
+        )
+        good = MemberRecord("n2", "127.0.0.1:7999", signer.identity.pem, 1)
+        good = replace(good, signature=signer.sign(good.payload()))
+        bad = replace(good, address="127.0.0.1:6666")
+        assert len(node.roster.take([good, bad, replace(bad, incarnation=5)], "n2")) == 2
+        counted = node.metrics.registry.get_sample_value(
+            "factnode_peer_items_refused_total", {"kind": "member_record"}
+        )
+        assert counted == 2
+    finally:
+        node.repo.close()
+        if node.store_lock is not None:
+            node.store_lock.release()

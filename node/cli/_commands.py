@@ -4,6 +4,7 @@ through the typed client and returns the response with its text."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -193,3 +194,45 @@ def revoke(node: Client, args: argparse.Namespace) -> Reply:
         raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
     r: Any = node.send(calls.REVOKE, pb.RevokeRequest(revocation_list=data))
     return Reply(r, out.revoked(r))
+
+
+def export(node: Client, args: argparse.Namespace) -> Reply:
+    target = Path(args.file)
+    if target.exists():
+        raise UsageError(f"export: {args.file} exists; give a new file")
+    partial = target.with_name(target.name + ".partial")
+    size = 0
+    try:
+        with partial.open("wb") as fh:
+            for piece in node.export():
+                fh.write(piece)
+                size += len(piece)
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+    r = pb.BackupResponse(destination=str(target.absolute()), bytes=size)
+    return Reply(r, f"exported {size:,} bytes to {target}")
+
+
+def _pieces(path: Path, size: int = 256 * 1024) -> Iterator[bytes]:
+    with path.open("rb") as fh:
+        while piece := fh.read(size):
+            yield piece
+
+
+def import_(node: Client, args: argparse.Namespace) -> Reply:
+    path = Path(args.file)
+    if not path.is_file():
+        raise UsageError(f"import: no file {args.file}")
+    done = node.restore(_pieces(path), force_policy=args.force_policy)
+    r = pb.ImportResponse(
+        node_id=done.node_id, evidence=done.evidence, tombstones=done.tombstones,
+        pins=done.pins, decisions=done.decisions, policy_differed=done.policy_differed,
+    )  # fmt: skip
+    return Reply(r, out.restored(r))
+
+
+def backup(node: Client, args: argparse.Namespace) -> Reply:
+    done = node.backup(args.name)
+    r = pb.BackupResponse(destination=done.destination, bytes=done.bytes)
+    return Reply(r, f"copied the store ({done.bytes:,} bytes) to {done.destination}")

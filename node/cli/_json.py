@@ -130,6 +130,9 @@ OUTPUTS: Mapping[str, Descriptor] = {
     "sync": pb.SyncNowResponse.DESCRIPTOR,
     "members": pb.ListMembersResponse.DESCRIPTOR,
     "revoke": pb.RevokeResponse.DESCRIPTOR,
+    "export": pb.BackupResponse.DESCRIPTOR,  # the file written and its size
+    "import": pb.ImportResponse.DESCRIPTOR,
+    "backup": pb.BackupResponse.DESCRIPTOR,
 }
 # `review show` adds the key's history (every version's evidence) to the queued key.
 EXTRA_FIELDS: Mapping[str, Mapping[str, Descriptor]] = {

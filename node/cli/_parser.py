@@ -274,6 +274,40 @@ def revoke(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the revocation list (revoked.crl)")
 
 
+def export(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "export",
+        parents=[common],
+        help="write the node's logical backup (evidence, tombstones, pins) to FILE (operator)",
+    )
+    p.add_argument("file", metavar="FILE", help="the JSON Lines file to write (must not exist)")
+
+
+def import_(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "import",
+        parents=[common],
+        help="replay an export into an empty node with the same node id (operator)",
+    )
+    p.add_argument("file", metavar="FILE", help="a file `factnode export` wrote")
+    p.add_argument(
+        "--force-policy",
+        action="store_true",
+        help="import even though the file was exported under another policy (its evidence is "
+        "then decided by this node's policy)",
+    )
+
+
+def backup(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "backup",
+        parents=[common],
+        help="have the node copy its SQLite store while it serves, into `backups` beside the "
+        "store (operator)",
+    )
+    p.add_argument("name", metavar="NAME", help="a new file name for the copy (no directory)")
+
+
 def mcp(sub: Any, common: argparse.ArgumentParser) -> None:
     # No --json: stdout carries the protocol's own JSON-RPC messages.
     p = sub.add_parser(

@@ -7,7 +7,7 @@ in how they send it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -269,6 +269,28 @@ REVOKE = _call(
     "AdminService", "Revoke", pb.RevokeResponse,
     lambda m: t.Revoked(m.applied, m.number, tuple(m.revoked)), False,
 )  # fmt: skip
+BACKUP = _call(
+    "AdminService", "Backup", pb.BackupResponse,
+    lambda m: t.BackedUp(m.destination, m.bytes), False,
+)  # fmt: skip
+EXPORT_PATH = "/factnode.v1.AdminService/Export"
+IMPORT_PATH = "/factnode.v1.AdminService/Import"
+
+
+def restored(m: pb.ImportResponse) -> t.Restored:
+    return t.Restored(m.node_id, m.evidence, m.tombstones, m.pins, m.decisions, m.policy_differed)
+
+
+def import_chunks(data: Iterable[bytes], force_policy: bool) -> Iterator[pb.ImportChunk]:
+    """An export's bytes as Import's request stream (`force_policy` on the first chunk)."""
+    first = True
+    for piece in data:
+        yield pb.ImportChunk(data=piece, force_policy=force_policy and first)
+        first = False
+    if first:
+        yield pb.ImportChunk(force_policy=force_policy)
+
+
 SYNC = _call("AdminService", "SyncNow", pb.SyncNowResponse, _sync, False)
 
 

@@ -228,3 +228,37 @@ class Client(c.Connection):
     def sync(self, peer_node_id: str = "") -> tuple[t.SyncResult, ...]:
         """Runs a sync round with one peer (or all) and reports what moved."""
         return self._send(c.SYNC, pb.SyncNowRequest(peer_node_id=peer_node_id))
+
+    def export(self, *, timeout: float | None = None) -> Iterator[bytes]:
+        """The node's logical backup (`Export`), piece by piece: whole lines of the JSON Lines
+        file. Without `timeout` the stream has no deadline (a large store takes a while)."""
+        rpc = self._channel.unary_stream(
+            c.EXPORT_PATH, request_serializer=pb.ExportRequest.SerializeToString,
+            response_deserializer=pb.ExportChunk.FromString,
+        )  # fmt: skip
+        try:
+            for chunk in rpc(pb.ExportRequest(), timeout=timeout, metadata=self._metadata):
+                yield chunk.data
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+
+    def restore(
+        self, data: Iterable[bytes], *, force_policy: bool = False, timeout: float | None = None
+    ) -> t.Restored:
+        """Imports an export (its bytes, in pieces) into this empty node (`Import`)."""
+        rpc = self._channel.stream_unary(
+            c.IMPORT_PATH, request_serializer=pb.ImportChunk.SerializeToString,
+            response_deserializer=pb.ImportResponse.FromString,
+        )  # fmt: skip
+        try:
+            response = rpc(
+                c.import_chunks(data, force_policy), timeout=timeout, metadata=self._metadata
+            )
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        return c.restored(response)
+
+    def backup(self, name: str, *, timeout: float | None = None) -> t.BackedUp:
+        """Has the node write a consistent copy of its SQLite store, called `name`, into its
+        backup directory (`backups` beside the store) while it serves (`Backup`)."""
+        return self._send(c.BACKUP, pb.BackupRequest(name=name), timeout)

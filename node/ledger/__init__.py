@@ -12,10 +12,16 @@ federation (the federation follows commits through `Ledger.on_commit`).
 - `_forgetting`: privacy erasure and decay.
 - `_review`: operators' resolutions.
 - `_peers`: what a peer is offered, and applying what a peer sent.
+- `_backup`: the logical backup (export, and import into an empty node by replay).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import IO
+
+from factnode.ledger import _backup
+from factnode.ledger._backup import BadExport, ImportRefused, Restored
 from factnode.ledger._model import (
     Belief,
     Committed,
@@ -37,17 +43,20 @@ from factnode.store import Repository
 __all__ = [
     "DEFAULT_PAGE_SIZE",
     "MAX_PAGE_SIZE",
+    "BadExport",
     "Belief",
     "Committed",
     "DecayReport",
     "ErasureReport",
     "Explanation",
+    "ImportRefused",
     "Ledger",
     "NotFound",
     "NotUnderReview",
     "Page",
     "Received",
     "Resolution",
+    "Restored",
     "Submitted",
     "ensure_node_id",
 ]
@@ -56,6 +65,14 @@ __all__ = [
 class Ledger(PeerInput, Review):
     """One node's beliefs: submit, read, explain, retract, resolve, erase, decay, and apply
     what peers send. Each responsibility lives in its own module (see the package doc)."""
+
+    def export(self) -> Iterator[bytes]:
+        """The logical backup, line by line, read in one snapshot (`_backup`)."""
+        return _backup.export_lines(self)
+
+    def restore(self, stream: IO[bytes], *, force_policy: bool = False) -> Restored:
+        """Checks an export and replays it into this empty node (`_backup.restore`)."""
+        return _backup.restore(self, stream, force_policy=force_policy)
 
 
 def ensure_node_id(repo: Repository, configured: str | None, fresh: str) -> str:

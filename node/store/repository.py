@@ -254,6 +254,16 @@ class MetaTransaction(Protocol):
     def set_meta(self, name: str, value: str) -> None: ...
 
 
+class ExportTransaction(Protocol):
+    """What a logical backup reads, in the order it is replayed."""
+
+    def exported_evidence(self) -> Iterator[tuple[Evidence, EvidenceStatus, str | None]]: ...
+
+    def exported_tombstones(self) -> list[Tombstone]: ...
+
+    def exported_pins(self) -> list[tuple[Key, str, str, str, Instant]]: ...
+
+
 class Transaction(
     EvidenceTransaction,
     DecisionTransaction,
@@ -263,6 +273,7 @@ class Transaction(
     TombstoneTransaction,
     DigestTransaction,
     MetaTransaction,
+    ExportTransaction,
     Protocol,
 ):
     """One unit of work, every aggregate's part over one connection; a write transaction
@@ -285,6 +296,8 @@ class Repository(Protocol):
     ) -> AbstractContextManager[Transaction]: ...
 
     def read(self) -> AbstractContextManager[Transaction]: ...
+
+    def snapshot(self) -> AbstractContextManager[Transaction]: ...
 
     def after_erase(self) -> None: ...
 

@@ -1,8 +1,8 @@
 """The SQLModel store: SQLite by default, PostgreSQL by URL.
 
 `SqlTransaction` is composed of one part per aggregate (`_evidence`, `_decisions`,
-`_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_meta`), all over one connection and key
-cache; `SqlRepository` opens them and keeps the cache in step with the database."""
+`_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_meta`, `_export`), all over
+one connection and key cache; `SqlRepository` opens them and keeps the cache in step with the database."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from factnode.store._engine import (
     reclaim_erased,
 )
 from factnode.store._evidence import SqlEvidence, state_queries
+from factnode.store._export import SqlExport
 from factnode.store._meta import META_QUERY, SqlMeta
 from factnode.store._pins import SqlPins
 from factnode.store._rows import _SELECT_EVIDENCE_ID
@@ -53,7 +54,15 @@ _GENERATION = "write_generation"
 
 
 class SqlTransaction(
-    SqlEvidence, SqlDecisions, SqlBeliefs, SqlVotes, SqlPins, SqlTombstones, SqlDigests, SqlMeta
+    SqlEvidence,
+    SqlDecisions,
+    SqlBeliefs,
+    SqlVotes,
+    SqlPins,
+    SqlTombstones,
+    SqlDigests,
+    SqlMeta,
+    SqlExport,
 ):
     """A unit of work on one connection; a write transaction also keeps the key cache."""
 
@@ -262,6 +271,21 @@ class SqlRepository:
                     self._reading.notify_all()
             return
         with self._serial, self.engine.connect() as conn, statement_reads(conn), conn.begin():
+            yield SqlTransaction(conn)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[SqlTransaction]:
+        """A read transaction that sees one snapshot from start to end, for a long read (an
+        export): on PostgreSQL at REPEATABLE READ on a connection of its own (`read` runs
+        each statement on its own there); a SQLite read transaction is one already."""
+        if self.is_sqlite:
+            with self.read() as tx:
+                yield tx
+            return
+        with (
+            self.engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn,
+            conn.begin(),
+        ):
             yield SqlTransaction(conn)
 
     def _read_connection(self) -> Connection | None:

@@ -247,8 +247,8 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
 def _report(results: list[tuple[int, Decision | pb.ItemError]]) -> pb.SubmitFactsResponse:
     """The results so far, in stream order, with their counts. Filled in place: building
-    each ItemResult and its Decision, then copying them into the reply, cost about three
-    times as much (21 against 7 ms for 1,000 results, bench/README.md)."""
+    each ItemResult and its Decision, then copying them into the reply, cost several times
+    as much (bench/README.md)."""
     reply = pb.SubmitFactsResponse()
     invalid = 0
     for index, outcome in sorted(results, key=lambda r: r[0]):

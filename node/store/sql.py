@@ -243,8 +243,7 @@ class SqlRepository:
         connection kept open (a replaced one if it was invalidated): its page cache stays
         valid from one write to the next, as no other connection writes. Taken from the pool
         in turn, each connection found its cache outdated by the others' commits and read
-        back every page it touched (132 reads a batch of 8 new keys, 21 on one connection;
-        bench/README.md). PostgreSQL's connections come from the pool, whose checkout pings
+        back every page it touched (several times the reads; bench/README.md). PostgreSQL's connections come from the pool, whose checkout pings
         one idle for long (`_ping_when_idle`)."""
         if not self.is_sqlite_file:
             with self.engine.connect().execution_options(write=True) as conn:
@@ -291,8 +290,8 @@ class SqlRepository:
     def _read_connection(self) -> Connection | None:
         """A SQLite file's read transactions run on a connection kept open by each thread
         that reads, instead of one taken from the pool and given back each time: checkout,
-        a new Connection and the return cost about 100 us of the 140-180 a read's
-        transaction took (an as-of GetBelief is read on the event loop; bench/README.md).
+        a new Connection and the return were most of a read transaction's cost (an as-of
+        GetBelief is read on the event loop; bench/README.md).
         Between reads it holds no transaction, so it keeps no snapshot and blocks no
         checkpoint. None elsewhere, and for a read begun inside another read on the same
         thread (which takes a pooled connection, as every read did before)."""

@@ -3,7 +3,8 @@
 - `reference/cli.md` from the `factnode` argparse parser (every command, option and its
   help, and the exit codes);
 - `reference/grpc.md` from the comments in `proto/factnode/api/v1/factnode.proto`;
-- `operations/metrics.md` from the node's Prometheus registry.
+- `operations/metrics.md` from the node's Prometheus registry;
+- `operations/configuration-reference.md` from the settings table (`factnode.config`).
 
 A test regenerates them and fails when the committed pages differ (`tests/unit/test_docs.py`).
 It reads the proto from the source tree (an editable install or a clone).
@@ -256,7 +257,40 @@ def metrics_page() -> str:
     return "\n".join(out) + "\n"
 
 
+# --- configuration ------------------------------------------------------------------
+
+
+def configuration_page() -> str:
+    """The configuration reference: every setting of `factnode.config.SETTINGS`."""
+    from factnode.config import SETTINGS
+
+    out = [
+        "# Configuration reference",
+        "",
+        GENERATED,
+        "",
+        "Every setting can be given three ways, from one table (`factnode.config.SETTINGS`): "
+        "in the TOML file (`--config` or `FACTNODE_CONFIG`; a dotted name is a key of its "
+        "table, `federation.listen` is `listen` under `[federation]`), by its environment "
+        "variable over the file, and by its `factnode serve` flag over both. Text from the "
+        "environment or a flag is read as the setting's kind: numbers as numbers, lists and "
+        "tables as JSON, `policy.*` values as JSON where they parse and as text otherwise. "
+        "Relative paths in the file are relative to the file. A bad configuration is refused "
+        "at start with every bad setting named at once (exit 2). The guide to the settings is "
+        "[Configuration](configuration.md).",
+        "",
+        "| setting | environment | flag | default | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    out += [
+        f"| `{s.name}` | `{s.env}` | `{s.flag}` | {_cell(s.default)} | {_cell(s.help)} |"
+        for s in SETTINGS
+    ]
+    return "\n".join(out) + "\n"
+
+
 PAGES: dict[str, Callable[[], str]] = {
+    "operations/configuration-reference.md": configuration_page,
     "reference/cli.md": cli_page,
     "reference/grpc.md": grpc_page,
     "operations/metrics.md": metrics_page,

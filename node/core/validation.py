@@ -61,8 +61,8 @@ class Submission:
     object: str
     attribution: str
     source: str = ""
-    worth: float = 0.5
-    confidence: float = 0.5
+    worth: float = DEFAULT_UNIT
+    confidence: float = DEFAULT_UNIT
     valid_from: Instant | None = None
     corrects: str | None = None
     contradicts: Key | None = None

@@ -234,7 +234,13 @@ def _evidence_of(r: dict[str, Any], policy: Policy) -> tuple[Evidence, EvidenceS
         origin_recorded_at=_optional(r, "origin_recorded_at", int),
         retracts=_field(r, "retracts", bool),
     )
-    problems = relayed_violations(e, policy)
+    # A store may hold evidence without an origin (retractions migrated by revision 0007
+    # from a store that had no node id yet): what it holds is exported and restored.
+    problems = [
+        p
+        for p in relayed_violations(e, policy)
+        if not (p.field == "origin_node" and e.origin_node == "")
+    ]
     if problems:
         raise ValueError("; ".join(f"{p.field}: {p.reason}" for p in problems))
     try:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import factnode
-from factnode import _wire as cv
+from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.core import FieldViolation, InvalidInput
@@ -45,7 +45,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         report = await run(
             self.ctx.ledger.erase,
             evidence_id=request.evidence_id if scope == "evidence_id" else None,
-            key=cv.key(request.key) if scope == "key" else None,
+            key=wire.key(request.key) if scope == "key" else None,
             subject=(request.subject.namespace, request.subject.subject)
             if scope == "subject"
             else None,
@@ -57,14 +57,14 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             erasure_id=report.erasure_id,
             evidence_erased=report.evidence_erased,
             keys_affected=report.keys_affected,
-            erased_at=cv.timestamp(report.erased_at),
+            erased_at=wire.timestamp(report.erased_at),
         )
 
     @unary
     async def RunDecay(self, request: pb.RunDecayRequest, context: Context) -> pb.RunDecayResponse:
         out: list[FieldViolation] = []
-        now = cv.optional_instant(request, "now", "now", out)
-        cv.raise_if(out)
+        now = wire.optional_instant(request, "now", "now", out)
+        wire.raise_if(out)
         report = await run(self.ctx.ledger.run_decay, now)
         self.ctx.metrics.decay(report.decayed, report.tombstoned)
         self.ctx.changes.notify()

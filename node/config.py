@@ -381,7 +381,8 @@ SETTINGS: tuple[Setting, ...] = (
             "CA that client certificates must chain to (mutual TLS)", is_path=True),
     Setting("tokens", "tokens", lambda n, v: _tokens(v),
             "bearer tokens: a list of tables {token, roles, namespaces, name} (JSON in the "
-            "environment and the flag)", "none: loopback only", _json),
+            "environment and the flag; prefer the file or the environment: a flag shows in "
+            "the process list)", "none: loopback only", _json),
     Setting("peers", "peers", lambda n, v: v,
             "peer nodes: a list of tables {address, node_id, max_anchor}", "none", _json),
     Setting("federation.listen", "federation_listen", _address,

@@ -63,6 +63,7 @@ from factnode.core import MICROS_PER_DAY, Key, Policy, Submission, make_evidence
 from factnode.ledger import Ledger, ensure_node_id
 from factnode.server._loop import loop_factory
 from factnode.store import SqlRepository
+from factnode.testing import FakeClock
 
 CONCURRENCY = 16
 START_TIMEOUT = 60.0  # seconds for the node to report SERVING
@@ -540,7 +541,7 @@ def build_store(data_dir: Path, n_keys: int) -> float:
     now = int(time.time() * 1_000_000)
     t0 = time.perf_counter()
     try:
-        ledger = Ledger(repo, policy, ensure_node_id(repo, None, "node-scale"), _NowClock(now))
+        ledger = Ledger(repo, policy, ensure_node_id(repo, None, "node-scale"), FakeClock(now))
         for first in range(0, n_keys, SCALE_BATCH_KEYS):
             items = []
             for i in range(first, min(n_keys, first + SCALE_BATCH_KEYS)):
@@ -564,16 +565,6 @@ def build_store(data_dir: Path, n_keys: int) -> float:
     finally:
         repo.close()
     return time.perf_counter() - t0
-
-
-class _NowClock:
-    """The build's one instant (the store only records it)."""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-
-    def now(self) -> int:
-        return self.at
 
 
 async def measure_scale(args: argparse.Namespace) -> dict[str, Any]:

@@ -10,7 +10,7 @@ Exit codes (for scripts): 0 success, 1 internal error, 2 usage or configuration 
 3 node unreachable, 4 refused (authentication or permission), 5 not found, 6 invalid
 argument (the node named the bad fields), 7 a submitted fact was REJECTED, 8 the key is
 not in the state the command needs (FAILED_PRECONDITION: `review resolve` on a key not
-under review), 9 `sync` failed with at least one peer. With `--json` a failure prints an
+under review, `import` into a node that is not empty or decides by another policy), 9 `sync` failed with at least one peer. With `--json` a failure prints an
 error object on stdout (`_json.error_json`) and exits with the same code.
 """
 
@@ -96,6 +96,9 @@ VERBS: dict[str, Verb] = {
     "sync": Verb(grammar.sync, on_node(commands.sync)),
     "members": Verb(grammar.members, on_node(commands.members)),
     "revoke": Verb(grammar.revoke, on_node(commands.revoke)),
+    "export": Verb(grammar.export, on_node(commands.export)),
+    "import": Verb(grammar.import_, on_node(commands.import_)),
+    "backup": Verb(grammar.backup, on_node(commands.backup)),
     "mcp": Verb(grammar.mcp, local.mcp),
     "health": Verb(grammar.health, health_probe.run),
     "console": Verb(grammar.console, local.console),

@@ -1,7 +1,7 @@
 """The `--json` format: one function turns a response into JSON, one table names each
 command's response, and the same walk over the descriptors writes its JSON Schema.
 
-The format (stable, described in the README; schemas under `docs/cli-json/`):
+The format (stable, described in docs/getting-started.md; schemas under `docs/cli-json/`):
 - field names are the proto's field names; every field is present, unset ones as `null`
   (a message or an optional scalar), `[]` (a repeated field) or their zero (`0`, `""`,
   `false`);
@@ -130,6 +130,9 @@ OUTPUTS: Mapping[str, Descriptor] = {
     "sync": pb.SyncNowResponse.DESCRIPTOR,
     "members": pb.ListMembersResponse.DESCRIPTOR,
     "revoke": pb.RevokeResponse.DESCRIPTOR,
+    "export": pb.BackupResponse.DESCRIPTOR,  # the file written and its size
+    "import": pb.ImportResponse.DESCRIPTOR,
+    "backup": pb.BackupResponse.DESCRIPTOR,
 }
 # `review show` adds the key's history (every version's evidence) to the queued key.
 EXTRA_FIELDS: Mapping[str, Mapping[str, Descriptor]] = {

@@ -16,22 +16,13 @@ from ._exits import EXIT_OK, EXIT_USAGE
 
 
 def serve(args: argparse.Namespace) -> int:
-    from factnode.config import ConfigError, load_settings
+    from factnode.config import SETTINGS, ConfigError, load_settings
     from factnode.server._loop import loop_factory
     from factnode.server.app import serve as run_node
 
-    env = dict(os.environ)
-    for option, var in (
-        ("listen", "FACTNODE_LISTEN"),
-        ("data_dir", "FACTNODE_DATA_DIR"),
-        ("database_url", "FACTNODE_DATABASE_URL"),
-        ("node_id", "FACTNODE_NODE_ID"),
-        ("event_loop", "FACTNODE_EVENT_LOOP"),
-    ):
-        if getattr(args, option):
-            env[var] = getattr(args, option)
+    flags = {s.name: getattr(args, s.dest) for s in SETTINGS if getattr(args, s.dest) is not None}
     try:
-        settings = load_settings(args.config, env)
+        settings = load_settings(args.config, os.environ, flags)
         _, new_loop = loop_factory(settings.event_loop)
         with asyncio.Runner(loop_factory=new_loop) as runner:
             runner.run(run_node(settings, announce=lambda line: print(line, flush=True)))

@@ -362,3 +362,16 @@ def revoked(r: pb.RevokeResponse) -> str:
     )
     who = ", ".join(map(safe, r.revoked)) if r.revoked else "none of the members this node knows"
     return f"{head}; revoked: {who}"
+
+
+def restored(r: Any) -> str:
+    """An import's summary."""
+    differed = (
+        "\nthe file's policy differed: its evidence was decided by this node's policy"
+        if r.policy_differed
+        else ""
+    )
+    return (
+        f"imported into node {safe(r.node_id)}: {r.evidence:,} evidence, {r.tombstones:,} "
+        f"tombstones, {r.pins:,} pins replayed; {r.decisions:,} decisions logged{differed}"
+    )

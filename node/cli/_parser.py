@@ -9,7 +9,7 @@ from typing import Any
 
 import factnode
 from factnode import health as health_probe
-from factnode.config import EVENT_LOOPS
+from factnode.config import EVENT_LOOPS, SETTINGS
 
 from ._exits import EXIT_CODES
 
@@ -90,15 +90,16 @@ def build_parser(verbs: Iterable[AddVerb]) -> argparse.ArgumentParser:
 def serve(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("serve", help="run a node")
     p.add_argument("--config", default=os.environ.get("FACTNODE_CONFIG"), help="TOML settings file")
-    p.add_argument("--listen", help="host:port to listen on (default 127.0.0.1:7420)")
-    p.add_argument("--data-dir", help="where the SQLite store lives")
-    p.add_argument("--database-url", help="SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db")
-    p.add_argument("--node-id", help="this node's id (persisted on first start)")
-    p.add_argument(
-        "--event-loop",
-        choices=EVENT_LOOPS,
-        help="asyncio event loop: auto (uvloop where installed, the default), uvloop or asyncio",
-    )
+    # One flag per setting, from the settings table: a flag beats its environment variable,
+    # which beats the file (docs/operations/configuration-reference.md).
+    for setting in SETTINGS:
+        p.add_argument(
+            setting.flag,
+            dest=setting.dest,
+            metavar="VALUE",
+            choices=EVENT_LOOPS if setting.name == "event_loop" else None,
+            help=f"{setting.help} (env {setting.env}; default {setting.default})",
+        )
 
 
 def certs(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -272,6 +273,40 @@ def revoke(sub: Any, common: argparse.ArgumentParser) -> None:
         help="hand the node a revocation list signed by the CA (`factnode certs revoke`) (operator)",
     )
     p.add_argument("file", metavar="FILE", help="the revocation list (revoked.crl)")
+
+
+def export(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "export",
+        parents=[common],
+        help="write the node's logical backup (evidence, tombstones, pins) to FILE (operator)",
+    )
+    p.add_argument("file", metavar="FILE", help="the JSON Lines file to write (must not exist)")
+
+
+def import_(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "import",
+        parents=[common],
+        help="replay an export into an empty node with the same node id (operator)",
+    )
+    p.add_argument("file", metavar="FILE", help="a file `factnode export` wrote")
+    p.add_argument(
+        "--force-policy",
+        action="store_true",
+        help="import even though the file was exported under another policy (its evidence is "
+        "then decided by this node's policy)",
+    )
+
+
+def backup(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "backup",
+        parents=[common],
+        help="have the node copy its SQLite store while it serves, into `backups` beside the "
+        "store (operator)",
+    )
+    p.add_argument("name", metavar="NAME", help="a new file name for the copy (no directory)")
 
 
 def mcp(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeVar
@@ -26,18 +25,21 @@ class AsyncClient(c.Connection):
     A connection to one factnode; every method sends one call and returns plain values.
 
     `token` is sent as a bearer token; `ca_cert` (and `client_cert`/`client_key` for mutual
-    TLS) switch to TLS. `timeout` is each call's deadline in seconds (a method's `timeout=`
-    overrides it). Calls that are safe to repeat (reads, and submit, which always carries an
-    idempotency key) are retried `retries` times on UNAVAILABLE, `backoff` seconds apart,
-    doubling. Failures raise a ClientError subclass: InvalidFact (with `field_errors`),
+    TLS) switch to TLS. `timeout` is each call's deadline in seconds, retries included (a
+    method's `timeout=` overrides it). Calls that are safe to repeat (reads, and submit,
+    which always carries an idempotency key) are retried up to `retries` times (at most 4)
+    on UNAVAILABLE by gRPC's own retry policy, after random waits of up to `backoff`
+    seconds, doubling. Failures raise a ClientError subclass: InvalidFact (with `field_errors`),
     NotFound, PermissionDenied, Unavailable."""
 
     _channel: grpc.aio.Channel
 
-    def _open(self, address: str, creds: grpc.ChannelCredentials | None) -> grpc.aio.Channel:
-        return (
-            grpc.aio.secure_channel(address, creds) if creds else grpc.aio.insecure_channel(address)
-        )
+    def _open(
+        self, address: str, creds: grpc.ChannelCredentials | None, options: list[tuple[str, Any]]
+    ) -> grpc.aio.Channel:
+        if creds:
+            return grpc.aio.secure_channel(address, creds, options=options)
+        return grpc.aio.insecure_channel(address, options=options)
 
     async def close(self) -> None:
         await self._channel.close(None)
@@ -49,25 +51,16 @@ class AsyncClient(c.Connection):
         await self.close()
 
     async def _send(self, call: c.Call[R], request: Any, timeout: float | None = None) -> R:
+        # Retries, where the call is safe to repeat, are the channel's (`c.service_config`).
         rpc = self._channel.unary_unary(
             call.path, request_serializer=type(request).SerializeToString,
             response_deserializer=call.response.FromString,
         )  # fmt: skip
-        attempts = 1 + (self._retries if call.retry_safe else 0)
-        delay = self._backoff
-        for attempt in range(attempts):
-            try:
-                response = await rpc(
-                    request, timeout=timeout or self._timeout, metadata=self._metadata
-                )
-                return call.parse(response)
-            except grpc.RpcError as err:
-                error = from_rpc_error(err)
-                if not c.is_retryable(error) or attempt + 1 == attempts:
-                    raise error from None
-            await asyncio.sleep(delay)
-            delay *= 2
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            response = await rpc(request, timeout=timeout or self._timeout, metadata=self._metadata)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        return call.parse(response)
 
     async def submit(
         self, key: KeyLike, object: str, attribution: str, *, source: str = "",

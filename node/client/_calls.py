@@ -6,8 +6,9 @@ in how they send it."""
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +21,13 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import Key
 from factnode.core.policy import DEFAULT_ANCHORS, Policy
-from factnode.core.validation import FieldViolation, Submission, check_key, violations_of
+from factnode.core.validation import (
+    DEFAULT_UNIT,
+    FieldViolation,
+    Submission,
+    check_key,
+    violations_of,
+)
 
 from . import _types as t
 from ._errors import FieldError, InvalidFact
@@ -39,9 +46,43 @@ class Call(Generic[R]):
     retry_safe: bool
 
 
+# Every RPC the clients send as a `Call`, in the order defined (`service_config` reads it).
+CALLS: list[Call[Any]] = []
+
+
 def _call(service: str, method: str, response: type[Message], parse: Callable[[Any], R],
              retry_safe: bool = True) -> Call[R]:  # fmt: skip
-    return Call(f"/factnode.v1.{service}/{method}", response, parse, retry_safe)
+    call = Call(f"/factnode.v1.{service}/{method}", response, parse, retry_safe)
+    CALLS.append(call)
+    return call
+
+
+# gRPC caps a retry policy's attempts at five.
+MAX_ATTEMPTS = 5
+
+
+def service_config(retries: int, backoff: float) -> str:
+    """gRPC's service config for the clients' channels: the calls safe to repeat (reads, and
+    submit, which always carries an idempotency key) are retried on UNAVAILABLE up to
+    `retries` more times (at most 4: gRPC allows five attempts), the first after a random
+    wait of up to `backoff` seconds, each limit doubling (gRPC's jittered exponential
+    backoff). The call's deadline covers every attempt, so `timeout` bounds the whole call."""
+    safe = [
+        {"service": c.path.split("/")[1], "method": c.path.split("/")[2]}
+        for c in CALLS
+        if c.retry_safe
+    ]
+    if retries <= 0:
+        return json.dumps({"methodConfig": []})
+    attempts = min(retries + 1, MAX_ATTEMPTS)
+    policy = {
+        "maxAttempts": attempts,
+        "initialBackoff": f"{backoff:.3f}s",
+        "maxBackoff": f"{backoff * 2 ** (attempts - 1):.3f}s",
+        "backoffMultiplier": 2,
+        "retryableStatusCodes": ["UNAVAILABLE"],
+    }
+    return json.dumps({"methodConfig": [{"name": safe, "retryPolicy": policy}]})
 
 
 def credentials(
@@ -79,14 +120,22 @@ class Connection:
         backoff: float = 0.2,
     ) -> None:
         self.address = address
-        self._channel = self._open(address, credentials(ca_cert, client_cert, client_key))
+        options = [
+            ("grpc.enable_retries", 1),
+            ("grpc.service_config", service_config(retries, backoff)),
+        ]
+        creds = credentials(ca_cert, client_cert, client_key)
+        self._channel = self._open(address, creds, options)
         self._metadata = metadata(token)
         self._timeout = timeout
-        self._retries = retries
-        self._backoff = backoff
 
-    def _open(self, address: str, creds: grpc.ChannelCredentials | None) -> Any:
-        """The channel to `address`, with TLS when `creds` are given."""
+    def _open(
+        self,
+        address: str,
+        creds: grpc.ChannelCredentials | None,
+        options: list[tuple[str, Any]],
+    ) -> Any:
+        """The channel to `address`, with TLS when `creds` are given, and `options`."""
         raise NotImplementedError
 
 
@@ -129,7 +178,8 @@ def submit_request(
     k = Key(*key)
     sub = Submission(
         k.namespace, k.subject, k.predicate, object, attribution, source,
-        0.5 if worth is None else worth, 0.5 if confidence is None else confidence,
+        DEFAULT_UNIT if worth is None else worth,
+        DEFAULT_UNIT if confidence is None else confidence,
         None, corrects, Key(*contradicts) if contradicts is not None else None,
         idempotency_key or str(uuid.uuid4()),
     )  # fmt: skip
@@ -269,6 +319,28 @@ REVOKE = _call(
     "AdminService", "Revoke", pb.RevokeResponse,
     lambda m: t.Revoked(m.applied, m.number, tuple(m.revoked)), False,
 )  # fmt: skip
+BACKUP = _call(
+    "AdminService", "Backup", pb.BackupResponse,
+    lambda m: t.BackedUp(m.destination, m.bytes), False,
+)  # fmt: skip
+EXPORT_PATH = "/factnode.v1.AdminService/Export"
+IMPORT_PATH = "/factnode.v1.AdminService/Import"
+
+
+def restored(m: pb.ImportResponse) -> t.Restored:
+    return t.Restored(m.node_id, m.evidence, m.tombstones, m.pins, m.decisions, m.policy_differed)
+
+
+def import_chunks(data: Iterable[bytes], force_policy: bool) -> Iterator[pb.ImportChunk]:
+    """An export's bytes as Import's request stream (`force_policy` on the first chunk)."""
+    first = True
+    for piece in data:
+        yield pb.ImportChunk(data=piece, force_policy=force_policy and first)
+        first = False
+    if first:
+        yield pb.ImportChunk(force_policy=force_policy)
+
+
 SYNC = _call("AdminService", "SyncNow", pb.SyncNowResponse, _sync, False)
 
 
@@ -381,7 +453,3 @@ def decay_request(now: datetime | None) -> pb.RunDecayRequest:
     if now is not None:
         req.now.CopyFrom(ts(now))
     return req
-
-
-def is_retryable(error: Exception) -> bool:
-    return getattr(error, "code", None) == "UNAVAILABLE"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeVar
@@ -29,16 +28,21 @@ class Client(c.Connection):
     """A connection to one factnode; every method sends one call and returns plain values.
 
     `token` is sent as a bearer token; `ca_cert` (and `client_cert`/`client_key` for mutual
-    TLS) switch to TLS. `timeout` is each call's deadline in seconds (a method's `timeout=`
-    overrides it). Calls that are safe to repeat (reads, and submit, which always carries an
-    idempotency key) are retried `retries` times on UNAVAILABLE, `backoff` seconds apart,
-    doubling. Failures raise a ClientError subclass: InvalidFact (with `field_errors`),
+    TLS) switch to TLS. `timeout` is each call's deadline in seconds, retries included (a
+    method's `timeout=` overrides it). Calls that are safe to repeat (reads, and submit,
+    which always carries an idempotency key) are retried up to `retries` times (at most 4)
+    on UNAVAILABLE by gRPC's own retry policy, after random waits of up to `backoff`
+    seconds, doubling. Failures raise a ClientError subclass: InvalidFact (with `field_errors`),
     NotFound, PermissionDenied, Unavailable."""
 
     _channel: grpc.Channel
 
-    def _open(self, address: str, creds: grpc.ChannelCredentials | None) -> grpc.Channel:
-        return grpc.secure_channel(address, creds) if creds else grpc.insecure_channel(address)
+    def _open(
+        self, address: str, creds: grpc.ChannelCredentials | None, options: list[tuple[str, Any]]
+    ) -> grpc.Channel:
+        if creds:
+            return grpc.secure_channel(address, creds, options=options)
+        return grpc.insecure_channel(address, options=options)
 
     def close(self) -> None:
         self._channel.close()
@@ -50,23 +54,16 @@ class Client(c.Connection):
         self.close()
 
     def _send(self, call: c.Call[R], request: Any, timeout: float | None = None) -> R:
+        # Retries, where the call is safe to repeat, are the channel's (`c.service_config`).
         rpc = self._channel.unary_unary(
             call.path, request_serializer=type(request).SerializeToString,
             response_deserializer=call.response.FromString,
         )  # fmt: skip
-        attempts = 1 + (self._retries if call.retry_safe else 0)
-        delay = self._backoff
-        for attempt in range(attempts):
-            try:
-                response = rpc(request, timeout=timeout or self._timeout, metadata=self._metadata)
-                return call.parse(response)
-            except grpc.RpcError as err:
-                error = from_rpc_error(err)
-                if not c.is_retryable(error) or attempt + 1 == attempts:
-                    raise error from None
-            time.sleep(delay)
-            delay *= 2
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            response = rpc(request, timeout=timeout or self._timeout, metadata=self._metadata)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        return call.parse(response)
 
     def send(self, call: c.Call[Any], request: Message, *, timeout: float | None = None) -> Message:
         """Sends one call as built by the caller and returns the node's response message as
@@ -228,3 +225,37 @@ class Client(c.Connection):
     def sync(self, peer_node_id: str = "") -> tuple[t.SyncResult, ...]:
         """Runs a sync round with one peer (or all) and reports what moved."""
         return self._send(c.SYNC, pb.SyncNowRequest(peer_node_id=peer_node_id))
+
+    def export(self, *, timeout: float | None = None) -> Iterator[bytes]:
+        """The node's logical backup (`Export`), piece by piece: whole lines of the JSON Lines
+        file. Without `timeout` the stream has no deadline (a large store takes a while)."""
+        rpc = self._channel.unary_stream(
+            c.EXPORT_PATH, request_serializer=pb.ExportRequest.SerializeToString,
+            response_deserializer=pb.ExportChunk.FromString,
+        )  # fmt: skip
+        try:
+            for chunk in rpc(pb.ExportRequest(), timeout=timeout, metadata=self._metadata):
+                yield chunk.data
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+
+    def restore(
+        self, data: Iterable[bytes], *, force_policy: bool = False, timeout: float | None = None
+    ) -> t.Restored:
+        """Imports an export (its bytes, in pieces) into this empty node (`Import`)."""
+        rpc = self._channel.stream_unary(
+            c.IMPORT_PATH, request_serializer=pb.ImportChunk.SerializeToString,
+            response_deserializer=pb.ImportResponse.FromString,
+        )  # fmt: skip
+        try:
+            response = rpc(
+                c.import_chunks(data, force_policy), timeout=timeout, metadata=self._metadata
+            )
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        return c.restored(response)
+
+    def backup(self, name: str, *, timeout: float | None = None) -> t.BackedUp:
+        """Has the node write a consistent copy of its SQLite store, called `name`, into its
+        backup directory (`backups` beside the store) while it serves (`Backup`)."""
+        return self._send(c.BACKUP, pb.BackupRequest(name=name), timeout)

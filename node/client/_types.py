@@ -334,3 +334,23 @@ class Revoked:
     applied: bool
     number: int
     revoked: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What an import replayed into the node (`Import`)."""
+
+    node_id: str
+    evidence: int
+    tombstones: int
+    pins: int
+    decisions: int
+    policy_differed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BackedUp:
+    """A physical copy the node wrote on its host (`Backup`)."""
+
+    destination: str
+    bytes: int

@@ -14,7 +14,7 @@ from html import escape
 from factnode.client._types import Tally, Version
 from factnode.core.consensus import over_threshold
 
-# The node's default `consensus_threshold`; a node's policy may set another (see README).
+# The node's default `consensus_threshold`; a node's policy may set another (docs/operations/configuration.md).
 DEFAULT_THRESHOLD = Fraction(66, 100)
 
 WIDTH = 860

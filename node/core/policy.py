@@ -6,6 +6,8 @@ them. A bad file is refused at load with the field and the reason.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import tomllib
 from collections.abc import Mapping
@@ -249,3 +251,28 @@ def load_policy(path: str | Path) -> Policy:
     except tomllib.TOMLDecodeError as exc:
         raise PolicyError("policy_file", f"not valid TOML: {exc}") from None
     return policy_from_mapping(data)
+
+
+# Settings that bound what a peer may send, not what evidence decides: two nodes that
+# differ only in them hold the same beliefs for the same evidence.
+_PEER_LIMITS = frozenset({"clock_skew_seconds", "max_waiting_votes_per_peer"})
+
+
+def policy_fingerprint(policy: Policy) -> str:
+    """A SHA-256 (hex) of everything in `policy` that decides beliefs from evidence: two
+    policies with one fingerprint give the same beliefs, decisions and votes for the same
+    evidence. An export carries it so an import can tell that its node decides otherwise."""
+    canonical: dict[str, Any] = {}
+    for name in sorted(Policy.__dataclass_fields__):
+        if name in _PEER_LIMITS:
+            continue
+        value = getattr(policy, name)
+        if isinstance(value, Mapping):
+            value = sorted(value.items())
+        elif isinstance(value, frozenset):
+            value = sorted(value)
+        elif isinstance(value, Fraction):
+            value = [value.numerator, value.denominator]
+        canonical[name] = value
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -10,7 +10,7 @@ from factnode.core import ids
 from factnode.core._model import Evidence, Instant, Key
 from factnode.core.policy import Policy
 
-# Documented limits (README, "Limits"); in UTF-8 bytes.
+# Documented limits (docs/api.md, "Limits"); in UTF-8 bytes.
 MAX_KEY_PART_BYTES = 256
 MAX_NODE_ID_BYTES = 256
 MAX_OBJECT_BYTES = 4096
@@ -61,8 +61,8 @@ class Submission:
     object: str
     attribution: str
     source: str = ""
-    worth: float = 0.5
-    confidence: float = 0.5
+    worth: float = DEFAULT_UNIT
+    confidence: float = DEFAULT_UNIT
     valid_from: Instant | None = None
     corrects: str | None = None
     contradicts: Key | None = None
@@ -81,7 +81,7 @@ def quoted(value: str) -> str:
 
 
 def text_problem(value: str) -> str:
-    """Why `value` breaks the text rule (README, "Limits"), or "" when any backend stores it.
+    """Why `value` breaks the text rule (docs/api.md, "Limits"), or "" when any backend stores it.
 
     Stored text is Unicode without U+0000: PostgreSQL's text refuses NUL, and a lone
     surrogate is not Unicode (protobuf cannot carry one; code paths inside the node could)."""

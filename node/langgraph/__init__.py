@@ -2,7 +2,7 @@
 implement `langgraph.store.base.BaseStore` on `factnode.AsyncClient`.
 
 Every put is evidence and never overwrites; `get` answers with the node's belief, decided
-by its rules. The mapping (README, "LangGraph store"): the store's factnode namespace, the
+by its rules. The mapping (docs/agents/langgraph.md): the store's factnode namespace, the
 LangGraph namespace joined with "." as subject, the key as predicate, the value as
 canonical JSON. Needs the `langgraph` extra (`pip install 'factnode[langgraph]'`)."""
 

@@ -14,11 +14,13 @@ federation (the federation follows commits through `Ledger.on_commit`).
 - `_forgetting`: privacy erasure and decay.
 - `_review`: operators' resolutions.
 - `_peers`: what a peer is offered, and applying what a peer sent.
+- `_backup`: the logical backup (export, and import into an empty node by replay).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from typing import IO
 
 from factnode.clock import Clock
 from factnode.core import Decision, Evidence, Instant, Key, Policy, Submission, VersionHistory
@@ -26,6 +28,8 @@ from factnode.core.consensus import Tally, Vote
 from factnode.core.peer_checks import ErasureGrant
 from factnode.core.signed import Signature
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
+from factnode.ledger import _backup
+from factnode.ledger._backup import BadExport, ImportRefused, Restored
 from factnode.ledger._forgetting import Forgetting
 from factnode.ledger._memory import ServedMemory
 from factnode.ledger._model import (
@@ -51,17 +55,20 @@ from factnode.store import BeliefChange, Counts, LoggedDecision, RefusedData, Re
 __all__ = [
     "DEFAULT_PAGE_SIZE",
     "MAX_PAGE_SIZE",
+    "BadExport",
     "Belief",
     "Committed",
     "DecayReport",
     "ErasureReport",
     "Explanation",
+    "ImportRefused",
     "Ledger",
     "NotFound",
     "NotUnderReview",
     "Page",
     "Received",
     "Resolution",
+    "Restored",
     "Submitted",
     "ensure_node_id",
 ]
@@ -258,10 +265,6 @@ class Ledger:
         """`Reading.evidence_by_ids`."""
         return self.reading.evidence_by_ids(evidence_ids)
 
-    def evidence_of_version(self, key: Key, version_id: str) -> list[Evidence]:
-        """`Reading.evidence_of_version`."""
-        return self.reading.evidence_of_version(key, version_id)
-
     def decisions(
         self, key: Key | None = None, namespace: str = "", page_size: int = 0, page_token: str = ""
     ) -> Page[LoggedDecision]:
@@ -355,6 +358,14 @@ class Ledger:
     def sign_own_votes(self) -> int:
         """`PeerInput.sign_own_votes`."""
         return self.peer_input.sign_own_votes()
+
+    def export(self) -> Iterator[bytes]:
+        """The logical backup, line by line, read in one snapshot (`_backup`)."""
+        return _backup.export_lines(self)
+
+    def restore(self, stream: IO[bytes], *, force_policy: bool = False) -> Restored:
+        """Checks an export and replays it into this empty node (`_backup.restore`)."""
+        return _backup.restore(self, stream, force_policy=force_policy)
 
 
 def ensure_node_id(repo: Repository, configured: str | None, fresh: str) -> str:

@@ -316,12 +316,6 @@ class Reading(Component):
         with self.repo.read() as tx:
             return tx.evidence(evidence_ids)
 
-    def evidence_of_version(self, key: Key, version_id: str) -> list[Evidence]:
-        """The active evidence for one version of a key."""
-        with self.repo.read() as tx:
-            state = tx.key_states([key])[key]
-        return [e for e in state.evidence if e.version_id == version_id]
-
     def decisions(
         self, key: Key | None = None, namespace: str = "", page_size: int = 0, page_token: str = ""
     ) -> Page[LoggedDecision]:

@@ -35,7 +35,8 @@ def _collector_paused() -> Iterator[None]:
     A batch allocates many small objects that live exactly as long as the batch and form no
     cycles, so reference counting frees them. Collections during the batch only promote them
     to the oldest generation, whose full collections then scan every long-lived object (the
-    key cache among them): about a tenth of the write path's time (bench/arbitration.py).
+    key cache among them): a visible share of the write path's time (bench/arbitration.py,
+    bench/README.md).
     Left alone where something else turned the collector off."""
     if not gc.isenabled():
         yield

@@ -1,21 +1,35 @@
-"""AdminService: operators erase personal data, run decay, read the status and sync."""
+"""AdminService: operators erase personal data, run decay, read the status and sync, and
+back the node up (export, import, a physical copy)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import queue
+import tempfile
+import threading
 import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 
 import factnode
-from factnode import _wire as cv
+from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.core import FieldViolation, InvalidInput
 from factnode.federation.members import Roster
 from factnode.federation.trust import NotAMember
-from factnode.ledger import NotFound
+from factnode.ledger import BadExport, ImportRefused, NotFound
 from factnode.server._auth import caller_identity
 from factnode.server._context import NodeContext, run
-from factnode.server._errors import Context, FailedPrecondition, unary
+from factnode.server._errors import Context, FailedPrecondition, streaming, unary
+from factnode.store import SqlRepository
+from factnode.store._backup import copy_sqlite
+
+# Where Backup writes its copies: beside the SQLite file, never where a request says.
+BACKUP_DIRECTORY = "backups"
+# An export travels in pieces of about this many bytes (whole lines; a longer line alone).
+EXPORT_CHUNK_BYTES = 256 * 1024
 
 
 class AdminServicer(pb_grpc.AdminServiceServicer):
@@ -23,6 +37,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
 
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
+        self._importing = asyncio.Lock()  # one import at a time: each checks emptiness first
 
     @unary
     async def Erase(self, request: pb.EraseRequest, context: Context) -> pb.EraseResponse:
@@ -30,7 +45,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         report = await run(
             self.ctx.ledger.erase,
             evidence_id=request.evidence_id if scope == "evidence_id" else None,
-            key=cv.key(request.key) if scope == "key" else None,
+            key=wire.key(request.key) if scope == "key" else None,
             subject=(request.subject.namespace, request.subject.subject)
             if scope == "subject"
             else None,
@@ -42,14 +57,14 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             erasure_id=report.erasure_id,
             evidence_erased=report.evidence_erased,
             keys_affected=report.keys_affected,
-            erased_at=cv.timestamp(report.erased_at),
+            erased_at=wire.timestamp(report.erased_at),
         )
 
     @unary
     async def RunDecay(self, request: pb.RunDecayRequest, context: Context) -> pb.RunDecayResponse:
         out: list[FieldViolation] = []
-        now = cv.optional_instant(request, "now", "now", out)
-        cv.raise_if(out)
+        now = wire.optional_instant(request, "now", "now", out)
+        wire.raise_if(out)
         report = await run(self.ctx.ledger.run_decay, now)
         self.ctx.metrics.decay(report.decayed, report.tombstoned)
         self.ctx.changes.notify()
@@ -175,3 +190,111 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             raise InvalidInput([FieldViolation("revocation_list", str(exc))]) from None
         self.ctx.changes.notify()
         return pb.RevokeResponse(applied=done.applied, number=done.number, revoked=done.revoked)
+
+    @streaming
+    async def Export(
+        self, request: pb.ExportRequest, context: Context
+    ) -> AsyncIterator[pb.ExportChunk]:
+        size = min(EXPORT_CHUNK_BYTES, self.ctx.max_reply_bytes // 2)
+        async for data in _from_thread(self.ctx.ledger.export, size):
+            yield pb.ExportChunk(data=data)
+
+    @unary
+    async def Import(
+        self, requests: AsyncIterator[pb.ImportChunk], context: Context
+    ) -> pb.ImportResponse:
+        # Spooled first: the checksum is at the end, and nothing is written before it checks.
+        with tempfile.TemporaryFile() as spool:
+            force: bool | None = None
+            async for chunk in requests:
+                force = chunk.force_policy if force is None else force
+                spool.write(chunk.data)
+            spool.seek(0)
+            async with self._importing:
+                try:
+                    done = await run(self.ctx.ledger.restore, spool, force_policy=bool(force))
+                except BadExport as exc:
+                    raise InvalidInput([FieldViolation("data", str(exc))]) from None
+                except ImportRefused as exc:
+                    raise FailedPrecondition(str(exc)) from None
+        self.ctx.changes.notify()
+        return pb.ImportResponse(
+            node_id=done.node_id,
+            evidence=done.evidence,
+            tombstones=done.tombstones,
+            pins=done.pins,
+            decisions=done.decisions,
+            policy_differed=done.policy_differed,
+        )
+
+    @unary
+    async def Backup(self, request: pb.BackupRequest, context: Context) -> pb.BackupResponse:
+        repo = self.ctx.ledger.repo
+        if not isinstance(repo, SqlRepository) or not repo.is_sqlite_file:
+            raise FailedPrecondition(
+                "Backup copies a SQLite store; this node's store is "
+                + ("PostgreSQL: back it up with pg_dump (see the operations guide, Backup)"
+                   if isinstance(repo, SqlRepository) and not repo.is_sqlite
+                   else "in memory: it has no file to copy; use Export")
+            )  # fmt: skip
+        folder = Path(repo.engine.url.database or "").absolute().parent / BACKUP_DIRECTORY
+        destination = folder / request.name
+        if destination.exists():
+            raise InvalidInput([FieldViolation("name", f"{destination} exists; give a new name")])
+        folder.mkdir(mode=0o700, exist_ok=True)
+        size = await run(copy_sqlite, repo.engine, destination)
+        return pb.BackupResponse(destination=str(destination), bytes=size)
+
+
+async def _from_thread(lines: Callable[[], Iterator[bytes]], size: int) -> AsyncIterator[bytes]:
+    """The lines `lines()` yields, joined into pieces of about `size` bytes. The generator runs
+    in a thread of its own from start to end (it holds one read transaction, which must stay
+    on one thread), at most a few pieces ahead of the reader; it stops when the reader does."""
+    ready: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=4)
+    stop = threading.Event()
+
+    def put(item: bytes | BaseException | None) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            piece = bytearray()
+            for line in lines():
+                piece += line
+                if len(piece) >= size:
+                    if not put(bytes(piece)):
+                        return
+                    piece.clear()
+            if piece and not put(bytes(piece)):
+                return
+            put(None)
+        except BaseException as exc:  # handed to the reader, which raises it
+            put(exc)
+
+    threading.Thread(target=produce, name="factnode-export", daemon=True).start()
+
+    def take() -> bytes | BaseException | bool | None:
+        # Bounded, so no executor thread waits on for ever once the reader has gone.
+        try:
+            return ready.get(timeout=0.5)
+        except queue.Empty:
+            return False
+
+    try:
+        while True:
+            item = await asyncio.to_thread(take)
+            if item is False:
+                continue
+            if item is None or isinstance(item, bool):
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()

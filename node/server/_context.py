@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, TypeVar
 
-from factnode import _wire as cv
+from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.config import DEFAULT_WATCH_STREAMS_PER_CLIENT as DEFAULT_STREAMS
 from factnode.core import Key
@@ -183,7 +183,7 @@ def with_peer_tallies(
     result = explanation.tally if explanation is not None else None
     if explanation is not None and result is not None and result.peer_voted:
         msg.tallies.extend(version_tallies(belief, explanation, result))
-        msg.consensus_threshold.CopyFrom(cv.threshold_pb(threshold))
+        msg.consensus_threshold.CopyFrom(wire.threshold_pb(threshold))
     return msg
 
 

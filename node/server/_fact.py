@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from factnode import _wire as cv
+from factnode import _wire as wire
 from factnode import tokens
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
@@ -18,7 +18,13 @@ from factnode.server._auth import (
     require_write_submission,
 )
 from factnode.server._bulk import ReplyBudget
-from factnode.server._context import NodeContext, maybe_belief, run, with_peer_tallies
+from factnode.server._context import (
+    STREAM_BATCH,
+    NodeContext,
+    maybe_belief,
+    run,
+    with_peer_tallies,
+)
 from factnode.server._errors import (
     Context,
     PermissionDenied,
@@ -28,8 +34,6 @@ from factnode.server._errors import (
     unary,
 )
 from factnode.server._requests import check
-
-STREAM_BATCH = 256  # SubmitFacts commits in batches of this many valid items
 
 
 class FactServicer(pb_grpc.FactServiceServicer):
@@ -42,17 +46,17 @@ class FactServicer(pb_grpc.FactServiceServicer):
     async def SubmitFact(
         self, request: pb.SubmitFactRequest, context: Context
     ) -> pb.SubmitFactResponse:
-        sub = cv.submission(request)
+        sub = wire.submission(request)
         require_write_submission(sub)
         evidence = self.ctx.ledger.evidence_of(sub)
         done = await self.ctx.writer.submit(evidence, sub.idempotency_key)
         reply = pb.SubmitFactResponse(
-            decision=cv.decision_pb(done.decision),
+            decision=wire.decision_pb(done.decision),
             evidence_id=done.evidence_id,
             version_id=done.version_id,
         )
         if done.belief:
-            cv.fill_belief(reply.belief, done.belief)
+            wire.fill_belief(reply.belief, done.belief)
         return reply
 
     @unary
@@ -72,7 +76,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
             async for item in request_iterator:
                 try:
                     check(item)
-                    sub = cv.submission(item)
+                    sub = wire.submission(item)
                     require_write_submission(sub)
                     evidence = self.ctx.ledger.evidence_of(sub)
                 except (InvalidInput, PermissionDenied) as exc:
@@ -106,20 +110,20 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
     @unary
     async def GetBelief(self, request: pb.GetBeliefRequest, context: Context) -> pb.Belief:
-        as_of, known_at = cv.time_travel(request)
+        as_of, known_at = wire.time_travel(request)
         if as_of is not None or known_at is not None:
             belief = await self.ctx.read(
-                self.ctx.ledger.belief, cv.key(request.key), as_of, known_at
+                self.ctx.ledger.belief, wire.key(request.key), as_of, known_at
             )
-            return cv.belief_pb(belief)
-        key = cv.key(request.key)
+            return wire.belief_pb(belief)
+        key = wire.key(request.key)
         hot = self.ctx.ledger.served_in_memory(key)
         if hot is not None:
-            return cv.belief_pb(hot)  # no thread hop, no read transaction
+            return wire.belief_pb(hot)  # no thread hop, no read transaction
         # One read: the served belief, and the tallies only where peers have voted.
         belief, explanation = await run(self.ctx.ledger.served, key)
         return with_peer_tallies(
-            cv.belief_pb(belief), belief, explanation, self.ctx.ledger.policy.consensus_threshold
+            wire.belief_pb(belief), belief, explanation, self.ctx.ledger.policy.consensus_threshold
         )
 
     @unary
@@ -137,7 +141,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         )
         reply = pb.ListBeliefsResponse(next_page_token=page.next_page_token)
         for b in page.items:
-            cv.fill_belief(reply.beliefs.add(), b)
+            wire.fill_belief(reply.beliefs.add(), b)
         return reply
 
     @unary
@@ -145,42 +149,42 @@ class FactServicer(pb_grpc.FactServiceServicer):
         self, request: pb.GetHistoryRequest, context: Context
     ) -> pb.GetHistoryResponse:
         out: list[FieldViolation] = []
-        known_at = cv.optional_instant(request, "known_at", "known_at", out)
-        cv.raise_if(out)
-        key = cv.key(request.key)
+        known_at = wire.optional_instant(request, "known_at", "known_at", out)
+        wire.raise_if(out)
+        key = wire.key(request.key)
         versions = await run(self.ctx.ledger.history, key, known_at)
         evidence = await run(
             self.ctx.ledger.evidence_by_ids,
             [i for v in versions for i in (*v.evidence_ids, *v.ended_by)],
         )
         return pb.GetHistoryResponse(
-            key=cv.key_pb(key), versions=[cv.history_pb(v, evidence) for v in versions]
+            key=wire.key_pb(key), versions=[wire.history_pb(v, evidence) for v in versions]
         )
 
     @unary
     async def Explain(self, request: pb.ExplainRequest, context: Context) -> pb.ExplainResponse:
-        as_of, known_at = cv.time_travel(request)
-        explanation = await run(self.ctx.ledger.explain, cv.key(request.key), as_of, known_at)
+        as_of, known_at = wire.time_travel(request)
+        explanation = await run(self.ctx.ledger.explain, wire.key(request.key), as_of, known_at)
         belief = None
         if explanation.belief is not None:
             belief = with_peer_tallies(
-                cv.belief_pb(explanation.belief),
+                wire.belief_pb(explanation.belief),
                 explanation.belief,
                 explanation,
                 self.ctx.ledger.policy.consensus_threshold,
             )
         return pb.ExplainResponse(
             belief=belief,
-            comparisons=[cv.comparison_pb(c) for c in explanation.comparisons],
+            comparisons=[wire.comparison_pb(c) for c in explanation.comparisons],
         )
 
     @unary
     async def Retract(self, request: pb.RetractRequest, context: Context) -> pb.RetractResponse:
-        key = cv.key(request.key)
+        key = wire.key(request.key)
         require_write(key.namespace)
         out: list[FieldViolation] = []
-        at = cv.optional_instant(request, "at", "at", out)
-        cv.raise_if(out)
+        at = wire.optional_instant(request, "at", "at", out)
+        wire.raise_if(out)
         obj = request.object if request.HasField("object") else None
         decision = await run(
             self.ctx.ledger.retract,
@@ -202,19 +206,19 @@ class FactServicer(pb_grpc.FactServiceServicer):
         self.ctx.changes.notify()
         belief = await run(maybe_belief, self.ctx.ledger, key)
         return pb.RetractResponse(
-            decision=cv.decision_pb(decision), belief=cv.belief_pb(belief) if belief else None
+            decision=wire.decision_pb(decision), belief=wire.belief_pb(belief) if belief else None
         )
 
     @unary
     async def ListDecisions(
         self, request: pb.ListDecisionsRequest, context: Context
     ) -> pb.ListDecisionsResponse:
-        key = cv.key(request.key) if request.HasField("key") else None
+        key = wire.key(request.key) if request.HasField("key") else None
         page = await run(
             self.ctx.ledger.decisions, key, request.namespace, request.page_size, request.page_token
         )
         return pb.ListDecisionsResponse(
-            decisions=[cv.decision_pb(d.decision, d.seq) for d in page.items],
+            decisions=[wire.decision_pb(d.decision, d.seq) for d in page.items],
             next_page_token=page.next_page_token,
         )
 
@@ -237,8 +241,8 @@ class FactServicer(pb_grpc.FactServiceServicer):
                     belief = await run(maybe_belief, self.ctx.ledger, change.key)
                     after = change.seq
                     yield pb.BeliefChange(
-                        key=cv.key_pb(change.key),
-                        belief=cv.belief_pb(belief) if belief else None,
+                        key=wire.key_pb(change.key),
+                        belief=wire.belief_pb(belief) if belief else None,
                         resume_token=tokens.seq_position(change.seq, tokens.CHANGES),
                     )
                 if not changes:
@@ -247,15 +251,15 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
 def _report(results: list[tuple[int, Decision | pb.ItemError]]) -> pb.SubmitFactsResponse:
     """The results so far, in stream order, with their counts. Filled in place: building
-    each ItemResult and its Decision, then copying them into the reply, cost about three
-    times as much (21 against 7 ms for 1,000 results, bench/README.md)."""
+    each ItemResult and its Decision, then copying them into the reply, cost several times
+    as much (bench/README.md)."""
     reply = pb.SubmitFactsResponse()
     invalid = 0
     for index, outcome in sorted(results, key=lambda r: r[0]):
         item = reply.results.add()
         item.index = index
         if isinstance(outcome, Decision):
-            cv.fill_decision(item.decision, outcome)
+            wire.fill_decision(item.decision, outcome)
         else:
             item.error.CopyFrom(outcome)
             invalid += 1

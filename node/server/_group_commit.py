@@ -43,9 +43,9 @@ class GroupCommit:
 
     The writer is a thread of its own rather than a task handing each batch to a pool: after
     a commit it takes the next batch at once, without waiting for the event loop to resume
-    it and for a pool thread to wake (1.7 ms a batch under load on SQLite). On PostgreSQL,
-    whose batches wait on the database, that gave SubmitFact about a fifth more calls per
-    second; on SQLite the rate did not move (bench/README.md). The event loop only queues
+    it and for a pool thread to wake. On PostgreSQL, whose batches wait on the database,
+    that gave SubmitFact more calls per second; on SQLite the rate did not move
+    (bench/README.md). The event loop only queues
     submissions and settles each batch's callers.
 
     Inside a batch `ingest` decides in order, so duplicates and idempotency keys come out as

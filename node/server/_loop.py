@@ -1,6 +1,6 @@
 """The event loop a node runs on (setting `event_loop`): uvloop where it is installed, else
-asyncio's own. uvloop's loop costs less per call: in bench/e2e.py the event loop's CPU per
-SubmitFact fell by 10-15%, the node's per GetBelief by about 13% (bench/README.md)."""
+asyncio's own. uvloop's loop costs the node less CPU per call (measured by bench/e2e.py;
+bench/README.md)."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ that exists) stay with the ledger; these are the ones the proto's comments state
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -183,6 +184,20 @@ def _revoke(out: Out, msg: pb.RevokeRequest) -> None:
         )
 
 
+_BACKUP_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+
+
+def _backup(out: Out, msg: pb.BackupRequest) -> None:
+    if not _BACKUP_NAME.fullmatch(msg.name):
+        out.append(
+            FieldViolation(
+                "name",
+                "a file name of letters, digits, '.', '-' and '_' (at most 128, not "
+                "starting with '.'), without a directory",
+            )
+        )
+
+
 def _nothing(out: Out, msg: Any) -> None:
     """Only the times every request must keep in range; the federation endpoint checks
     each relayed item against its content and refuses it on its own."""
@@ -207,6 +222,10 @@ _CHECKS: dict[type[Message], Callable[[Out, Any], None]] = {
     pb.SyncNowRequest: _sync_now,
     pb.ListMembersRequest: _nothing,
     pb.RevokeRequest: _revoke,
+    pb.ExportRequest: _nothing,
+    # An import's file is checked whole (every line, and its checksum) before it is replayed.
+    pb.ImportChunk: _nothing,
+    pb.BackupRequest: _backup,
     pb.DigestRequest: _nothing,
     pb.DeltaRequest: _nothing,
     pb.Delta: _nothing,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from factnode import _wire as cv
+from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.core import BeliefState, Rule
@@ -40,7 +40,7 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
     async def GetContested(
         self, request: pb.GetContestedRequest, context: Context
     ) -> pb.ContestedKey:
-        key = cv.key(request.key)
+        key = wire.key(request.key)
         belief = await run(self.ctx.ledger.belief, key)
         if belief.state is BeliefState.BELIEVED:
             raise NotFound(f"{key} is not under review (its belief is settled)")
@@ -56,7 +56,7 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
         choice = request.WhichOneof("choice")
         resolution = await run(
             self.ctx.ledger.resolve,
-            cv.key(request.key),
+            wire.key(request.key),
             version_id=request.version_id if choice == "version_id" else None,
             obj=request.object if choice == "object" else None,
             reason=request.reason,
@@ -66,8 +66,8 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
         self.ctx.changes.notify()
         belief = resolution.submitted.belief
         return pb.ResolveContestedResponse(
-            decision=cv.decision_pb(resolution.submitted.decision),
-            belief=cv.belief_pb(belief) if belief else None,
+            decision=wire.decision_pb(resolution.submitted.decision),
+            belief=wire.belief_pb(belief) if belief else None,
             note=resolution.note,
         )
 
@@ -79,10 +79,10 @@ def _contested_pb(belief: Belief, explanation: Explanation, threshold: Fraction)
         tied.add(local[0].winner.version_id)
     objects = version_objects(belief, explanation)
     return pb.ContestedKey(
-        key=cv.key_pb(belief.key),
-        state=cv.state_pb(belief.state),
+        key=wire.key_pb(belief.key),
+        state=wire.state_pb(belief.state),
         served_version_id=belief.version_id,
         detail=review_reason(explanation.tally, threshold, tied, objects),
         versions=version_tallies(belief, explanation, explanation.tally),
-        consensus_threshold=cv.threshold_pb(threshold),
+        consensus_threshold=wire.threshold_pb(threshold),
     )

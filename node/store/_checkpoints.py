@@ -3,8 +3,7 @@
 In WAL mode a commit appends the changed pages to the write-ahead log; a checkpoint copies
 them back into the database file. SQLite's automatic checkpoint runs inside the commit that
 crosses its threshold (1,000 pages), so one commit in several paid for copying and syncing
-the pages of all of them: the writer's commits took 3.5 ms at the median and 13 to 16 ms
-at the 90th percentile (bench/README.md). With the automatic checkpoint off, this thread
+the pages of all of them, and the writer's commits had a long tail (bench/README.md). With the automatic checkpoint off, this thread
 runs a PASSIVE checkpoint after commits, at most every `interval` seconds: it never waits
 for the writer or for readers, and SQLite's C code holds no GIL meanwhile. Durability does
 not change: a commit is on disk once its log pages are synced (`synchronous=FULL`).

@@ -73,8 +73,8 @@ _LAST_USED = "factnode.last_used"
 def _ping_when_idle(engine: Engine) -> None:
     """A pooled PostgreSQL connection idle for more than PING_AFTER_IDLE_SECONDS is pinged
     before use and replaced if the server dropped it (a restart, an idle timeout). Unlike
-    `pool_pre_ping`, a connection in steady use is not: each ping is a round trip, which on
-    a busy machine cost a write batch about 2.5 ms of its 20 (bench/README.md). A server
+    `pool_pre_ping`, a connection in steady use is not: each ping is a round trip, a
+    visible share of a write batch's time on a busy machine (bench/README.md). A server
     restarted under steady load fails the next transaction on each pooled connection once;
     the pool then replaces that connection."""
 

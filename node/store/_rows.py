@@ -25,16 +25,18 @@ from factnode.store._tables import (
 )
 from factnode.store.repository import StoredBelief
 
-E = EvidenceRow.__table__  # type: ignore[attr-defined]
-D = DecisionRow.__table__  # type: ignore[attr-defined]
-B = BeliefRow.__table__  # type: ignore[attr-defined]
-BC = BeliefChangeRow.__table__  # type: ignore[attr-defined]
-ER = ErasureRow.__table__  # type: ignore[attr-defined]
-EE = ErasedEvidenceRow.__table__  # type: ignore[attr-defined]
-M = NodeMetaRow.__table__  # type: ignore[attr-defined]
-V = VoteRow.__table__  # type: ignore[attr-defined]
-P = PinRow.__table__  # type: ignore[attr-defined]
-ST = ServedTouchRow.__table__  # type: ignore[attr-defined]
+# The tables by name from the models' metadata, typed as Table (`Model.__table__` is not).
+_TABLES = EvidenceRow.metadata.tables
+E = _TABLES[EvidenceRow.__tablename__]
+D = _TABLES[DecisionRow.__tablename__]
+B = _TABLES[BeliefRow.__tablename__]
+BC = _TABLES[BeliefChangeRow.__tablename__]
+ER = _TABLES[ErasureRow.__tablename__]
+EE = _TABLES[ErasedEvidenceRow.__tablename__]
+M = _TABLES[NodeMetaRow.__tablename__]
+V = _TABLES[VoteRow.__tablename__]
+P = _TABLES[PinRow.__tablename__]
+ST = _TABLES[ServedTouchRow.__tablename__]
 
 # The evidence table's columns in one order: rows are read and written as tuples in it.
 _EVIDENCE_COLUMNS = (

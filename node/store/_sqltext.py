@@ -87,67 +87,15 @@ class _Rows:
     tail: str
     rows: Sequence[tuple[Any, ...]]
 
-    def bound(self, binder: _Binder) -> str:
-        return self.head + ", ".join(binder.bind(self.row, r) for r in self.rows) + self.tail
+    def bound(self, cursor: Any) -> str:
+        return self.head + ", ".join(_bind(cursor, self.row, r) for r in self.rows) + self.tail
 
 
-@functools.lru_cache(maxsize=512)
-def _text_around_marks(sql: str) -> tuple[str, ...] | None:
-    """`sql` cut at its `%s` markers; None if it holds any other `%` (an escaped one)."""
-    parts = tuple(sql.split("%s"))
-    return None if any("%" in part for part in parts) else parts
-
-
-class _Binder:
-    """Binds positional parameters into PostgreSQL query text on the client, as psycopg's
-    `ClientCursor.mogrify` does, with the same quoting: strings through libpq's
-    `PQescapeLiteral` for the connection (psycopg's own string quoting), booleans and
-    integers as psycopg writes them (a negative one after a space, so that it cannot
-    follow a minus sign as a comment). mogrify's adapter look-ups and query parsing cost
-    about 30 us a row of 20 columns, a quarter of the PostgreSQL writer's time; this costs
-    about 9 (bench/README.md). Anything else (another type, a string holding NUL, text
-    with a literal `%`, a connection not in UTF-8) goes to mogrify, which binds it or
-    raises as before."""
-
-    __slots__ = ("_cursor", "_escape")
-
-    def __init__(self, cursor: Any) -> None:
-        from psycopg.pq import Escaping
-
-        self._cursor = cursor
-        conn = cursor.connection
-        utf8 = conn.info.encoding == "utf-8"
-        self._escape = Escaping(conn.pgconn).escape_literal if utf8 else None
-
-    def bind(self, sql: str, params: Sequence[Any]) -> str:
-        parts = _text_around_marks(sql)
-        if parts is None or self._escape is None or len(parts) != len(params) + 1:
-            return str(self._cursor.mogrify(sql, params))
-        out = [parts[0]]
-        for value, part in zip(params, parts[1:], strict=True):
-            literal = self._literal(value)
-            if literal is None:
-                return str(self._cursor.mogrify(sql, params))
-            out.append(literal)
-            out.append(part)
-        return "".join(out)
-
-    def _literal(self, value: Any) -> str | None:
-        kind = type(value)
-        if kind is str:
-            if value.isascii() and value.isalnum():
-                return f"'{value}'"  # nothing to escape: ids, plain names
-            if "\x00" in value:
-                return None
-            assert self._escape is not None
-            return bytes(self._escape(value.encode())).decode()
-        if value is None:
-            return "NULL"
-        if kind is bool:
-            return "true" if value else "false"
-        if kind is int:
-            return str(value) if value >= 0 else f" {value}"
-        return None
+def _bind(cursor: Any, sql: str, params: Sequence[Any]) -> str:
+    """`sql` with its parameters bound on the client by psycopg's own `mogrify` (the quoting
+    libpq does for the connection). A hand-written binder was faster per row but gained
+    nothing end to end (bench/README.md, "Tried and not adopted"), so psycopg does it."""
+    return str(cursor.mogrify(sql, params))
 
 
 _DEFERRED = "factnode.deferred_writes"  # key in the connection's `info`
@@ -313,15 +261,14 @@ def _after_queued(conn: Connection, reads: Sequence[tuple[str, Any]]) -> Any:
     import psycopg  # only a PostgreSQL store needs it (the `postgres` extra)
 
     cursor = psycopg.ClientCursor(conn.connection.driver_connection)  # type: ignore[arg-type]
-    binder = _Binder(cursor)
     queued = conn.info.get(_DEFERRED) or []
     writes = [
-        sql.bound(binder) if isinstance(sql, _Rows) else binder.bind(sql, row)
+        sql.bound(cursor) if isinstance(sql, _Rows) else _bind(cursor, sql, row)
         for sql, params, many in queued
         for row in (params if many else [params])
     ]
     queued.clear()
-    cursor.execute(";\n".join([*writes, *(binder.bind(sql, p) for sql, p in reads)]))
+    cursor.execute(";\n".join([*writes, *(_bind(cursor, sql, p) for sql, p in reads)]))
     for _ in writes:
         cursor.nextset()
     return cursor

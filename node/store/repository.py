@@ -326,6 +326,16 @@ class CommitWatcher(Protocol):
     def forget(self, touched: Touched) -> None: ...
 
 
+class ExportTransaction(Protocol):
+    """What a logical backup reads, in the order it is replayed."""
+
+    def exported_evidence(self) -> Iterator[tuple[Evidence, EvidenceStatus, str | None]]: ...
+
+    def exported_tombstones(self) -> list[Tombstone]: ...
+
+    def exported_pins(self) -> list[tuple[Key, str, str, str, Instant]]: ...
+
+
 class Transaction(
     EvidenceTransaction,
     DecisionTransaction,
@@ -337,6 +347,7 @@ class Transaction(
     MemberTransaction,
     MetaTransaction,
     SignatureTransaction,
+    ExportTransaction,
     Protocol,
 ):
     """One unit of work, every aggregate's part over one connection; a write transaction
@@ -370,6 +381,8 @@ class Repository(Protocol):
     ) -> AbstractContextManager[Transaction]: ...
 
     def read(self) -> AbstractContextManager[Transaction]: ...
+
+    def snapshot(self) -> AbstractContextManager[Transaction]: ...
 
     def after_erase(self) -> None: ...
 

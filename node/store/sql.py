@@ -1,8 +1,9 @@
 """The SQLModel store: SQLite by default, PostgreSQL by URL.
 
 `SqlTransaction` is composed of one part per aggregate (`_evidence`, `_decisions`,
-`_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_members`, `_meta`), all over one connection and key
-cache; `SqlRepository` opens them and keeps the cache in step with the database."""
+`_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_members`, `_signatures`,
+`_meta`, `_export`), all over one connection and key cache; `SqlRepository` opens them
+and keeps the cache in step with the database."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from factnode.store._engine import (
     reclaim_erased,
 )
 from factnode.store._evidence import SqlEvidence, state_queries
+from factnode.store._export import SqlExport
 from factnode.store._members import SqlMembers
 from factnode.store._meta import META_QUERY, SqlMeta
 from factnode.store._notify import notify_commit
@@ -67,6 +69,7 @@ class SqlTransaction(
     SqlMembers,
     SqlMeta,
     SqlSignatures,
+    SqlExport,
 ):
     """A unit of work on one connection; a write transaction also keeps the key cache."""
 
@@ -282,8 +285,7 @@ class SqlRepository:
         connection kept open (a replaced one if it was invalidated): its page cache stays
         valid from one write to the next, as no other connection writes. Taken from the pool
         in turn, each connection found its cache outdated by the others' commits and read
-        back every page it touched (132 reads a batch of 8 new keys, 21 on one connection;
-        bench/README.md). PostgreSQL's connections come from the pool, whose checkout pings
+        back every page it touched (several times the reads; bench/README.md). PostgreSQL's connections come from the pool, whose checkout pings
         one idle for long (`_ping_when_idle`)."""
         if not self.is_sqlite_file:
             with self.engine.connect().execution_options(write=True) as conn:
@@ -312,11 +314,26 @@ class SqlRepository:
         with self._serial, self.engine.connect() as conn, statement_reads(conn), conn.begin():
             yield SqlTransaction(conn)
 
+    @contextmanager
+    def snapshot(self) -> Iterator[SqlTransaction]:
+        """A read transaction that sees one snapshot from start to end, for a long read (an
+        export): on PostgreSQL at REPEATABLE READ on a connection of its own (`read` runs
+        each statement on its own there); a SQLite read transaction is one already."""
+        if self.is_sqlite:
+            with self.read() as tx:
+                yield tx
+            return
+        with (
+            self.engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn,
+            conn.begin(),
+        ):
+            yield SqlTransaction(conn)
+
     def _read_connection(self) -> Connection | None:
         """A SQLite file's read transactions run on a connection kept open by each thread
         that reads, instead of one taken from the pool and given back each time: checkout,
-        a new Connection and the return cost about 100 us of the 140-180 a read's
-        transaction took (an as-of GetBelief is read on the event loop; bench/README.md).
+        a new Connection and the return were most of a read transaction's cost (an as-of
+        GetBelief is read on the event loop; bench/README.md).
         Between reads it holds no transaction, so it keeps no snapshot and blocks no
         checkpoint. None elsewhere, and for a read begun inside another read on the same
         thread (which takes a pooled connection, as every read did before)."""

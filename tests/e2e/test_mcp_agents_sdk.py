@@ -116,23 +116,23 @@ async def test_agents_sdk_without_a_valid_token_is_refused(
             await factnode.cleanup()
 
 
-# --- the README's examples ---------------------------------------------------------------
+# --- the MCP page's examples (docs/agents/mcp.md) ---------------------------------------------------------------
 
-README_URL = "http://127.0.0.1:7430/mcp"
+EXAMPLE_URL = "http://127.0.0.1:7430/mcp"
 
 
 def _readme_block(marker: str) -> str:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "agents" / "mcp.md").read_text()
     section = readme[readme.index(f"<!-- {marker} -->") :]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    assert README_URL in code and f"Bearer {TOKEN}" in code
+    assert EXAMPLE_URL in code and f"Bearer {TOKEN}" in code
     return code
 
 
 def test_readme_agents_sdk_tool_calls_run(
     server: ServerProcess, tmp_path: Path, token_file: Path
 ) -> None:
-    """The README's Agents SDK tool-call example runs as printed against a real
+    """The MCP page's Agents SDK tool-call example runs as printed against a real
     `factnode mcp --http` with its token, and prints what its comments say."""
     code = _readme_block("agents-sdk-tools-example")
     printed: list[str] = []
@@ -145,7 +145,7 @@ def test_readme_agents_sdk_tool_calls_run(
     ]
     with mcp_http(server, tmp_path / "home", "--mcp-token-file", str(token_file)) as url:
         run = {"__name__": "readme", "print": lambda *a: printed.append(" ".join(map(str, a)))}
-        exec(compile(code.replace(README_URL, url), "README.md", "exec"), run)
+        exec(compile(code.replace(EXAMPLE_URL, url), "docs/agents/mcp.md", "exec"), run)
     assert printed == expected and len(expected) == 3
 
 
@@ -193,7 +193,7 @@ class ScriptedModel(Model):
 async def test_readme_agents_sdk_agent_runs_the_tools(
     server: ServerProcess, tmp_path: Path, token_file: Path
 ) -> None:
-    """The README's Agent example, run with a scripted model in place of the LLM, offers the
+    """The MCP page's Agent example, run with a scripted model in place of the LLM, offers the
     model factnode's tools and carries out its remember_fact and recall_about calls on the
     node through `factnode mcp --http` and its token."""
     code = _readme_block("agents-sdk-agent-example")
@@ -206,7 +206,7 @@ async def test_readme_agents_sdk_agent_runs_the_tools(
             "__name__": "readme",
             "RUN_CONFIG": RunConfig(model=model, tracing_disabled=True),
         }
-        exec(compile(code.replace(README_URL, url), "README.md", "exec"), run)
+        exec(compile(code.replace(EXAMPLE_URL, url), "docs/agents/mcp.md", "exec"), run)
         with anyio.fail_after(SESSION_TIMEOUT):
             answer = await run["chat"]("I'm Ana and I live in Porto now.")
     assert all(offered >= TOOLS for offered in model.offered) and len(model.offered) == 3

@@ -294,11 +294,19 @@ def _call(channel: grpc.Channel, method: MethodDescriptor, payloads: Sequence[by
 
 
 def same_outcome(method: MethodDescriptor, codes: Sequence[str]) -> bool:
-    """Whether the backends' status codes for one case agree. The one documented difference:
+    """Whether the backends' status codes for one case agree. The documented differences:
     a live watch ends by its deadline (DEADLINE_EXCEEDED) or, if the deadline passes while
-    the server is answering, OK; both mean the watch was accepted."""
+    the server is answering, OK; both mean the watch was accepted. Backup (below)."""
     if method.server_streaming:
         codes = ["OK" if c == "DEADLINE_EXCEEDED" else c for c in codes]
+    if method.full_name == "factnode.v1.AdminService.Backup" and len(codes) > 1:
+        # Backup copies a SQLite file: a well-formed request is copied (OK, or INVALID_ARGUMENT
+        # when the name is taken) on SQLite and FAILED_PRECONDITION on PostgreSQL; a
+        # malformed name is INVALID_ARGUMENT on both.
+        sqlite, postgres = codes[0], codes[1]
+        return sqlite == postgres == "INVALID_ARGUMENT" or (
+            sqlite in ("OK", "INVALID_ARGUMENT") and postgres == "FAILED_PRECONDITION"
+        )
     return len(set(codes)) == 1
 
 

@@ -426,12 +426,12 @@ async def test_langmem_manage_and_search_tools(node: InProcessNode) -> None:
         assert manage.invoke({"content": "sync too", "action": "create"}).startswith("created")
 
 
-# --- the README's example ---------------------------------------------------------------
+# --- the LangGraph page's example (docs/agents/langgraph.md) ---------------------------------------------------------------
 
 
 def test_readme_langgraph_example_runs(node: InProcessNode) -> None:
-    """The README's LangGraph example runs as printed and prints what its comments say."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    """The LangGraph page's example runs as printed and prints what its comments say."""
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "agents" / "langgraph.md").read_text()
     section = readme[readme.index("<!-- langgraph-example -->") :]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     address = 'FactnodeStore("127.0.0.1:7420"'
@@ -440,5 +440,5 @@ def test_readme_langgraph_example_runs(node: InProcessNode) -> None:
     printed: list[str] = []
     expected = [line.split("# ", 1)[1] for line in code.splitlines() if line.startswith("print(")]
     run = {"__name__": "readme", "print": lambda *a: printed.append(" ".join(map(str, a)))}
-    exec(compile(code, "README.md", "exec"), run)
+    exec(compile(code, "docs/agents/langgraph.md", "exec"), run)
     assert printed == expected and expected

@@ -54,7 +54,9 @@ async def test_a_relayed_user_stated_beats_a_newer_relayed_llm_generated_on_the_
         await fed.round()
     beta = fed.ledgers["beta"]
     porto, lisbon = (ids.version_id(HOME, v) for v in ("Porto", "Lisbon"))
-    held = [*beta.evidence_of_version(HOME, porto), *beta.evidence_of_version(HOME, lisbon)]
+    with beta.repo.read() as tx:
+        state = tx.key_states([HOME])[HOME]
+    held = [e for e in state.evidence if e.version_id in (porto, lisbon)]
     assert {(e.attribution, e.anchor_cap, e.origin_node) for e in held} == {
         ("user_stated", "federation_received", "alpha"),
         ("llm_generated", "federation_received", "alpha"),

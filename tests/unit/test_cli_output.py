@@ -137,7 +137,8 @@ def test_the_schemas_refuse_the_old_format() -> None:
 def test_every_command_that_prints_a_response_has_a_schema() -> None:
     """Each node-talking verb's output is in OUTPUTS (review by subcommand)."""
     talking = {"submit", "get", "explain", "history", "retract", "decisions", "erase",
-               "decay", "status", "sync", "members", "revoke"}  # fmt: skip
+               "decay", "status", "sync", "members", "revoke", "export", "import",
+               "backup"}  # fmt: skip
     review = {"review-list", "review-show", "review-resolve"}
     assert set(OUTPUTS) == talking | review
 

@@ -110,10 +110,11 @@ def test_gate_details_are_within_the_bound(
 
 
 def test_the_documented_bound_is_the_computed_one() -> None:
-    """README and the proto comment state the per-item bound this module computes."""
+    """The API guide (docs/api.md) and the proto comment state the per-item bound this module
+    computes."""
     root = Path(__file__).resolve().parents[2]
     stated = f"at most {RESULT_BYTES} bytes"
-    readme = " ".join((root / "README.md").read_text().split())
+    readme = " ".join((root / "docs" / "api.md").read_text().split())
     proto = (root / "proto/factnode/api/v1/factnode.proto").read_text()
     assert stated in readme
     assert stated in " ".join(line.strip(" /") for line in proto.splitlines())

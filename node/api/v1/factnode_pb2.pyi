@@ -928,3 +928,51 @@ class RevokeResponse(_message.Message):
     number: int
     revoked: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, applied: _Optional[bool] = ..., number: _Optional[int] = ..., revoked: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ExportRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ExportChunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class ImportChunk(_message.Message):
+    __slots__ = ("data", "force_policy")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    FORCE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    force_policy: bool
+    def __init__(self, data: _Optional[bytes] = ..., force_policy: _Optional[bool] = ...) -> None: ...
+
+class ImportResponse(_message.Message):
+    __slots__ = ("node_id", "evidence", "tombstones", "pins", "decisions", "policy_differed")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
+    PINS_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    POLICY_DIFFERED_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    evidence: int
+    tombstones: int
+    pins: int
+    decisions: int
+    policy_differed: bool
+    def __init__(self, node_id: _Optional[str] = ..., evidence: _Optional[int] = ..., tombstones: _Optional[int] = ..., pins: _Optional[int] = ..., decisions: _Optional[int] = ..., policy_differed: _Optional[bool] = ...) -> None: ...
+
+class BackupRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class BackupResponse(_message.Message):
+    __slots__ = ("destination", "bytes")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    bytes: int
+    def __init__(self, destination: _Optional[str] = ..., bytes: _Optional[int] = ...) -> None: ...

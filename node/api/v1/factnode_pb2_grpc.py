@@ -672,6 +672,21 @@ class AdminServiceStub:
                 request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RevokeRequest.SerializeToString,
                 response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RevokeResponse.FromString,
                 _registered_method=True)
+        self.Export = channel.unary_stream(
+                '/factnode.v1.AdminService/Export',
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ExportRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ExportChunk.FromString,
+                _registered_method=True)
+        self.Import = channel.stream_unary(
+                '/factnode.v1.AdminService/Import',
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ImportChunk.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ImportResponse.FromString,
+                _registered_method=True)
+        self.Backup = channel.unary_unary(
+                '/factnode.v1.AdminService/Backup',
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.BackupRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.BackupResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -720,6 +735,36 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Export(self, request, context):
+        """Streams a logical backup: a versioned JSON Lines file of the node's evidence
+        (retractions included), erasure tombstones and pins, in the order they were decided,
+        between a header (format version, node id, policy fingerprint) and a trailer holding
+        the SHA-256 of every line before it. Read in one snapshot while the node serves.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Import(self, request_iterator, context):
+        """Restores an export into an empty node with the same node id: every item goes through
+        the write path again, so beliefs, history and the review queue are recomputed.
+        INVALID_ARGUMENT for a malformed file or a bad checksum; FAILED_PRECONDITION for a
+        node that is not empty, another node id, or another policy without `force_policy`.
+        Nothing is written unless the whole file checks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Backup(self, request, context):
+        """Writes a consistent physical copy of the node's SQLite store into its backup directory
+        while the node keeps serving (SQLite's online backup). FAILED_PRECONDITION on
+        PostgreSQL (back it up with pg_dump) and for an in-memory store.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -752,6 +797,21 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.Revoke,
                     request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RevokeRequest.FromString,
                     response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RevokeResponse.SerializeToString,
+            ),
+            'Export': grpc.unary_stream_rpc_method_handler(
+                    servicer.Export,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ExportRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ExportChunk.SerializeToString,
+            ),
+            'Import': grpc.stream_unary_rpc_method_handler(
+                    servicer.Import,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ImportChunk.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ImportResponse.SerializeToString,
+            ),
+            'Backup': grpc.unary_unary_rpc_method_handler(
+                    servicer.Backup,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.BackupRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.BackupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -917,6 +977,87 @@ class AdminService:
             '/factnode.v1.AdminService/Revoke',
             factnode_dot_api_dot_v1_dot_factnode__pb2.RevokeRequest.SerializeToString,
             factnode_dot_api_dot_v1_dot_factnode__pb2.RevokeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Export(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/factnode.v1.AdminService/Export',
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ExportRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ExportChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Import(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/factnode.v1.AdminService/Import',
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ImportChunk.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ImportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/factnode.v1.AdminService/Backup',
+            factnode_dot_api_dot_v1_dot_factnode__pb2.BackupRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.BackupResponse.FromString,
             options,
             channel_credentials,
             insecure,

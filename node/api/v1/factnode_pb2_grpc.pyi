@@ -302,6 +302,24 @@ class AdminServiceStub:
     """Every member this node knows: itself, its seeds and peers, and those it learned of."""
     Revoke: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.RevokeRequest, _factnode_pb2.RevokeResponse]
     """Hands the node a revocation list signed by the federation's CA."""
+    Export: _grpc.UnaryStreamMultiCallable[_factnode_pb2.ExportRequest, _factnode_pb2.ExportChunk]
+    """Streams a logical backup: a versioned JSON Lines file of the node's evidence
+    (retractions included), erasure tombstones and pins, in the order they were decided,
+    between a header (format version, node id, policy fingerprint) and a trailer holding
+    the SHA-256 of every line before it. Read in one snapshot while the node serves.
+    """
+    Import: _grpc.StreamUnaryMultiCallable[_factnode_pb2.ImportChunk, _factnode_pb2.ImportResponse]
+    """Restores an export into an empty node with the same node id: every item goes through
+    the write path again, so beliefs, history and the review queue are recomputed.
+    INVALID_ARGUMENT for a malformed file or a bad checksum; FAILED_PRECONDITION for a
+    node that is not empty, another node id, or another policy without `force_policy`.
+    Nothing is written unless the whole file checks.
+    """
+    Backup: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.BackupRequest, _factnode_pb2.BackupResponse]
+    """Writes a consistent physical copy of the node's SQLite store into its backup directory
+    while the node keeps serving (SQLite's online backup). FAILED_PRECONDITION on
+    PostgreSQL (back it up with pg_dump) and for an in-memory store.
+    """
 
 @_typing.type_check_only
 class AdminServiceAsyncStub(AdminServiceStub):
@@ -320,6 +338,24 @@ class AdminServiceAsyncStub(AdminServiceStub):
     """Every member this node knows: itself, its seeds and peers, and those it learned of."""
     Revoke: _aio.UnaryUnaryMultiCallable[_factnode_pb2.RevokeRequest, _factnode_pb2.RevokeResponse]  # type: ignore[assignment]
     """Hands the node a revocation list signed by the federation's CA."""
+    Export: _aio.UnaryStreamMultiCallable[_factnode_pb2.ExportRequest, _factnode_pb2.ExportChunk]  # type: ignore[assignment]
+    """Streams a logical backup: a versioned JSON Lines file of the node's evidence
+    (retractions included), erasure tombstones and pins, in the order they were decided,
+    between a header (format version, node id, policy fingerprint) and a trailer holding
+    the SHA-256 of every line before it. Read in one snapshot while the node serves.
+    """
+    Import: _aio.StreamUnaryMultiCallable[_factnode_pb2.ImportChunk, _factnode_pb2.ImportResponse]  # type: ignore[assignment]
+    """Restores an export into an empty node with the same node id: every item goes through
+    the write path again, so beliefs, history and the review queue are recomputed.
+    INVALID_ARGUMENT for a malformed file or a bad checksum; FAILED_PRECONDITION for a
+    node that is not empty, another node id, or another policy without `force_policy`.
+    Nothing is written unless the whole file checks.
+    """
+    Backup: _aio.UnaryUnaryMultiCallable[_factnode_pb2.BackupRequest, _factnode_pb2.BackupResponse]  # type: ignore[assignment]
+    """Writes a consistent physical copy of the node's SQLite store into its backup directory
+    while the node keeps serving (SQLite's online backup). FAILED_PRECONDITION on
+    PostgreSQL (back it up with pg_dump) and for an in-memory store.
+    """
 
 class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
     """Operators erase, run decay, read the node's status and sync; needs the operator role."""
@@ -371,6 +407,42 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_factnode_pb2.RevokeResponse, _abc.Awaitable[_factnode_pb2.RevokeResponse]]:
         """Hands the node a revocation list signed by the federation's CA."""
+
+    @_abc_1.abstractmethod
+    def Export(
+        self,
+        request: _factnode_pb2.ExportRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_factnode_pb2.ExportChunk], _abc.AsyncIterator[_factnode_pb2.ExportChunk]]:
+        """Streams a logical backup: a versioned JSON Lines file of the node's evidence
+        (retractions included), erasure tombstones and pins, in the order they were decided,
+        between a header (format version, node id, policy fingerprint) and a trailer holding
+        the SHA-256 of every line before it. Read in one snapshot while the node serves.
+        """
+
+    @_abc_1.abstractmethod
+    def Import(
+        self,
+        request_iterator: _MaybeAsyncIterator[_factnode_pb2.ImportChunk],
+        context: _ServicerContext,
+    ) -> _typing.Union[_factnode_pb2.ImportResponse, _abc.Awaitable[_factnode_pb2.ImportResponse]]:
+        """Restores an export into an empty node with the same node id: every item goes through
+        the write path again, so beliefs, history and the review queue are recomputed.
+        INVALID_ARGUMENT for a malformed file or a bad checksum; FAILED_PRECONDITION for a
+        node that is not empty, another node id, or another policy without `force_policy`.
+        Nothing is written unless the whole file checks.
+        """
+
+    @_abc_1.abstractmethod
+    def Backup(
+        self,
+        request: _factnode_pb2.BackupRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_factnode_pb2.BackupResponse, _abc.Awaitable[_factnode_pb2.BackupResponse]]:
+        """Writes a consistent physical copy of the node's SQLite store into its backup directory
+        while the node keeps serving (SQLite's online backup). FAILED_PRECONDITION on
+        PostgreSQL (back it up with pg_dump) and for an in-memory store.
+        """
 
 def add_AdminServiceServicer_to_server(servicer: AdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -88,7 +88,7 @@ def test_k8s_replicas_are_three_pods_behind_the_client_service_on_the_secret_url
     tmp_path: Path,
 ) -> None:
     """Three replicas whose pods the client Service selects on their client port; the
-    database URL comes from the factnode-database Secret (documented in the README) and the
+    database URL comes from the factnode-database Secret (documented in docs/operations/deployment.md) and the
     rendered config, with the container's environment, is one TLS node on that URL."""
     docs = {d["kind"]: d for d in _rendered()}
     deployment, service = docs["Deployment"], docs["Service"]
@@ -105,9 +105,11 @@ def test_k8s_replicas_are_three_pods_behind_the_client_service_on_the_secret_url
     assert url == {"name": "factnode-database", "key": "url"}
     secrets = {e["valueFrom"]["secretKeyRef"]["name"] for e in env.values() if "valueFrom" in e}
     secrets |= {v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v}
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "operations" / "deployment.md").read_text()
     for secret in secrets:
-        assert f"secret generic {secret}" in readme, f"README must say how to create {secret}"
+        assert f"secret generic {secret}" in readme, (
+            f"the deployment page must say how to create {secret}"
+        )
     values = {name: e["value"] for name, e in env.items() if "value" in e}
     assert "start.sh" not in docs["ConfigMap"]["data"]  # the base's peer list is gone
     config = tmp_path / "factnode.toml"

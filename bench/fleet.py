@@ -14,7 +14,7 @@ once (`fanout` 3, partners chosen at random among the members it knows).
 
 For each N it prints:
 - rounds until every member holds every member's record AND every piece of evidence
-  (so every member's local belief is the same: DESIGN §5's belief is a function of the
+  (so every member's local belief is the same: specification §5's belief is a function of the
   evidence). This is what the fleet's gossip carries, and what must grow like log N.
 - votes: on this branch a vote counts only when its voter delivers it over a direct link
   (signed votes that travel through relays are the fleet-votes branch's work). So tallies

@@ -1,4 +1,4 @@
-"""Replicas of one node on one PostgreSQL database (DESIGN §10), in one run.
+"""Replicas of one node on one PostgreSQL database (specification §10), in one run.
 
     python bench/replicas.py --postgres postgresql+psycopg://user@host/db [--seconds S]
         [--rounds R] [--clients C] [--client-processes P] [--quick]

@@ -128,7 +128,7 @@ def issue_node_cert(
 def revoke(out: Path, node_ids: Sequence[str], cert_files: Sequence[Path] = ()) -> tuple[Path, int]:
     """Adds the certificates of `node_ids` (`out/<node_id>.crt`) and `cert_files` to the CA's
     revocation list `out/revoked.crl`, signed with `out/ca.key`, and returns its path and
-    number. Each call numbers the list after the one it replaces (DESIGN §7)."""
+    number. Each call numbers the list after the one it replaces (specification §7)."""
     found = _load(out)
     if found is None:
         raise ValueError(f"no CA in {out} (ca.crt and ca.key): revocations are signed by the CA")

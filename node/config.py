@@ -105,7 +105,7 @@ class Settings:
     federation_key: Path | None = None
     federation_ca: Path | None = None
     sync_interval_seconds: float = 10.0
-    # The fleet (DESIGN §7): seeds are addresses dialed first (`[[peers]]` are seeds too);
+    # The fleet (specification §7): seeds are addresses dialed first (`[[peers]]` are seeds too);
     # members are learned from their signed records. Each round syncs with `fanout` members
     # chosen at random (0: every member). `federation_advertise` is the address this node's
     # member record gives (default: federation.listen, with the port it bound).
@@ -121,7 +121,7 @@ class Settings:
     cache_keys: int = DEFAULT_CACHE_KEYS  # hot keys the write path keeps in memory; 0: none
     event_loop: str = "auto"  # one of EVENT_LOOPS: uvloop where installed, else asyncio's
     watch_streams_per_client: int = DEFAULT_WATCH_STREAMS_PER_CLIENT
-    # PostgreSQL replicas (DESIGN §10): the background-work lease is checked, and taken when
+    # PostgreSQL replicas (specification §10): the background-work lease is checked, and taken when
     # free, twice every `lease_seconds`; a dead holder's work moves within two of them.
     lease_seconds: float = 5.0
 

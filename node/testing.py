@@ -178,7 +178,7 @@ class Credentials:
 class Federation:
     """Several in-process nodes, fully meshed over `InProcessLink`s, for simulations. With
     `signed` (the default) each node holds a certificate from one CA and signs its votes,
-    as a served node does (DESIGN §7)."""
+    as a served node does (specification §7)."""
 
     def __init__(
         self,
@@ -300,7 +300,7 @@ class Fleet:
         ledger = memory_ledger(self._policy, self.clock, node_id)
         roster = Roster(ledger, self.authority, signer)
         roster.publish(self.address(node_id))
-        # Each member signs its votes and checks others', as a served node does (DESIGN §7).
+        # Each member signs its votes and checks others', as a served node does (specification §7).
         ledger.sign, ledger.verify_vote = signer.sign, roster.verify_vote
         self.ledgers[node_id], self.rosters[node_id] = ledger, roster
         self.endpoints[node_id] = FederationEndpoint(ledger, [], roster=roster)

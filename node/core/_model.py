@@ -73,9 +73,9 @@ class Rule(enum.StrEnum):
     CORRECTION = "correction"
     # Federation.
     FEDERATION_CONSENSUS = "federation_consensus"
-    # An operator's pin on a key under review (DESIGN §7).
+    # An operator's pin on a key under review (specification §7).
     OPERATOR_RESOLUTION = "operator_resolution"
-    # A peer's erasure tombstone, applied here (DESIGN §6).
+    # A peer's erasure tombstone, applied here (specification §6).
     PEER_ERASURE = "peer_erasure"
 
 
@@ -112,7 +112,7 @@ class Key(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """One stored statement about a key, with its provenance: an assertion that the key has
-    a value or, with `retracts`, a retraction (DESIGN §5): the value `object` (every value
+    a value or, with `retracts`, a retraction (specification §5): the value `object` (every value
     of the key when `object` and `version_id` are empty) stopped being true at `valid_from`.
     A retraction is never a belief candidate and never a vote; it ends the assertions it
     outranks (`arbitration.ends`)."""
@@ -136,7 +136,7 @@ class Evidence:
     # For relayed evidence: when its origin node recorded it (erasures compare with this).
     origin_recorded_at: Instant | None = None
     retracts: bool = False
-    # Its origin's signature of `signed.evidence_payload` as it travels (DESIGN §7); empty on
+    # Its origin's signature of `signed.evidence_payload` as it travels (specification §7); empty on
     # evidence read from the store, which keeps signatures apart (`evidence_signatures`).
     signature: bytes = b""
 

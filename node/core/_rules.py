@@ -1,4 +1,4 @@
-"""The arbitration rules of DESIGN §5 as one table: each rule, in order, with its metric,
+"""The arbitration rules of specification §5 as one table: each rule, in order, with its metric,
 its margin and the reason it gives.
 
 Everything that applies or explains the rules reads `RULES`: arbitration's filters and its
@@ -48,7 +48,7 @@ def leads(a: Metric, b: Metric, margin: int) -> bool:
 
 def _anchor(e: Evidence, policy: Policy) -> Metric:
     # (as counted here, as stated): a peer's cap lowers its claims as a whole but never
-    # reorders them, since where the counted values tie the stated anchors decide (DESIGN
+    # reorders them, since where the counted values tie the stated anchors decide (specification
     # §5 rule 1). Taken at its word, that includes a first-party `federation_received`
     # against a relayed `user_stated` capped at `federation_received`: both count 20 here,
     # and the relayed claim wins on the stated 90 (tests/unit/test_rules.py pins it).

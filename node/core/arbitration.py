@@ -26,7 +26,7 @@ from factnode.core.policy import Policy
 
 def retracted_key(r: Evidence) -> Key | None:
     """The key a piece of evidence ends assertions on: its own for a retraction, the other
-    key for an assertion naming `contradicts` (DESIGN §5), None otherwise."""
+    key for an assertion naming `contradicts` (specification §5), None otherwise."""
     return r.key if r.retracts else r.contradicts
 
 

@@ -29,7 +29,7 @@ MICROS_PER_HOUR = 3600 * 1_000_000
 class Vote:
     """One node's local belief for a key; `version_id` None means it abstains.
 
-    `seq` is the number its voter signed it with (DESIGN §7): a voter's current vote on a key
+    `seq` is the number its voter signed it with (specification §7): a voter's current vote on a key
     is its highest number, whatever the clocks say; `signature` is the voter's signature of
     `signed.vote_payload` (empty on a node without a federation certificate)."""
 
@@ -44,7 +44,7 @@ class Vote:
     seq: int = 0
     signature: bytes = b""
     # A marker, never signed nor sent: its voter is proven to have equivocated on the key
-    # (DESIGN §7), so it counts zero there and the key is contested (`tally`).
+    # (specification §7), so it counts zero there and the key is contested (`tally`).
     equivocated: bool = False
 
 
@@ -101,7 +101,7 @@ def latest_votes(votes: Iterable[Vote]) -> dict[str, Vote]:
 
 def newer(a: Vote, b: Vote) -> bool:
     """Whether vote `a` supersedes `b`: a higher signed sequence number, never the clock
-    (DESIGN §7); between unnumbered votes (seq 0, from before votes were signed) the later
+    (specification §7); between unnumbered votes (seq 0, from before votes were signed) the later
     cast. Ties are broken by content, so arrival order never matters."""
     return _vote_order(a) > _vote_order(b)
 
@@ -297,7 +297,7 @@ def retallied(
     key: Key, before: Tally | None, after: Tally | None, served_now: Served | None, now: Instant
 ) -> Decision | None:
     """The decision-log entry for a tally that changed while what the key serves did not
-    (DESIGN §7: every transition is logged): a node's vote moved, arrived or was withdrawn,
+    (specification §7: every transition is logged): a node's vote moved, arrived or was withdrawn,
     or the consensus version changed under a protected local belief. None when the voters and
     their versions are as they were, or when no peer votes now."""
     if served_now is None or after is None or not after.peer_voted:

@@ -1,4 +1,4 @@
-"""Member records: what each member of a federation says about itself (DESIGN §7).
+"""Member records: what each member of a federation says about itself (specification §7).
 
 A record names a member's node id, the address it is dialed at, its certificate and an
 incarnation that only grows; the member signs it with its certificate's key. The bytes

@@ -87,7 +87,7 @@ class ErasureGrant:
     namespaces: tuple[str, ...] = ("*",)
 
 
-# The default: erasures replicate (DESIGN §6), so every member's are applied, each logged.
+# The default: erasures replicate (specification §6), so every member's are applied, each logged.
 ACCEPT_ALL_ERASURES: tuple[ErasureGrant, ...] = (ErasureGrant("*", ("*",)),)
 
 
@@ -131,7 +131,7 @@ def vote_problem(v: Vote, policy: Policy, now: Instant) -> str:
         return "vote weight out of range"
     if v.seq == 0 and v.cast_at > now + policy.clock_skew_micros:
         # An unnumbered vote is ordered by its time; a numbered one by its number alone, so
-        # a voter's clock running ahead neither loses nor freezes its vote (DESIGN §7).
+        # a voter's clock running ahead neither loses nor freezes its vote (specification §7).
         return "cast_at lies in this node's future"
     if not 0 <= v.seq < 2**63:
         return "vote sequence number out of range"

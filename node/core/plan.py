@@ -175,7 +175,7 @@ def _grow(
 
 
 def bears_on(e: Evidence, held: Sequence[Evidence]) -> list[tuple[Key, Evidence]]:
-    """What joins other keys' states with `e` (DESIGN §5), given the evidence `held` on its
+    """What joins other keys' states with `e` (specification §5), given the evidence `held` on its
     key: `e` on the key it contradicts, with the evidence held that corrects it; and `e` on
     the key contradicted by the assertion it corrects."""
     out: list[tuple[Key, Evidence]] = []
@@ -223,7 +223,7 @@ class ErasureLoad:
 
 @dataclass(frozen=True, slots=True)
 class ErasurePlan:
-    """What an erasure destroys and recomputes (DESIGN §6)."""
+    """What an erasure destroys and recomputes (specification §6)."""
 
     evidence_ids: tuple[str, ...]
     # The keys the doomed evidence belongs to (their decisions about it go).

@@ -1,6 +1,6 @@
 """The arbitration policy: trust anchors, margins, thresholds and half-lives.
 
-Defaults are built in (DESIGN.md sections 3-7); an operator's TOML file overrides
+Defaults are built in (specification §3-§7); an operator's TOML file overrides
 them. A bad file is refused at load with the field and the reason.
 """
 
@@ -89,7 +89,7 @@ class Policy:
         return value
 
     def cap_for(self, node_id: str) -> str:
-        """The anchor ceiling this node sets for evidence from member `node_id` (DESIGN §7)."""
+        """The anchor ceiling this node sets for evidence from member `node_id` (specification §7)."""
         return self.member_caps.get(node_id, self.default_max_anchor)
 
     def margin_milli(self, setting: str) -> int:

@@ -6,7 +6,7 @@ what `serve` gives for the present; every read view (GetBelief with or without `
 `known_at`, Explain, GetHistory, ListBeliefs, the review queue) answers from `view`, which
 asks `serve` too, so no two views of a key tell different stories.
 
-How a view treats what is not evidence (DESIGN §7 leaves it open; decided here):
+How a view treats what is not evidence (specification §7 leaves it open; decided here):
 
 - A **pin** recorded at time P counts in every view with `known_at` unset or at or after P,
   whatever `as_of`: in such a view, where the view's own answer is AMBIGUOUS or CONTESTED
@@ -146,7 +146,7 @@ def serve(
 ) -> tuple[tuple[ServedValue, ...], Tally | None]:
     """The served values of a key and the tally behind them: every believed value of a
     multi-valued key; otherwise the consensus version, the local belief (marked CONTESTED or
-    AMBIGUOUS where it is) or an applicable pin (DESIGN §7). `votes` are the votes as this
+    AMBIGUOUS where it is) or an applicable pin (specification §7). `votes` are the votes as this
     node counts them, its own included."""
     if verdict is not None and verdict.believed:
         out = []

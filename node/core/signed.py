@@ -1,4 +1,4 @@
-"""Signed data (DESIGN §7): the exact bytes a member signs, and the pure checks on them.
+"""Signed data (specification §7): the exact bytes a member signs, and the pure checks on them.
 
 A vote is signed by its voter, numbered by a sequence it signs: its current vote on a key is
 the one with the highest number, never the latest clock. Two validly signed votes of one
@@ -185,6 +185,6 @@ def marked(proof: Equivocation) -> Vote:
 
 
 def without_equivocators(votes: Iterable[Vote], equivocators: Iterable[str]) -> list[Vote]:
-    """The votes that count on a key: an equivocating voter's count zero there (DESIGN §7)."""
+    """The votes that count on a key: an equivocating voter's count zero there (specification §7)."""
     barred = set(equivocators)
     return [v for v in votes if v.voter not in barred]

@@ -45,9 +45,9 @@ class InvalidInput(ValueError):
         super().__init__(describe_violations(self.violations))
 
 
-# Worth and confidence when a request gives none (DESIGN §2).
+# Worth and confidence when a request gives none (specification §2).
 DEFAULT_UNIT = 0.5
-# A retraction's anchor when a request names none: the user's own word (DESIGN §5).
+# A retraction's anchor when a request names none: the user's own word (specification §5).
 DEFAULT_RETRACTION_ANCHOR = "user_stated"
 
 
@@ -249,7 +249,7 @@ def make_retraction(
     recorded_at: Instant,
     origin_node: str,
 ) -> Evidence:
-    """Checks a retraction and builds its evidence (DESIGN §5): `obj` None retracts every
+    """Checks a retraction and builds its evidence (specification §5): `obj` None retracts every
     value of the key; `at` (default: the ingestion time) is when it stopped being true.
     Raises InvalidInput listing every bad field."""
     out: list[FieldViolation] = []

@@ -144,7 +144,7 @@ class FederationIndex:
         self.members = SetDigest()
         self._votes: dict[str, SetDigest] = {}
         # Every signed vote held, of any voter: one item per (key id, voter), so that votes
-        # relay through any member (DESIGN §7). Bucketed by key id.
+        # relay through any member (specification §7). Bucketed by key id.
         self.signed_votes = SetDigest()
 
     def votes(self, voter: str) -> SetDigest:

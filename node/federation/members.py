@@ -1,4 +1,4 @@
-"""The members a node knows, their signed records, and the revocation list it holds (DESIGN §7).
+"""The members a node knows, their signed records, and the revocation list it holds (specification §7).
 
 Who is a member is decided by certificates alone: the CA signed it, it is within its
 validity period, and the revocation list this node holds does not name it. Members learn
@@ -185,7 +185,7 @@ class Roster:
         """Checks a signature against its signer's certificate: the signer must be a member
         (CA-signed, in its validity period, not revoked: a revoked member's items arriving
         after the revocation are refused, whatever date they claim) and the signature must
-        cover exactly the bytes as they arrived (DESIGN §7)."""
+        cover exactly the bytes as they arrived (specification §7)."""
         if not signature:
             return Signature.UNSIGNED
         identity = self._identities.get(signer)

@@ -50,7 +50,7 @@ YOUR_VOTES = pb.DIGEST_SET_YOUR_VOTES
 VOTES = pb.DIGEST_SET_VOTES
 MEMBERS = pb.DIGEST_SET_MEMBERS
 # A node that signs its votes compares VOTES, every voter's signed votes in one set, so a
-# vote reaches every member through whichever members it meets (DESIGN §7); one that signs
+# vote reaches every member through whichever members it meets (specification §7); one that signs
 # none (no federation certificate) compares PEER_VOTES and YOUR_VOTES, its own votes and the
 # peer's, as before votes were signed (`Syncer._mine`).
 SETS = (EVIDENCE, TOMBSTONES, PEER_VOTES, YOUR_VOTES, VOTES, MEMBERS)
@@ -531,7 +531,7 @@ class Syncer:
     async def _exchange_revocations(
         self, link: PeerLink, peer: Peer, roots: pb.Digest, result: RoundResult
     ) -> None:
-        """Revocation lists gossip like everything signed (DESIGN §7): the peer's, if later
+        """Revocation lists gossip like everything signed (specification §7): the peer's, if later
         than this node's, is applied here; this node's, if later than the peer's, is pushed."""
         roster = self.roster
         if roster is None:

@@ -122,7 +122,7 @@ class GrpcPeerLink:
 
 def proven_peer(context: Context, peers: Sequence[str], roster: Roster | None = None) -> str:
     """The node id the caller's verified certificate names. Where the node holds a roster,
-    any member now (the CA signed its certificate, not revoked, not expired: DESIGN §7);
+    any member now (the CA signed its certificate, not revoked, not expired: specification §7);
     without one, a configured peer."""
     for key, _ in context.invocation_metadata() or ():
         if key == "authorization":

@@ -1,4 +1,4 @@
-"""Who belongs to a federation, and what its members signed (DESIGN §7).
+"""Who belongs to a federation, and what its members signed (specification §7).
 
 A member is a node holding a certificate that the federation's CA signed, in its validity
 period, and not revoked: its common name is its node id. Revocation is a certificate

@@ -121,7 +121,7 @@ class Ledger:
 
     @property
     def sign(self) -> Callable[[bytes], bytes] | None:
-        """This node's signing key (DESIGN §7); None: votes are neither signed nor checked."""
+        """This node's signing key (specification §7); None: votes are neither signed nor checked."""
         return self.serving.sign
 
     @sign.setter

@@ -1,7 +1,7 @@
 """Logical backup: a node's evidence set written as a versioned JSON Lines file, and that
 file replayed through the write path into an empty node.
 
-Belief is a function of the set of evidence (DESIGN §5), so evidence (retractions
+Belief is a function of the set of evidence (specification §5), so evidence (retractions
 included), erasure tombstones and pins are a complete backup: an import recomputes
 beliefs, history, the review queue and the decision log from them; nothing derived is
 copied. The file:

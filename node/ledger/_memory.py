@@ -93,7 +93,7 @@ class ServedMemory:
 
 
 class CheckedMemory(ServedMemory):
-    """Served answers of hot keys on a database other replicas write too (DESIGN §10),
+    """Served answers of hot keys on a database other replicas write too (specification §10),
     valid as of the position `epoch()` in the log of what every write changed
     (`store._checked`). Each read catches up with the log inside its own read transaction
     before it answers from memory, so a write acknowledged on any replica before the read

@@ -128,7 +128,7 @@ class Committed:
     erasures_refused: int = 0
     # Each refreshed key's tally as the transaction last counted it (for the decision log).
     tallies: dict[Key, Tally | None] = field(default_factory=dict)
-    # Proofs of equivocation this write stored (the digests gossip them, DESIGN §7).
+    # Proofs of equivocation this write stored (the digests gossip them, specification §7).
     equivocations: list[Equivocation] = field(default_factory=list)
 
 

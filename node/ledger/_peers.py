@@ -52,7 +52,7 @@ class PeerInput(Component):
 
     def cap_for(self, origin: str) -> str:
         """The ceiling relayed evidence from `origin` counts at here: the one set for the
-        origin, never the path's (DESIGN §7), so what a piece of evidence counts never
+        origin, never the path's (specification §7), so what a piece of evidence counts never
         depends on who delivered it, or when (`Policy.cap_for`)."""
         return self.policy.cap_for(origin)
 
@@ -66,7 +66,7 @@ class PeerInput(Component):
     ) -> tuple[list[Tombstone], list[Evidence], list[Vote]]:
         """What this node holds under the given buckets ("evidence", "tombstones", "votes":
         its own votes; "all_votes": the signed votes of every voter, relayed unchanged,
-        DESIGN §7), leaving out ids the caller already has."""
+        specification §7), leaving out ids the caller already has."""
         have = set(have_ids)
         with self.repo.read() as tx:
             tombstones = [
@@ -395,7 +395,7 @@ class PeerInput(Component):
     def _equivocations(
         self, tx: Transaction, good: list[Vote], fx: Committed
     ) -> tuple[list[Vote], set[Key], dict[Key, list[Vote]]]:
-        """Finds the proofs of equivocation among checked votes and those held (DESIGN §7):
+        """Finds the proofs of equivocation among checked votes and those held (specification §7):
         each is kept (and gossiped) and its voter's vote on the key becomes a marker that
         counts zero there; votes of a voter already proven on a key are not taken. Returns
         the votes left, the keys newly proven, and the votes held before."""
@@ -525,7 +525,7 @@ class PeerInput(Component):
         return len(own)
 
     def stop_counting(self, voter: str) -> int:
-        """Forgets every vote of `voter` (its certificate was revoked, DESIGN §7): the keys
+        """Forgets every vote of `voter` (its certificate was revoked, specification §7): the keys
         it voted on are recounted without it. Returns how many of its votes were held."""
         fx = Committed()
         with self.repo.write() as tx:

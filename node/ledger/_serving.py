@@ -115,7 +115,7 @@ class Serving:
         self._observers: list[Callable[[Committed], None]] = []
         # Told, after each delta a peer sent, how many of its items of each kind were refused.
         self.refusal_observers: list[Callable[[Mapping[str, int]], None]] = []
-        # This node's signing key (DESIGN §7), and the check of a peer's signed vote against
+        # This node's signing key (specification §7), and the check of a peer's signed vote against
         # its signer's certificate: set by the composition root on a federated node (the
         # ledger never imports the federation); None: votes are neither signed nor checked.
         self.sign: Callable[[bytes], bytes] | None = None
@@ -344,7 +344,7 @@ class Component:
 
 
 def bearing_on(tx: Transaction, evidence: Sequence[Evidence]) -> set[Key]:
-    """The other keys whose state holds some of `evidence` (DESIGN §5): the keys it names in
+    """The other keys whose state holds some of `evidence` (specification §5): the keys it names in
     `contradicts`, and those named by the assertions it corrects."""
     corrects = {e.corrects for e in evidence if e.corrects}
     corrected = tx.evidence(corrects).values() if corrects else ()

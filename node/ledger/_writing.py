@@ -183,7 +183,7 @@ class Writing(Component):
         worth: float = DEFAULT_UNIT,
         confidence: float = DEFAULT_UNIT,
     ) -> Decision:
-        """Records a retraction (DESIGN §5): evidence that the belief (or the value `obj`)
+        """Records a retraction (specification §5): evidence that the belief (or the value `obj`)
         stopped being true at `at` (default now). It ends what it outranks; an outranked
         retraction is stored all the same and decided DISBELIEVED. A key with no served
         belief (or without that value) is NotFound, and nothing is written. `source` is who

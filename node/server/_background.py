@@ -1,4 +1,4 @@
-"""The node's periodic work (sync rounds, decay), run by one replica at a time (DESIGN §10)."""
+"""The node's periodic work (sync rounds, decay), run by one replica at a time (specification §10)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """How many items a SubmitFacts reply can carry: the stream is refused before it commits
-anything whose result the reply could not send (DESIGN §9).
+anything whose result the reply could not send (specification §9).
 
 The reply is one message, capped by the node's `max_message_bytes` like any other. Each
 valid item's result is its decision; its size is bounded by its key's bytes plus a fixed

@@ -160,7 +160,7 @@ class NodeContext:
     roster: Roster | None = None
     # The largest message the server sends (`max_message_bytes`): SubmitFacts' reply too.
     max_reply_bytes: int = 4 * 1024 * 1024
-    # This process among the node's replicas (DESIGN §10), and its background work's lease.
+    # This process among the node's replicas (specification §10), and its background work's lease.
     replica: str = ""
     background: Background | None = None
 

@@ -69,7 +69,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         results: list[tuple[int, Decision | pb.ItemError]] = []
         pending: list[tuple[int, Evidence, str | None]] = []
         # The whole stream is read and checked before anything is written: one that goes past
-        # what its reply can carry is refused, nothing of it stored (DESIGN §9).
+        # what its reply can carry is refused, nothing of it stored (specification §9).
         budget = ReplyBudget(self.ctx.max_reply_bytes)
         index = 0
         try:

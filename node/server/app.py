@@ -178,7 +178,7 @@ class Node:
                 tx.set_meta(REVOCATION_META, base64.b64encode(der).decode())
 
         # Votes are signed with the certificate's key and checked against their voter's
-        # (DESIGN §7); votes stored unsigned by an older version are signed now.
+        # (specification §7); votes stored unsigned by an older version are signed now.
         self.ledger.sign = signer.sign
         roster = Roster(self.ledger, authority, signer, self.settings.peers, load, save)
         self.ledger.verify_vote = roster.verify_vote
@@ -323,7 +323,7 @@ class Node:
 
     def _background(self, jobs: list[Job], replica: str) -> Background:
         """Sync rounds and decay: on PostgreSQL under the lease that makes one replica run
-        them (DESIGN §10); on SQLite in this process, the store's only one."""
+        them (specification §10); on SQLite in this process, the store's only one."""
         lease = None if self.repo.is_sqlite else Lease(self.repo.url, self.node_id, replica)
         return Background(jobs, lease, replica, self.settings.lease_seconds)
 

@@ -37,7 +37,7 @@ from factnode.store.repository import (
     StoredBelief,
 )
 
-# The served states an operator reviews (DESIGN §7, "The review queue").
+# The served states an operator reviews (specification §7, "The review queue").
 QUEUED = (BeliefState.AMBIGUOUS, BeliefState.CONTESTED)
 # After a position (key id, key id, version id) in a page ordered by key and version.
 _AFTER_KEY = "(belief.key_id > ? OR (belief.key_id = ? AND belief.version_id > ?))"

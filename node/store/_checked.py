@@ -1,5 +1,5 @@
 """The log of what every write changed, kept on PostgreSQL for the replicas' memories of
-served answers (DESIGN §10).
+served answers (specification §10).
 
 Every write transaction, from any replica, logs the keys whose served answers it changed
 in `served_touch` (one row with no key where it cannot say which: an erasure, decay),

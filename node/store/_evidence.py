@@ -76,7 +76,7 @@ class SqlEvidence(TransactionPart):
                 held = retractions if row[_EVIDENCE_RETRACTS] else evidence
                 held[key].append(_evidence(row, key))
         # Assertions of other keys that name these in `contradicts` count here as
-        # retractions (DESIGN §5), unless corrected on their own key: their correctors too.
+        # retractions (specification §5), unless corrected on their own key: their correctors too.
         against: dict[str, tuple[Key, Key]] = {}  # evidence id -> (key it is against, its key)
         for row in against_them:
             if row[_EVIDENCE_STATUS] == active:
@@ -161,7 +161,7 @@ class SqlEvidence(TransactionPart):
         q = (
             _SELECT_EVIDENCE.where(
                 E.c.status == EvidenceStatus.ACTIVE.value,
-                # Relayed evidence decays at its capped anchor's half-life (DESIGN §6).
+                # Relayed evidence decays at its capped anchor's half-life (specification §6).
                 or_(
                     E.c.attribution.in_(sorted(attributions)),
                     E.c.anchor_cap.in_(sorted(attributions)),

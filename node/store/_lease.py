@@ -1,4 +1,4 @@
-"""The background-work lease of a node's replicas on PostgreSQL (DESIGN §10): a session-level
+"""The background-work lease of a node's replicas on PostgreSQL (specification §10): a session-level
 advisory lock, held by one replica's own connection.
 
 Why an advisory lock on a session rather than a row with a holder and an expiry: the server

@@ -1,4 +1,4 @@
-"""Member records (DESIGN §7): every member this node has heard of, kept across restarts."""
+"""Member records (specification §7): every member this node has heard of, kept across restarts."""
 
 from __future__ import annotations
 

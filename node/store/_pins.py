@@ -1,4 +1,4 @@
-"""Operators' pins: the version an operator chose for a key under review (DESIGN §7)."""
+"""Operators' pins: the version an operator chose for a key under review (specification §7)."""
 
 from __future__ import annotations
 

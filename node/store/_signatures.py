@@ -1,4 +1,4 @@
-"""Signatures kept beside what they sign (DESIGN §7): relayed evidence's, by its origin, and
+"""Signatures kept beside what they sign (specification §7): relayed evidence's, by its origin, and
 the proofs of equivocation (two signed votes of one voter, one number, one key)."""
 
 from __future__ import annotations

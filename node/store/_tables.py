@@ -71,7 +71,7 @@ class EvidenceRow(SQLModel, table=True):
     # Added in migration 0002 (federation).
     subject_id: str | None = Field(default=None, max_length=ID)
     origin_recorded_at: int | None = Field(default=None, sa_type=BigInteger)
-    # Added in migration 0007 (retractions are evidence): a retraction (DESIGN §5), and the
+    # Added in migration 0007 (retractions are evidence): a retraction (specification §5), and the
     # key id of `contradicts`, so a key's state loads what other keys say against it.
     retracts: bool = False
     contradicts_key_id: str | None = Field(default=None, max_length=ID)
@@ -166,7 +166,7 @@ class ErasureRow(SQLModel, table=True):
     reason: str = Field(sa_type=Text)
     evidence_count: int
     origin_node: str | None = Field(default=None, max_length=NAME)
-    # Its origin's signature (DESIGN §7), passed on unchanged; None: unsigned.
+    # Its origin's signature (specification §7), passed on unchanged; None: unsigned.
     signature: bytes | None = Field(default=None, sa_type=LargeBinary)
 
 
@@ -190,7 +190,7 @@ class NodeMetaRow(SQLModel, table=True):
 
 class VoteRow(SQLModel, table=True):
     """The current vote of each node (this one included) for each key: its highest signed
-    sequence number (DESIGN §7), with the voter's signature, relayed unchanged."""
+    sequence number (specification §7), with the voter's signature, relayed unchanged."""
 
     __tablename__ = "vote"
     __table_args__ = (
@@ -218,7 +218,7 @@ class VoteRow(SQLModel, table=True):
 
 
 class EvidenceSignatureRow(SQLModel, table=True):
-    """Relayed evidence's signature by its origin (DESIGN §7), kept to pass it on unchanged.
+    """Relayed evidence's signature by its origin (specification §7), kept to pass it on unchanged.
     Apart from the evidence rows, which the hot read path reads; gone when the evidence is
     erased. This node's own evidence is signed as it is offered."""
 
@@ -230,7 +230,7 @@ class EvidenceSignatureRow(SQLModel, table=True):
 
 class EquivocationRow(SQLModel, table=True):
     """Proof that a voter signed two different votes with one sequence number on one key
-    (DESIGN §7): both votes, as JSON, kept and gossiped; the voter counts zero on the key."""
+    (specification §7): both votes, as JSON, kept and gossiped; the voter counts zero on the key."""
 
     __tablename__ = "equivocation"
 
@@ -246,7 +246,7 @@ class EquivocationRow(SQLModel, table=True):
 
 class PinRow(SQLModel, table=True):
     """An operator's resolution of a key under review: the version it serves while the
-    key stays AMBIGUOUS or CONTESTED (DESIGN §7). The latest resolution replaces."""
+    key stays AMBIGUOUS or CONTESTED (specification §7). The latest resolution replaces."""
 
     __tablename__ = "pin"
 
@@ -258,7 +258,7 @@ class PinRow(SQLModel, table=True):
 
 
 class MemberRecordRow(SQLModel, table=True):
-    """A member's signed record as this node last took it (DESIGN §7): who it is, where it
+    """A member's signed record as this node last took it (specification §7): who it is, where it
     listens, its certificate, its incarnation and signature; `revoked` when the revocation
     list held names its certificate (kept, never dialed)."""
 

@@ -84,7 +84,7 @@ class Tombstone:
     reason: str
     evidence_ids: tuple[str, ...]
     origin_node: str = ""  # the node where the erasure was made ("" from older peers)
-    # The origin's signature of `signed.tombstone_payload` (DESIGN §7); b"" for one made
+    # The origin's signature of `signed.tombstone_payload` (specification §7); b"" for one made
     # before tombstones were signed, or whose time this node bounded (`bounded_erased_at`).
     signature: bytes = b""
 
@@ -260,7 +260,7 @@ class StoredMember:
 
 
 class MemberTransaction(Protocol):
-    """Member records (DESIGN §7): every member heard of, kept across restarts."""
+    """Member records (specification §7): every member heard of, kept across restarts."""
 
     def member_records(self) -> list[StoredMember]: ...
 

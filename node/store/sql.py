@@ -134,7 +134,7 @@ class SqlRepository:
 
     Each `watch`er (the ledger's served-read memory) is told the keys every write
     transaction here touched, around its commit. On PostgreSQL, where other replicas of
-    the node write too (DESIGN §10), every write also logs the keys it touched
+    the node write too (specification §10), every write also logs the keys it touched
     (`store._checked`), and a memory that may be stale reads that log in each read
     transaction (`Transaction.touch_log`) before it answers from memory.
     """
@@ -199,7 +199,7 @@ class SqlRepository:
 
     @property
     def shared(self) -> bool:
-        """Other processes may write this database (PostgreSQL replicas, DESIGN §10)."""
+        """Other processes may write this database (PostgreSQL replicas, specification §10)."""
         return not self.is_sqlite
 
     @property

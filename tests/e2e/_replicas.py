@@ -1,5 +1,5 @@
 """Replicas for the e2e tests: a fresh PostgreSQL database per test, and several `factnode
-serve` processes on it (one node, DESIGN §10)."""
+serve` processes on it (one node, specification §10)."""
 
 from __future__ import annotations
 

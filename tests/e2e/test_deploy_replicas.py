@@ -1,4 +1,4 @@
-"""The replicas' deployment shapes (DESIGN §10), checked offline: compose's `replicas` profile
+"""The replicas' deployment shapes (specification §10), checked offline: compose's `replicas` profile
 and the Kubernetes overlay deploy/k8s/replicas, each three replicas of one node on an
 external PostgreSQL URL."""
 

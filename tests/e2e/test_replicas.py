@@ -1,4 +1,4 @@
-"""One node, several processes (DESIGN §9, §10): replicas of `factnode serve` on one
+"""One node, several processes (specification §9, §10): replicas of `factnode serve` on one
 PostgreSQL database serve every read with every write acknowledged before it started, on
 any replica; the lease holder's kill -9 loses nothing and moves background work."""
 

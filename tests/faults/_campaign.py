@@ -342,7 +342,7 @@ def _run(
         if spared:
             report.notes.append(
                 f"{len(spared)} acknowledged facts were recorded after a later erasure's erased_at "
-                "by a clock running ahead, so the erasure did not cover them (DESIGN §6 "
+                "by a clock running ahead, so the erasure did not cover them (specification §6 "
                 "coverage is by recorded time)"
             )
         report.ops.update(o.kind for o in history.ops if o.status != "skipped")

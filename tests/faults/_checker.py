@@ -171,7 +171,7 @@ class Judge:
     def must_be_gone(self, fact: Op) -> Op | None:
         """An acknowledged erasure invoked after the fact was acknowledged that covers it:
         by its id, or by key or subject when the fact was recorded (the acknowledging node's
-        clock) at or before the erasure (the erasing node's clock), the rule DESIGN §6 sets.
+        clock) at or before the erasure (the erasing node's clock), the rule specification §6 sets.
         A fact acknowledged first but stamped later by a clock running ahead is counted
         as spared by skew (see `spared_by_skew`), not as erased."""
         for e in self.erases:

@@ -1,4 +1,4 @@
-"""Fault campaigns against real nodes (DESIGN §9): partitions, crashes, pauses, clocks and a
+"""Fault campaigns against real nodes (specification §9): partitions, crashes, pauses, clocks and a
 full disk while clients write, erase and read; then heal, converge and judge the history.
 
 Each campaign prints its counts. A failure prints the seed, the schedule and the operations

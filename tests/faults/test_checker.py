@@ -78,7 +78,7 @@ def test_evidence_acknowledged_before_an_erasure_must_be_gone_and_not_read() -> 
 
 def test_a_fact_recorded_after_the_erasure_by_a_clock_ahead_is_spared_not_erased() -> None:
     """A fact acknowledged first but stamped after the erasure's erased_at (its node's clock
-    ran ahead) is not covered by the erasure (DESIGN §6): held, it is no violation."""
+    ran ahead) is not covered by the erasure (specification §6): held, it is no violation."""
     fact, evidence = submitted(0, "n1", "porto", 1.0)
     erase = erased(1, "n2", 2.0)
     erase.result["erased_at"] = evidence.recorded_at - 1

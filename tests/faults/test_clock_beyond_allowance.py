@@ -5,7 +5,7 @@ tests.
 Both came from ordering or bounding by a node's wall clock: a vote was ordered by its
 `cast_at`, which a receiver refused beyond the allowance in its future; a tombstone's
 `erased_at` beyond it is cut to each receiver's own clock on arrival, so receivers differ.
-The first is fixed: votes are ordered by the sequence number their voter signs (DESIGN §7),
+The first is fixed: votes are ordered by the sequence number their voter signs (specification §7),
 and its test is a plain regression test. The second is still open and stays a strict
 xfail (it passes, and so fails the run, once fixed); until then the CI campaign keeps its
 clock offsets within the allowance (tests/faults/test_campaign.py).

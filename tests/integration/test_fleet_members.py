@@ -1,4 +1,4 @@
-"""Members, not a mesh (DESIGN §7): in-process members with real certificates, each knowing
+"""Members, not a mesh (specification §7): in-process members with real certificates, each knowing
 one seed, learn every member from the records that gossip; a bad record is refused and
 counted; a restarted member remembers the fleet; a revoked member is never dialed and its
 record is kept, marked; rounds choose `fanout` members at random, reproducibly."""

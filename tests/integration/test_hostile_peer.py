@@ -1,5 +1,5 @@
 """A configured peer that lies: its votes are checked, never believed; its tombstones cannot
-block a key; stale or future-dated items change nothing (DESIGN §6, §7)."""
+block a key; stale or future-dated items change nothing (specification §6, §7)."""
 
 from __future__ import annotations
 

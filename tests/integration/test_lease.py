@@ -1,4 +1,4 @@
-"""The background-work lease of a node's replicas on PostgreSQL (DESIGN §10): one replica
+"""The background-work lease of a node's replicas on PostgreSQL (specification §10): one replica
 at a time runs the jobs; when it goes, another takes them up within two intervals."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A peer's cap lowers its claims as a whole and never reorders them (DESIGN §5 rule 1),
+"""A peer's cap lowers its claims as a whole and never reorders them (specification §5 rule 1),
 through two in-process nodes that sync: the walkthrough's case, a relayed `user_stated`
 against a newer relayed `llm_generated`."""
 

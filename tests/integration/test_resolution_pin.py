@@ -1,5 +1,5 @@
 """An operator's resolution is a pin: it settles the key under review in one command, and
-the rules take over again when evidence decides the key (DESIGN §7)."""
+the rules take over again when evidence decides the key (specification §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Retractions and `contradicts` through the real ledger and store (DESIGN §5): the other key's
+"""Retractions and `contradicts` through the real ledger and store (specification §5): the other key's
 decision log and served belief follow, erasures and corrections undo them, and peers
 replicate retractions as evidence, decided on arrival like any relayed evidence."""
 

@@ -1,5 +1,5 @@
 """The memory of served answers on PostgreSQL, where several replicas write one database
-(DESIGN §10): a kept answer is served only while no write, through any replica, changed
+(specification §10): a kept answer is served only while no write, through any replica, changed
 it; every write logs what it touched, and every read checks that log first."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Signed votes through the real ledgers and sync (in-process links): refusals counted by
-reason, skewed clocks, and votes stored before votes were signed (DESIGN §7)."""
+reason, skewed clocks, and votes stored before votes were signed (specification §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every submission outcome of DESIGN.md section 4, and the named conflict scenarios."""
+"""Every submission outcome of specification §4, and the named conflict scenarios."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ CASES: list[tuple[str, list[Evidence], Evidence, bool, Outcome, Rule, bool | Non
     ("blank-source", [], fact("Porto", source="   "), False, R, Rule.NO_PROVENANCE, False),
     ("erased", [], fact("Porto"), True, R, Rule.ERASED, None),
     ("duplicate", [PORTO], fact("Porto", day=1, at=9), False, D, Rule.DUPLICATE, None),
-    # The same statement with another worth is other evidence for the same version (DESIGN §2).
+    # The same statement with another worth is other evidence for the same version (specification §2).
     (
         "same-statement-other-worth",
         [PORTO],
@@ -125,7 +125,7 @@ CASES: list[tuple[str, list[Evidence], Evidence, bool, Outcome, Rule, bool | Non
         True,
     ),
     ("ambiguous", [PORTO], fact("Lisbon"), False, M, Rule.TIEBREAK, True),
-    # DESIGN §5 rule 1: a cap lowers a peer's claims as a whole and never reorders them; where
+    # specification §5 rule 1: a cap lowers a peer's claims as a whole and never reorders them; where
     # the capped values tie, the anchors as stated decide, before recency.
     (
         "relayed-user-stated-supersedes-newer-relayed-llm",
@@ -210,7 +210,7 @@ def test_outcome(
     rule: Rule,
     candidate: bool | None,
 ) -> None:
-    """Each valid submission gets exactly the outcome and rule DESIGN.md section 4 names."""
+    """Each valid submission gets exactly the outcome and rule specification §4 names."""
     run = replay(held)
     before = run.state(new.key).belief(POLICY)
     ruling = decide(

@@ -33,7 +33,7 @@ from factnode.core.validation import (
 
 
 def test_default_anchor_table_is_design_section_3() -> None:
-    """The built-in trust anchors are exactly DESIGN.md section 3's table."""
+    """The built-in trust anchors are exactly specification §3's table."""
     assert dict(Policy().anchors) == {
         "codebase_verified": 100,
         "user_stated": 90,
@@ -77,7 +77,7 @@ def test_default_thresholds_margins_and_predicates() -> None:
     ],
 )
 def test_default_half_lives(anchor: str, days: int | None) -> None:
-    """Default half-lives are DESIGN.md section 6's: first-party never decays."""
+    """Default half-lives are specification §6's: first-party never decays."""
     expected = None if days is None else days * MICROS_PER_DAY
     assert Policy().half_life_micros(anchor) == expected
 

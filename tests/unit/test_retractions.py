@@ -1,4 +1,4 @@
-"""Retractions as evidence (DESIGN §5): which assertions a retraction (or a `contradicts` from
+"""Retractions as evidence (specification §5): which assertions a retraction (or a `contradicts` from
 another key) ends, by the rule order, as a function of the key's evidence set."""
 
 from __future__ import annotations

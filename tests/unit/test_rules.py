@@ -50,7 +50,7 @@ def _strong_in(rule: Rule, obj: str, *, weak: bool = False) -> Evidence:
 
 
 def test_the_table_lists_the_arbitration_rules_in_design_order() -> None:
-    """RULES holds trust_anchor, recency, worth and confidence, in that order (DESIGN §5)."""
+    """RULES holds trust_anchor, recency, worth and confidence, in that order (specification §5)."""
     assert tuple(r.rule for r in RULES) == ARBITRATION
 
 

@@ -1,4 +1,4 @@
-"""Signed votes (DESIGN §7): what a voter signs, which of its votes is current, and what
+"""Signed votes (specification §7): what a voter signs, which of its votes is current, and what
 proves that it equivocated; and the roster's check of a signature against its signer."""
 
 from __future__ import annotations

@@ -369,7 +369,7 @@ def node_id_of(identity: TlsIdentity) -> str:
 
 
 def signed_vote(identity: TlsIdentity, msg: pb.Vote, voter: str = "") -> pb.Vote:
-    """`msg` as `identity`'s node signs it (DESIGN §7): naming `voter` (default: that node)
+    """`msg` as `identity`'s node signs it (specification §7): naming `voter` (default: that node)
     and numbered `msg.seq` (default: its cast_at in microseconds, so later casts number
     higher), with its certificate's key over the vote's canonical bytes."""
     out = pb.Vote()
@@ -381,7 +381,7 @@ def signed_vote(identity: TlsIdentity, msg: pb.Vote, voter: str = "") -> pb.Vote
 
 
 def signed_evidence(identity: TlsIdentity, msg: pb.RelayedEvidence) -> pb.RelayedEvidence:
-    """`msg` as its origin, `identity`'s node, signs it (DESIGN §7): whatever origin it
+    """`msg` as its origin, `identity`'s node, signs it (specification §7): whatever origin it
     names, the signature is by `identity`'s key."""
     out = pb.RelayedEvidence()
     out.CopyFrom(msg)

@@ -121,7 +121,7 @@ def test_a_client_without_a_certificate_cannot_call_federation(fed: Federation) 
 def test_a_certificate_for_a_node_that_is_not_configured_is_a_member(
     fed: Federation, outsider: TlsIdentity
 ) -> None:
-    """Members, not a mesh (DESIGN §7): a certificate the federation's CA signed makes a
+    """Members, not a mesh (specification §7): a certificate the federation's CA signed makes a
     member whether or not any node configured it; its call is answered and n1 lists it."""
     with peer_channel(outsider, fed["n1"]) as ch:
         assert digest(ch).buckets

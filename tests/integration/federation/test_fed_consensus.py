@@ -181,7 +181,7 @@ def test_an_operator_resolution_settles_the_contested_key_it_looked_at(
 ) -> None:
     """Resolving a 3:2 key on a dissenting node pins it there (BELIEVED by operator_resolution,
     out of the queue); its vote is still its local belief, so the other nodes' tallies and
-    states do not move (DESIGN §7: a pin is the vote only where the key was locally tied)."""
+    states do not move (specification §7: a pin is the vote only where the key was locally tied)."""
     before = served(fed5, keys.swing)
     assert before["n5"] == ("Lisbon", CONTESTED, "trust_anchor")
     assert {state for _, state, _ in before.values()} == {CONTESTED}

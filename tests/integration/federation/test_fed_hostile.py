@@ -1,6 +1,6 @@
 """A hostile configured peer over a real mTLS link: its certificate is valid and names a peer
 the victim lists, and it sends crafted deltas through FederationService. Nothing it sends moves
-the victim's beliefs beyond what its honest evidence would (DESIGN §6, §7, §9).
+the victim's beliefs beyond what its honest evidence would (specification §6, §7, §9).
 
 The victim is a real `factnode serve` process. The peers it lists (`mallory`, `honest`) are not
 started: the test speaks for them over their peer links, with certificates from the
@@ -122,7 +122,7 @@ class PeerLink:
     ) -> pb.PushDeltaResponse:
         """Sends `delta`, its unsigned votes signed by this link's node, numbered by their
         cast time, and the evidence it originates signed by it: a member's lies are signed
-        like its honest items (DESIGN §7)."""
+        like its honest items (specification §7)."""
         signed = pb.Delta()
         signed.CopyFrom(delta)
         me = node_id_of(self.identity)
@@ -234,7 +234,7 @@ def test_a_future_tombstone_erases_what_it_covers_now_and_later_writes_are_accep
 ) -> None:
     """A tombstone dated 9999-12-31 erases what it covers now, like the valid one beside it (no
     clock skew keeps erased data alive), but counts as made at the victim's clock: the key takes
-    later writes, and the victim relays the tombstone dated by its own clock (DESIGN §6)."""
+    later writes, and the victim relays the tombstone dated by its own clock (specification §6)."""
     blocked, erased = fresh_key("block"), fresh_key("erase")
     victim.submit(blocked, "3.12", source="agent:victim")
     victim.submit(erased, "3.12", source="agent:victim")
@@ -275,7 +275,7 @@ def test_a_future_tombstone_erases_what_it_covers_now_and_later_writes_are_accep
 def test_an_older_vote_arriving_later_never_replaces_a_newer_one(
     victim: FedNode, mallory: PeerLink
 ) -> None:
-    """The highest signed number wins (DESIGN §7): an older vote last in the same delta, or
+    """The highest signed number wins (specification §7): an older vote last in the same delta, or
     alone in a later delta, leaves the newer one counted; a vote dated an hour in the victim's
     future counts by its number (a clock running ahead loses nothing), and a higher number
     replaces it though dated earlier (nor does a clock set back)."""
@@ -384,7 +384,7 @@ def test_a_vote_counts_for_the_node_its_certificate_proves(
 ) -> None:
     """Evidence that names `honest` as its origin, pushed over mallory's link unsigned or
     signed with mallory's key, is refused for its signature (a relay cannot re-attribute
-    evidence, DESIGN §7); mallory's vote on it waits and counts nothing, and honest's vote
+    evidence, specification §7); mallory's vote on it waits and counts nothing, and honest's vote
     on the key stays as honest cast it, its evidence at honest's ceiling."""
     k = fresh_key("impersonate")
     at = event_time().ToMicroseconds()

@@ -1,4 +1,4 @@
-"""A fleet of real processes (DESIGN §7, §9 "a fleet converges"): eight `factnode serve`
+"""A fleet of real processes (specification §7, §9 "a fleet converges"): eight `factnode serve`
 processes on loopback, each configured with one seed address and certificates made by
 `factnode certs`, learn every member from the records that gossip and reach identical
 tallies; a ninth joins with its certificate and one seed and is listed, and its vote

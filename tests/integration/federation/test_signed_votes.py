@@ -1,4 +1,4 @@
-"""Signed votes over real mTLS (DESIGN §7): a vote counts for the member that signed it,
+"""Signed votes over real mTLS (specification §7): a vote counts for the member that signed it,
 whichever member delivered it, and a relay can withhold a vote but never alter it,
 re-attribute it, renumber it or pass off a stranger's.
 

@@ -1,6 +1,6 @@
 """retractions are evidence: the retraction table's rows move into `evidence`
 
-A retraction becomes evidence with `retracts` true (DESIGN §5), decided by the rules,
+A retraction becomes evidence with `retracts` true (specification §5), decided by the rules,
 replicated and erased like any evidence. Each stored retraction row becomes retraction
 evidence attributed `codebase_verified`, source `migrated:retraction`, worth and confidence
 1, dated at its `at`, so that it keeps ending what it ended (the rule order gives it the top

@@ -1,4 +1,4 @@
-"""member_record: the signed records of the federation's members (DESIGN §7)
+"""member_record: the signed records of the federation's members (specification §7)
 
 Revision ID: 0009_members
 Revises: 0008

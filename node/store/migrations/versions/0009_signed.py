@@ -3,7 +3,7 @@ signature by its origin; tombstones' by theirs; equivocation proofs
 
 Votes stored before this revision have seq 0 and no signature: a node re-signs its own on
 open (`Ledger.sign_own_votes`), and peers' unsigned votes stop counting on their next
-round, when the signed ones replace them (DESIGN §7).
+round, when the signed ones replace them (specification §7).
 
 Revision ID: 0009_signed
 Revises: 0008

@@ -23,8 +23,15 @@ _FIRST = (
 )
 _IN_DECIDED_ORDER = (
     _SELECT_EVIDENCE.select_from(E.outerjoin(_FIRST, _FIRST.c.evidence_id == E.c.evidence_id))
-    # Evidence without a decision (none is expected) follows, by when it was recorded.
-    .order_by(_FIRST.c.first_seq.is_(None), _FIRST.c.first_seq, E.c.recorded_at, E.c.evidence_id)
+    # By when it was recorded first, and within one time (one batch) in the order it was
+    # decided. The decision log alone cannot order it: an erasure forgets the decisions of
+    # the keys its evidence bore on, so evidence decided before it would replay last.
+    .order_by(
+        E.c.recorded_at,
+        _FIRST.c.first_seq.is_(None),
+        _FIRST.c.first_seq,
+        E.c.evidence_id,
+    )
 )
 _PINS = select(P.c.key_id, P.c.version_id, P.c.operator, P.c.reason, P.c.pinned_at)
 # Every resolution, not just each key's current pin: earlier ones link versions in history.
@@ -46,7 +53,7 @@ class SqlExport(TransactionPart):
 
     def exported_evidence(self) -> Iterator[tuple[Evidence, EvidenceStatus, str | None]]:
         """Every piece of evidence (assertions and retractions, of any status) with its status
-        and idempotency key, in the order the node first decided each."""
+        and idempotency key, in the order the node recorded and first decided each."""
         rows = self._c.execution_options(stream_results=True, yield_per=1000).execute(
             _IN_DECIDED_ORDER
         )

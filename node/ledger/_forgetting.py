@@ -82,6 +82,7 @@ class Forgetting(Component):
         )
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             if key is not None:
                 doomed = tx.evidence_in_scope("key", None, key, None)
             elif subject is not None:
@@ -91,7 +92,6 @@ class Forgetting(Component):
             erased_ids = {e.evidence_id for e in doomed} | ({evidence_id} if evidence_id else set())
             tombstone = replace(tombstone, evidence_ids=tuple(sorted(erased_ids)))
             keys = self.apply_erasure(tx, tombstone, doomed, fx, extra_keys={key} if key else set())
-        self._serving.announce(fx)
         self.repo.after_erase()
         return ErasureReport(tombstone.erasure_id, len(doomed), len(keys), now)
 
@@ -162,9 +162,9 @@ class Forgetting(Component):
             keys = {e.key for e in page if e.evidence_id in cold}
             fx = Committed()
             with self.repo.write() as tx:
+                self._serving.announce(tx, fx)
                 keys |= bearing_on(tx, [e for e in page if e.evidence_id in cold])
                 tx.set_status(cold, EvidenceStatus.DECAYED)
                 fx.evidence_removed.update(cold)  # decayed evidence leaves sync too
                 self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
-            self._serving.announce(fx)
         return DecayReport(decayed, tombstoned)

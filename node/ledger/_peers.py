@@ -259,6 +259,7 @@ class PeerInput(Component):
             else:
                 checked_votes.append(v)
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             known = tx.known_erasures([t.erasure_id for t in good_tombstones])
             for t in good_tombstones:
                 if t.erasure_id in known:
@@ -386,7 +387,6 @@ class PeerInput(Component):
                 votes_before=before,
             )
             accepted += taken
-        self._serving.announce(fx)
         if fx.erasures_added:
             # As after a local erase: the erased bytes must not linger in the WAL or old pages.
             self.repo.after_erase()
@@ -491,10 +491,10 @@ class PeerInput(Component):
         """Recounts votes (freshness moves with the UTC hour) for `keys`, or every voted key."""
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             if keys is None:
                 keys = {v.key for v in tx.all_votes()}
             self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
-        self._serving.announce(fx)
 
     def sign_own_votes(self) -> int:
         """Numbers and signs this node's votes stored before votes were signed (migration
@@ -505,6 +505,7 @@ class PeerInput(Component):
             return 0
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             unsigned = [v for v in tx.all_votes() if not v.signature]
             own = [v for v in unsigned if v.voter == self.node_id]
             if own:
@@ -521,7 +522,6 @@ class PeerInput(Component):
             if theirs:
                 recount = set().union(*theirs.values())
                 self._serving.refresh(tx, tx.key_states(recount), self.clock.now(), fx)
-        self._serving.announce(fx)
         return len(own)
 
     def stop_counting(self, voter: str) -> int:
@@ -529,12 +529,12 @@ class PeerInput(Component):
         it voted on are recounted without it. Returns how many of its votes were held."""
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             keys = {v.key for v in tx.votes_under(voter, [""])}
             if keys:
                 tx.delete_votes(voter, keys)
                 fx.votes_removed.extend((voter, k) for k in keys)
                 self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
-        self._serving.announce(fx)
         return len(keys)
 
 

@@ -52,6 +52,7 @@ class Review(Component):
         now = self.clock.now()
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             state = tx.key_states([key])[key]
             held = [e for e in state.evidence if e.version_id == chosen]
             if not held:
@@ -77,7 +78,6 @@ class Review(Component):
             )
             rows = served.get(key, [])
             belief = self._serving.beliefs(tx, [key], {e.evidence_id: e for e in held}).get(key)
-        self._serving.announce(fx)
         return _resolution(key, decision, held, rows[0] if rows else None, belief, operator)
 
 

@@ -106,6 +106,13 @@ class Forgetting(Component):
         """Destroys the doomed evidence, records the tombstone and recomputes the keys: load,
         plan (`core.plan.plan_erasure`), apply. Returns the keys recomputed."""
         named = list(tombstone.evidence_ids)
+        # Every vote on a key in a key or subject erasure's scope goes, also where the evidence
+        # it rests on never arrived here: that evidence is erased everywhere and can never
+        # come, so a vote kept waiting for it would be held here for ever, and digests would
+        # never agree. A vote on evidence recorded after the erasure comes back by sync.
+        extra_keys = (extra_keys or set()) | tx.voted_keys_in_scope(
+            tombstone.scope, tombstone.scope_hash
+        )
         load = ErasureLoad(
             doomed=doomed,
             bearing=frozenset(bearing_on(tx, doomed)),

@@ -172,6 +172,7 @@ class Credentials:
         ledger.verify_vote = roster.verify_vote
         ledger.verify_evidence = roster.verify_evidence
         ledger.verify_tombstone = roster.verify_tombstone
+        ledger.verify_bound = roster.verify_bound
         return roster
 
 

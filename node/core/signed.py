@@ -16,12 +16,14 @@ from enum import StrEnum
 
 from factnode.core._model import Evidence, Instant, Key
 from factnode.core.consensus import Vote
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.peer_checks import ErasureRecord
 
 # A domain tag per kind of item: a signature over one kind never verifies as another.
 _VOTE_TAG = b"factnode/vote/v1"
 _EVIDENCE_TAG = b"factnode/evidence/v1"
 _TOMBSTONE_TAG = b"factnode/tombstone/v1"
+_BOUND_TAG = b"factnode/erasure-bound/v1"
 
 
 class Signature(StrEnum):
@@ -116,6 +118,12 @@ def tombstone_payload(t: ErasureRecord) -> bytes:
             *sorted(t.evidence_ids),
         )
     )
+
+
+def bound_payload(b: ErasureBound) -> bytes:
+    """The bytes a node signs when it bounds an erasure dated beyond its clock: the erasure,
+    itself, and the time it applied it (`erasure_bounds`)."""
+    return _BOUND_TAG + _encode((b.erasure_id, b.node, b.bound_at))
 
 
 def withdrawn(v: Vote, now: Instant) -> Vote:

@@ -24,8 +24,15 @@ from dataclasses import dataclass
 from factnode.config import Peer
 from factnode.core import Evidence
 from factnode.core.consensus import Vote
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord, member_item_id, record_problem, supersedes
-from factnode.core.signed import Signature, evidence_payload, tombstone_payload, vote_payload
+from factnode.core.signed import (
+    Signature,
+    bound_payload,
+    evidence_payload,
+    tombstone_payload,
+    vote_payload,
+)
 from factnode.federation._index import index_of
 from factnode.federation.trust import (
     MAX_REVOCATION_LIST_BYTES,
@@ -178,6 +185,11 @@ class Roster:
         """Checks a tombstone's signature against the certificate of the node it names as
         where the erasure was made (`verify`)."""
         return self.verify(t.origin_node, tombstone_payload(t), t.signature, now)
+
+    def verify_bound(self, b: ErasureBound, now: dt.datetime | None = None) -> Signature:
+        """Checks an erasure bound's signature against the certificate of the node it names
+        as the one that bounded the erasure (`verify`)."""
+        return self.verify(b.node, bound_payload(b), b.signature, now)
 
     def verify(
         self, signer: str, payload: bytes, signature: bytes, now: dt.datetime | None = None

@@ -184,6 +184,7 @@ class Node:
         self.ledger.verify_vote = roster.verify_vote
         self.ledger.verify_evidence = roster.verify_evidence
         self.ledger.verify_tombstone = roster.verify_tombstone
+        self.ledger.verify_bound = roster.verify_bound
         signed = self.ledger.sign_own_votes()
         if signed:
             log.info("signed %d vote(s) this node stored before votes were signed", signed)

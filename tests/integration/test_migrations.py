@@ -14,6 +14,7 @@ from sqlmodel import SQLModel
 
 import factnode.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 from factnode.core import Key, Policy, Submission, ids
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord
 from factnode.core.signed import Signature
 from factnode.ledger import Ledger, NotFound, ensure_node_id
@@ -446,6 +447,42 @@ def test_0009_members_adds_the_member_record_table_and_reverses(tmp_path: Path) 
         assert "member_record" in inspect(again.engine).get_table_names()
         with again.read() as tx:
             assert tx.member_records() == []
+        assert Ledger(again, Policy(), "node-test", FakeClock()).counts() == counts
+    finally:
+        again.close()
+
+
+def test_r27_adds_the_erasure_bound_table_and_reverses(tmp_path: Path) -> None:
+    """r27_erasure_bounds creates erasure_bound (a stored bound reads back as written, the
+    lowest per node kept); down to r26 drops it and keeps every other table's rows; up again
+    restores an empty table."""
+    url = f"sqlite:///{tmp_path / 'bounds.db'}"
+    repo = SqlRepository(url)
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", FakeClock())
+        ledger.submit(Submission("user:ana", "ana", "lives_in", "Lisbon", "user_stated", "a"))
+        counts = ledger.counts()
+        with repo.write() as tx:
+            tx.put_erasure_bounds([ErasureBound("e" * 32, "b", 7, b"\x01")])
+            assert tx.put_erasure_bounds([ErasureBound("e" * 32, "b", 9, b"\x02")]) == []
+        with repo.read() as tx:
+            assert tx.bounds_under([""]) == [ErasureBound("e" * 32, "b", 7, b"\x01")]
+        with repo.engine.connect() as conn:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "r26_served_touch")
+            conn.commit()
+        assert _revision(repo.engine) == "r26_served_touch"
+        assert "erasure_bound" not in inspect(repo.engine).get_table_names()
+    finally:
+        repo.close()
+
+    again = SqlRepository(url)  # opening migrates to head
+    try:
+        assert _revision(again.engine) == _head()
+        assert "erasure_bound" in inspect(again.engine).get_table_names()
+        with again.read() as tx:
+            assert tx.bounds_under([""]) == []
         assert Ledger(again, Policy(), "node-test", FakeClock()).counts() == counts
     finally:
         again.close()

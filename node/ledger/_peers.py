@@ -19,6 +19,7 @@ from factnode.core.peer_checks import (
     vote_problem,
 )
 from factnode.core.signed import (
+    Equivocation,
     Signature,
     bound_payload,
     evidence_payload,
@@ -464,13 +465,22 @@ class PeerInput(Component):
     ) -> tuple[list[Vote], set[Key], dict[Key, list[Vote]]]:
         """Finds the proofs of equivocation among checked votes and those held (specification §7):
         each is kept (and gossiped) and its voter's vote on the key becomes a marker that
-        counts zero there; votes of a voter already proven on a key are not taken. Returns
-        the votes left, the keys newly proven, and the votes held before."""
+        counts zero there; votes of a voter already proven on a key are not taken, but may
+        replace the proof held by the canonical one (`signed.canonical_proof`), so every node
+        keeps the same proof whatever votes it saw first. Returns the votes left, the keys
+        whose proof is new or replaced, and the votes held before."""
         keys = {v.key for v in good}
         held = tx.votes(keys) if keys else {}
         current = {(o.voter, k): o for k, vs in held.items() for o in vs}
-        proofs = proofs_among(good, {p: o for p, o in current.items() if not o.equivocated})
         barred = {p for p, o in current.items() if o.equivocated}
+        kept = {
+            (first.voter, first.key): Equivocation(first.voter, first.key, first.seq, first, second)
+            for first, second in (
+                tx.equivocations_under(sorted({ids.key_id(k) for _, k in barred})) if barred else []
+            )
+            if (first.voter, first.key) in barred
+        }
+        proofs = proofs_among(good, {p: o for p, o in current.items() if not o.equivocated}, kept)
         barred |= {(p.voter, p.key) for p in proofs}
         for p in proofs:
             tx.put_equivocation(p)

@@ -210,6 +210,50 @@ async def test_an_equivocation_proof_reaches_every_member_and_digests_agree() ->
         fed.close()
 
 
+async def test_three_conflicting_votes_leave_every_member_the_same_proof() -> None:
+    """e signs three different votes with one number on one key and hands a, b and c a
+    different pair each, so each finds a different proof first: after a few rounds every
+    member holds the same one (the canonical pair, `signed.canonical_proof`), and their
+    vote digests are equal."""
+    fed = Federation(["a", "b", "c", "e"])
+    try:
+        assert fed.credentials is not None
+        for n in ("a", "b", "c"):
+            _submit(fed, n, "Lisbon")
+        for _ in range(2):
+            await fed.round()
+        for n in ("a", "b", "c"):
+            fed.links[(n, "e")].up = fed.links[("e", n)].up = False
+        held = next(v for v in fed.ledgers["b"].offer({"votes": [""]})[2] if v.key == KEY)
+        signer = fed.credentials.signer("e")
+        variants = []
+        for worth in (500, 400, 300):
+            v = dataclasses.replace(held, voter="e", worth_milli=worth, seq=3, signature=b"")
+            variants.append(dataclasses.replace(v, signature=signer.sign(vote_payload(v))))
+        first, second, third = variants
+        cert = signer.identity.der
+        for node, pair in (("a", (first, second)), ("b", (second, third)), ("c", (third, first))):
+            delta = pb.Delta(votes=[wire.vote_pb(v) for v in pair], certificates=[cert])
+            assert list(fed.endpoints[node].push_delta("e", delta).rejected) == []
+        found = {}
+        for n in ("a", "b", "c"):
+            with fed.ledgers[n].repo.read() as tx:
+                [found[n]] = tx.all_equivocations()
+        assert len(set(found.values())) == 3  # each found its own pair first
+        for _ in range(3):
+            await fed.round()
+        expected = tuple(sorted(variants, key=vote_payload)[:2])
+        for n in ("a", "b", "c"):
+            with fed.ledgers[n].repo.read() as tx:
+                assert tx.all_equivocations() == [expected], n
+            tally = fed.ledgers[n].tally_of(KEY)
+            assert tally is not None and tally.equivocators == ("e",), n
+        digests = {index_of(fed.ledgers[n]).signed_votes.bucket("") for n in ("a", "b", "c")}
+        assert len(digests) == 1
+    finally:
+        fed.close()
+
+
 async def test_a_tombstone_signed_by_its_eraser_travels_through_a_relay(
     fed: Federation,
 ) -> None:

@@ -185,6 +185,7 @@ class Credentials:
         ledger.verify_evidence = roster.verify_evidence
         ledger.verify_tombstone = roster.verify_tombstone
         ledger.verify_bound = roster.verify_bound
+        ledger.resign_own_votes(f"{signer.identity.serial:x}")  # as the composition root does
         return roster
 
 

@@ -376,6 +376,10 @@ class Ledger:
         """`PeerInput.sign_own_votes`."""
         return self.peer_input.sign_own_votes()
 
+    def resign_own_votes(self, signing_certificate: str) -> int:
+        """`PeerInput.resign_own_votes`."""
+        return self.peer_input.resign_own_votes(signing_certificate)
+
     def export(self) -> Iterator[bytes]:
         """The logical backup, line by line, read in one snapshot (`_backup`)."""
         return _backup.export_lines(self)

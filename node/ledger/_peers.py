@@ -43,6 +43,8 @@ from factnode.store.repository import Transaction
 
 # How much of a peer erasure's operator and reason its decision quotes: the peer chose them.
 _LOGGED = 200
+# The store's named value naming the certificate this node's votes were last signed with.
+_VOTES_SIGNED_WITH = "votes_signed_with"
 
 
 class PeerInput(Component):
@@ -603,6 +605,30 @@ class PeerInput(Component):
             if theirs:
                 recount = set().union(*theirs.values())
                 self._serving.refresh(tx, tx.key_states(recount), self.clock.now(), fx)
+        return len(own)
+
+    def resign_own_votes(self, signing_certificate: str) -> int:
+        """Numbers anew and re-signs this node's votes when the certificate it signs with
+        changed since they were signed (`signing_certificate` names the current one, kept in
+        the store's named values): peers then hold them under the current key, so they
+        outlive the earlier certificate's expiry or revocation. Returns how many; none the
+        first time (a store that names no certificate yet), nor without a signing key."""
+        if self._serving.sign is None:
+            return 0
+        fx = Committed()
+        with self.repo.write() as tx:
+            held = tx.meta(_VOTES_SIGNED_WITH)
+            tx.set_meta(_VOTES_SIGNED_WITH, signing_certificate)
+            if held is None or held == signing_certificate:
+                return 0
+            own = [
+                v for v in tx.votes_under(self.node_id, [""]) if v.signature and not v.equivocated
+            ]
+            if own:
+                signed = self._serving.numbered(tx, own)
+                tx.put_votes(signed)
+                fx.votes_put.extend(signed)
+        self._serving.announce(fx)
         return len(own)
 
     def stop_counting(self, voter: str) -> int:

@@ -188,6 +188,9 @@ class Node:
         signed = self.ledger.sign_own_votes()
         if signed:
             log.info("signed %d vote(s) this node stored before votes were signed", signed)
+        resigned = self.ledger.resign_own_votes(f"{signer.identity.serial:x}")
+        if resigned:
+            log.info("re-signed %d vote(s) with this node's reissued certificate", resigned)
         return roster
 
     def _tls(self) -> TlsFiles:

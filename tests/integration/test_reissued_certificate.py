@@ -11,9 +11,10 @@ import pytest
 
 from factnode.config import Peer
 from factnode.core import Key, Submission
-from factnode.core.signed import Signature
+from factnode.core.signed import Signature, vote_payload
 from factnode.federation.members import Roster
 from factnode.federation.sync import FederationEndpoint
+from factnode.federation.trust import signed_by
 from factnode.metrics import Metrics
 from factnode.testing import Federation
 
@@ -132,3 +133,20 @@ async def test_a_revoked_earlier_certificate_no_longer_checks(fed: Federation) -
     assert roster_b.verify_vote(old_vote) is Signature.VALID
     roster_b.revoke(revocation)
     assert roster_b.verify_vote(old_vote) is Signature.BAD
+
+
+async def test_a_reissued_member_signs_its_votes_anew_with_its_new_key(fed: Federation) -> None:
+    """On its first start with a reissued certificate a member numbers its votes anew and
+    signs them with the new key: its peers replace theirs, which then check against the new
+    certificate alone (they outlive the earlier one); a later start re-signs nothing."""
+    sub = Submission(*KEY, "Lisbon", "user_stated", "agent:a", 0.5, 0.9)
+    fed.ledgers["a"].submit(sub)
+    await fed.round()
+    [old_vote] = [v for v in fed.ledgers["b"].offer({"all_votes": [""]})[2] if v.voter == "a"]
+    roster_a = _restart_with_new_certificate(fed, "a")
+    await fed.round()
+    [new_vote] = [v for v in fed.ledgers["b"].offer({"all_votes": [""]})[2] if v.voter == "a"]
+    assert new_vote.seq > old_vote.seq
+    assert signed_by(roster_a.own, vote_payload(new_vote), new_vote.signature)
+    assert not signed_by(roster_a.own, vote_payload(old_vote), old_vote.signature)
+    assert fed.ledgers["a"].resign_own_votes(f"{roster_a.own.serial:x}") == 0

@@ -169,6 +169,25 @@ async def test_a_revoked_origins_evidence_is_refused_after_the_revocation(
     assert refused is not None and refused >= 1
 
 
+async def _equivocating_e(fed: Federation, worths: tuple[int, ...]) -> tuple[list[Vote], bytes]:
+    """a, b and c hold evidence for KEY and have synced, and e is cut off from them: votes e
+    signs with one number on KEY, one per worth (so they differ), and e's certificate."""
+    assert fed.credentials is not None
+    for n in ("a", "b", "c"):
+        _submit(fed, n, "Lisbon")
+    for _ in range(2):
+        await fed.round()
+    for n in ("a", "b", "c"):
+        fed.links[(n, "e")].up = fed.links[("e", n)].up = False
+    held = next(v for v in fed.ledgers["b"].offer({"votes": [""]})[2] if v.key == KEY)
+    signer = fed.credentials.signer("e")
+    votes = []
+    for worth in worths:
+        v = dataclasses.replace(held, voter="e", worth_milli=worth, seq=3, signature=b"")
+        votes.append(dataclasses.replace(v, signature=signer.sign(vote_payload(v))))
+    return votes, signer.identity.der
+
+
 async def test_an_equivocation_proof_reaches_every_member_and_digests_agree() -> None:
     """e signs two votes with one number on one key and hands one to a, the other to c,
     then goes silent: after a few rounds among a, b and c, each holds the proof, counts e
@@ -176,21 +195,7 @@ async def test_an_equivocation_proof_reaches_every_member_and_digests_agree() ->
     as one item, so idle rounds move nothing)."""
     fed = Federation(["a", "b", "c", "e"])
     try:
-        assert fed.credentials is not None
-        _submit(fed, "a", "Lisbon")
-        _submit(fed, "b", "Lisbon")
-        _submit(fed, "c", "Lisbon")
-        for _ in range(2):
-            await fed.round()
-        for n in ("a", "b", "c"):
-            fed.links[(n, "e")].up = fed.links[("e", n)].up = False
-        held = next(v for v in fed.ledgers["b"].offer({"votes": [""]})[2] if v.key == KEY)
-        signer = fed.credentials.signer("e")
-        conflicting = []
-        for worth in (500, 400):
-            v = dataclasses.replace(held, voter="e", worth_milli=worth, seq=3, signature=b"")
-            conflicting.append(dataclasses.replace(v, signature=signer.sign(vote_payload(v))))
-        cert = signer.identity.der
+        conflicting, cert = await _equivocating_e(fed, (500, 400))
         for node, v in zip(("a", "c"), conflicting, strict=True):
             delta = pb.Delta(votes=[wire.vote_pb(v)], certificates=[cert])
             assert list(fed.endpoints[node].push_delta("b", delta).rejected) == []
@@ -217,21 +222,8 @@ async def test_three_conflicting_votes_leave_every_member_the_same_proof() -> No
     vote digests are equal."""
     fed = Federation(["a", "b", "c", "e"])
     try:
-        assert fed.credentials is not None
-        for n in ("a", "b", "c"):
-            _submit(fed, n, "Lisbon")
-        for _ in range(2):
-            await fed.round()
-        for n in ("a", "b", "c"):
-            fed.links[(n, "e")].up = fed.links[("e", n)].up = False
-        held = next(v for v in fed.ledgers["b"].offer({"votes": [""]})[2] if v.key == KEY)
-        signer = fed.credentials.signer("e")
-        variants = []
-        for worth in (500, 400, 300):
-            v = dataclasses.replace(held, voter="e", worth_milli=worth, seq=3, signature=b"")
-            variants.append(dataclasses.replace(v, signature=signer.sign(vote_payload(v))))
+        variants, cert = await _equivocating_e(fed, (500, 400, 300))
         first, second, third = variants
-        cert = signer.identity.der
         for node, pair in (("a", (first, second)), ("b", (second, third)), ("c", (third, first))):
             delta = pb.Delta(votes=[wire.vote_pb(v) for v in pair], certificates=[cert])
             assert list(fed.endpoints[node].push_delta("e", delta).rejected) == []

@@ -450,6 +450,7 @@ class PeerInput(Component):
             return Received(accepted, rejected, dict(kinds))
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             held = tx.known_erasures({b.erasure_id for b in good}) | set(arriving)
             for b in good:
                 if b.erasure_id not in held:
@@ -459,7 +460,6 @@ class PeerInput(Component):
                     kinds["bound"] += 1
             fx.bounds_put.extend(tx.put_erasure_bounds([b for b in good if b.erasure_id in held]))
             accepted += len([b for b in good if b.erasure_id in held])
-        self._serving.announce(fx)
         return Received(accepted, rejected, dict(kinds))
 
     def _equivocations(
@@ -617,6 +617,7 @@ class PeerInput(Component):
             return 0
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             held = tx.meta(_VOTES_SIGNED_WITH)
             tx.set_meta(_VOTES_SIGNED_WITH, signing_certificate)
             if held is None or held == signing_certificate:
@@ -628,7 +629,6 @@ class PeerInput(Component):
                 signed = self._serving.numbered(tx, own)
                 tx.put_votes(signed)
                 fx.votes_put.extend(signed)
-        self._serving.announce(fx)
         return len(own)
 
     def stop_counting(self, voter: str) -> int:

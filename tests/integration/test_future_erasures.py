@@ -94,6 +94,33 @@ async def test_receivers_at_different_times_end_with_the_same_evidence(fed: Fede
     assert bounds == {("a", start), ("b", start + 3 * SECOND)}
 
 
+async def test_evidence_erased_at_once_before_its_origins_bound_arrived_comes_back(
+    fed: Federation,
+) -> None:
+    """b holds evidence a recorded after a applied the erasure, then gets the erasure from c
+    without a's bound: b erases it at once (judged by erased_at, the erasure covers it). Once
+    a's bound reaches b, that evidence is a later write, and it comes back through sync, so
+    every node ends with it."""
+    for n, roster in fed.rosters.items():  # each knows the others' certificates
+        assert roster is not None
+        roster.learn([fed.credentials.nodes[m][0] for m in "abc"], n)  # type: ignore[union-attr]
+    fed.partition(["a"], ["b"], ["c"])
+    fed.ledgers["c"].erase(key=K, operator="dpo", reason="asked")
+    [tomb], _, _ = fed.ledgers["c"].offer({"tombstones": [""]})
+    assert not fed.ledgers["a"].receive("c", None, [tomb], [], []).rejected
+    fed.clock.advance(SECOND)
+    later = _say(fed, "a", "braga")
+    _, relayed, _ = fed.ledgers["a"].offer({"evidence": [""]})
+    assert not fed.ledgers["b"].receive("a", None, [], relayed, []).rejected
+    assert later in _evidence(fed, "b")
+    assert not fed.ledgers["b"].receive("c", None, [tomb], [], []).rejected
+    assert later not in _evidence(fed, "b")  # erased at once: a's bound is not known here
+    fed.heal()
+    await _settle(fed)
+    assert all(_evidence(fed, n) == {later} for n in "abc")
+    assert _tombstone_digest(fed, "a") == _tombstone_digest(fed, "b") == _tombstone_digest(fed, "c")
+
+
 async def test_evidence_recorded_before_a_node_learned_of_the_erasure_never_returns(
     fed: Federation,
 ) -> None:

@@ -22,6 +22,7 @@ from factnode.core import (
     VersionHistory,
 )
 from factnode.core.consensus import Vote
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord
 from factnode.ledger import Belief
 from factnode.store import Tombstone
@@ -254,6 +255,23 @@ def tombstone_pb(t: Tombstone) -> pb.ErasureTombstone:
         reason=t.reason,
         origin_node=t.origin_node,
         signature=t.signature,
+    )
+
+
+def bound_pb(b: ErasureBound) -> pb.ErasureBound:
+    return pb.ErasureBound(
+        erasure_id=b.erasure_id,
+        node_id=b.node,
+        bound_at=timestamp(b.bound_at),
+        signature=b.signature,
+    )
+
+
+def bound(msg: pb.ErasureBound) -> ErasureBound:
+    """A relayed erasure bound; a bad time is kept visible for the receiver to refuse."""
+    ts = msg.bound_at
+    return ErasureBound(
+        msg.erasure_id, msg.node_id, ts.seconds * 1_000_000 + ts.nanos // 1000, msg.signature
     )
 
 

@@ -28,7 +28,7 @@ class Metrics:
         self.peer_items_refused = Counter(
             "factnode_peer_items_refused",
             "Items peers sent that this node refused, one by one, by kind "
-            "(tombstone, evidence, vote, member_record).",
+            "(tombstone, bound, evidence, vote, member_record).",
             ["kind"],
             registry=self.registry,
         )

@@ -148,11 +148,23 @@ class Credentials:
             out = Path(tmp)
             self._ca_cert, self._ca_key = ensure_ca(out)
             self.ca = (out / "ca.crt").read_bytes()
+            self._ca_files = {p.name: p.read_bytes() for p in (out / "ca.crt", out / "ca.key")}
             self.nodes: dict[str, tuple[bytes, bytes]] = {}
             for n in node_ids:
                 crt, key = issue_node_cert(out, n)
                 self.nodes[n] = (crt.read_bytes(), key.read_bytes())
         self.authority = Authority(self.ca)
+
+    def reissue(self, node_id: str) -> Signer:
+        """A new certificate and key for `node_id` from the same CA (as `factnode certs` makes
+        when a certificate is renewed); its signer. The earlier one stays valid."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            for name, data in self._ca_files.items():
+                (out / name).write_bytes(data)
+            crt, key = issue_node_cert(out, node_id)
+            self.nodes[node_id] = (crt.read_bytes(), key.read_bytes())
+        return self.signer(node_id)
 
     def revocation_list(self, node_ids: Iterable[str]) -> bytes:
         """A revocation list the CA signs now, revoking the certificates of `node_ids`."""
@@ -172,6 +184,8 @@ class Credentials:
         ledger.verify_vote = roster.verify_vote
         ledger.verify_evidence = roster.verify_evidence
         ledger.verify_tombstone = roster.verify_tombstone
+        ledger.verify_bound = roster.verify_bound
+        ledger.resign_own_votes(f"{signer.identity.serial:x}")  # as the composition root does
         return roster
 
 

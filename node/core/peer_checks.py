@@ -50,8 +50,8 @@ class ErasureRecord(Protocol):
 
 
 def tombstone_problem(t: ErasureRecord) -> str:
-    """Why a peer's tombstone is malformed, or "" when it may be applied (its time is bounded
-    by `bounded_erased_at`, its origin by `erasure_refusal`)."""
+    """Why a peer's tombstone is malformed, or "" when it may be applied (its time bounded as
+    `erasure_bounds` says, its origin checked by `erasure_refusal`)."""
     if t.scope not in ERASURE_SCOPES:
         return f"unknown erasure scope {quoted(t.scope)}"
     if (
@@ -69,13 +69,6 @@ def tombstone_problem(t: ErasureRecord) -> str:
     if t.origin_node:  # older peers send none
         check_node_id(out, "origin_node", t.origin_node)
     return describe_violations(out)
-
-
-def bounded_erased_at(erased_at: Instant, now: Instant, skew: int) -> Instant:
-    """When a peer's erasure takes effect here. One dated beyond this node's clock plus the
-    skew allowance still erases what it covers now, but counts as made now: no peer can
-    block a key's later writes for ever, and no clock skew keeps erased data alive."""
-    return now if erased_at > now + skew else erased_at
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,12 +16,14 @@ from enum import StrEnum
 
 from factnode.core._model import Evidence, Instant, Key
 from factnode.core.consensus import Vote
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.peer_checks import ErasureRecord
 
 # A domain tag per kind of item: a signature over one kind never verifies as another.
 _VOTE_TAG = b"factnode/vote/v1"
 _EVIDENCE_TAG = b"factnode/evidence/v1"
 _TOMBSTONE_TAG = b"factnode/tombstone/v1"
+_BOUND_TAG = b"factnode/erasure-bound/v1"
 
 
 class Signature(StrEnum):
@@ -118,6 +120,12 @@ def tombstone_payload(t: ErasureRecord) -> bytes:
     )
 
 
+def bound_payload(b: ErasureBound) -> bytes:
+    """The bytes a node signs when it bounds an erasure dated beyond its clock: the erasure,
+    itself, and the time it applied it (`erasure_bounds`)."""
+    return _BOUND_TAG + _encode((b.erasure_id, b.node, b.bound_at))
+
+
 def withdrawn(v: Vote, now: Instant) -> Vote:
     """The vote that withdraws `v` (its voter no longer believes anything for the key): it
     votes for nothing, like an abstention, and once numbered after `v` it replaces it on
@@ -157,22 +165,56 @@ def equivocation_in(held: Vote | None, offered: Vote) -> Equivocation | None:
     return Equivocation(offered.voter, offered.key, offered.seq, first, second)
 
 
-def proofs_among(
-    offered: Iterable[Vote], held: Mapping[tuple[str, Key], Vote]
-) -> list[Equivocation]:
-    """The new proofs of equivocation among verified votes offered and the vote held from
-    each voter on each key: for each voter and key, the first two different votes sharing a
-    number (by their bytes, so every node finds the same pair)."""
-    variants: dict[tuple[str, Key, int], dict[bytes, Vote]] = {}
-    for v in (*held.values(), *offered):
+def canonical_proof(votes: Iterable[Vote]) -> Equivocation | None:
+    """The proof of equivocation every node keeps for one voter and key among `votes` (all
+    verified, of that voter on that key): at the lowest sequence number at which it signed
+    two different votes, the two whose signed bytes sort first; None without two such.
+
+    A node keeps only the proof, not every vote it saw, so this must give the same answer
+    however the votes are split among the proofs merged: keeping the lowest number, and
+    within it the two smallest byte strings, is a min over a total order (the two smallest
+    of a union are the two smallest of the unions' two smallest), so merging proofs in any
+    order, repeated or not, ends with one proof on every node that holds the same ones."""
+    variants: dict[int, dict[bytes, Vote]] = {}
+    for v in votes:
         if v.seq > 0 and not v.equivocated:
-            variants.setdefault((v.voter, v.key, v.seq), {})[vote_payload(v)] = v
-    out: dict[tuple[str, Key], Equivocation] = {}
-    for (voter, key, seq), found in sorted(variants.items(), key=lambda i: i[0][2]):
-        if len(found) > 1 and (voter, key) not in out:
+            variants.setdefault(v.seq, {})[vote_payload(v)] = v
+    for seq in sorted(variants):
+        found = variants[seq]
+        if len(found) > 1:
             first, second = (found[p] for p in sorted(found)[:2])
-            out[(voter, key)] = Equivocation(voter, key, seq, first, second)
-    return list(out.values())
+            return Equivocation(first.voter, first.key, seq, first, second)
+    return None
+
+
+def proofs_among(
+    offered: Iterable[Vote],
+    held: Mapping[tuple[str, Key], Vote],
+    proven: Mapping[tuple[str, Key], Equivocation] | None = None,
+) -> list[Equivocation]:
+    """The proofs of equivocation to keep after verified votes are offered: for each voter and
+    key, the canonical proof (`canonical_proof`) among the offered votes, the vote held from
+    it there (`held`) and the proof held (`proven`), where that is a new proof or replaces the
+    one held; so a node that saw other votes than a peer ends with the peer's proof once
+    they have exchanged theirs."""
+    proven = proven or {}
+    seen: dict[tuple[str, Key], list[Vote]] = {}
+    for v in offered:
+        seen.setdefault((v.voter, v.key), []).append(v)
+    out: list[Equivocation] = []
+    for pair, votes in seen.items():
+        kept = proven.get(pair)
+        before = [kept.first, kept.second] if kept is not None else []
+        if pair in held:
+            before.append(held[pair])
+        proof = canonical_proof([*before, *votes])
+        if proof is not None and (kept is None or _proof_bytes(proof) != _proof_bytes(kept)):
+            out.append(proof)
+    return out
+
+
+def _proof_bytes(p: Equivocation) -> tuple[bytes, bytes]:
+    return vote_payload(p.first), vote_payload(p.second)
 
 
 def marked(proof: Equivocation) -> Vote:

@@ -8,8 +8,9 @@ import weakref
 
 from factnode.core import ids
 from factnode.core.consensus import Vote
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.signed import vote_payload
-from factnode.federation._digest import FederationIndex, vote_item_hash
+from factnode.federation._digest import FederationIndex, item_hash, vote_item_hash
 from factnode.ledger import Committed, Ledger
 
 _indexes: weakref.WeakKeyDictionary[Ledger, FederationIndex] = weakref.WeakKeyDictionary()
@@ -33,6 +34,12 @@ def signed_vote_hash(v: Vote) -> int:
     return int.from_bytes(hashlib.blake2b(vote_payload(v), digest_size=16).digest(), "big")
 
 
+def bound_hash(b: ErasureBound) -> int:
+    """An erasure bound's hash among the tombstones: what it says, not its signature (ECDSA
+    signatures differ each time, and a node signs its own as it offers them)."""
+    return item_hash(b.erasure_id, b.node, str(b.bound_at))
+
+
 def _relayed(ledger: Ledger, v: Vote) -> bool:
     """The vote travels in the set of every voter's votes: signed, or this node's own."""
     return bool(v.signature) or v.voter == ledger.node_id
@@ -54,6 +61,8 @@ def index_of(ledger: Ledger) -> FederationIndex:
                     index.put_evidence(eid)
                 for erasure_id in tx.all_erasure_ids():
                     index.put_tombstone(erasure_id)
+                for b in tx.all_erasure_bounds():
+                    index.tombstones.put(b.item_id, bound_hash(b))
                 for v in tx.all_votes():
                     index.put_vote(v.voter, ids.key_id(v.key), vote_hash(v))
                     if _relayed(ledger, v):
@@ -82,6 +91,8 @@ def _follow(ledger: Ledger, index: FederationIndex, fx: Committed) -> None:
             index.evidence.discard(eid)
         for erasure_id in fx.erasures_added:
             index.put_tombstone(erasure_id)
+        for b in fx.bounds_put:
+            index.tombstones.put(b.item_id, bound_hash(b))
         for voter, key in fx.votes_removed:
             index.discard_vote(voter, ids.key_id(key))
             index.signed_votes.discard(f"{ids.key_id(key)}/{voter}")

@@ -24,8 +24,15 @@ from dataclasses import dataclass
 from factnode.config import Peer
 from factnode.core import Evidence
 from factnode.core.consensus import Vote
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord, member_item_id, record_problem, supersedes
-from factnode.core.signed import Signature, evidence_payload, tombstone_payload, vote_payload
+from factnode.core.signed import (
+    Signature,
+    bound_payload,
+    evidence_payload,
+    tombstone_payload,
+    vote_payload,
+)
 from factnode.federation._index import index_of
 from factnode.federation.trust import (
     MAX_REVOCATION_LIST_BYTES,
@@ -43,6 +50,11 @@ log = logging.getLogger("factnode.federation")
 
 # How many checked signatures `Roster.verify` remembers (16 bytes each) before starting over.
 _VERIFIED_KEPT = 100_000
+# How many earlier certificates of one member the roster keeps (the latest expiring), so the
+# items it signed with an earlier key still check after it was reissued a new one.
+_EARLIER_KEPT = 4
+# Where they are kept across restarts: the store's named values, as PEM.
+_EARLIER_META = "member_certificates_earlier"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +111,10 @@ class Roster:
         self._lock = threading.RLock()
         self._index = index_of(ledger)
         self._identities: dict[str, Identity] = {self.own.node_id: self.own}
+        # Each member's earlier certificates (not the one held in `_identities`), by serial:
+        # what it signed with an earlier key still checks while they are valid.
+        self._earlier: dict[str, dict[int, Identity]] = {}
+        self._earlier_saved = b""
         # Configured peers: their addresses until their records say otherwise.
         self._configured = {p.node_id: p.address for p in peers}
         self._records: dict[str, MemberRecord] = {}
@@ -115,6 +131,13 @@ class Roster:
         )
         with ledger.repo.read() as tx:
             stored = tx.member_records()
+            earlier = tx.meta(_EARLIER_META)
+        self._earlier_saved = (earlier or "").encode("ascii")
+        for pem in _pems(earlier or ""):
+            try:
+                self._learn(self._identity(pem))
+            except NotAMember as exc:  # a CA changed under a kept store
+                log.warning("an earlier member certificate no longer checks: %s", exc)
         for m in stored:
             try:
                 self._hold(m.record, self._identity(m.record.certificate))
@@ -130,13 +153,39 @@ class Roster:
         return identity
 
     def _learn(self, identity: Identity) -> bool:
-        """Holds `identity` as its node's certificate unless an older one; True if new."""
+        """Holds `identity` as its node's certificate unless an older one, which is kept
+        among the node's earlier certificates (as is the one a newer replaces); True if new."""
         held = self._identities.get(identity.node_id)
         # A reissued certificate replaces the one held; an older one never comes back.
         if held is None or identity.not_after >= held.not_after:
             self._identities[identity.node_id] = identity
+            if held is not None and held.serial != identity.serial:
+                self._keep_earlier(held)
+            self._earlier.get(identity.node_id, {}).pop(identity.serial, None)
             return held is None or held.serial != identity.serial
+        if held.serial != identity.serial:
+            self._keep_earlier(identity)
         return False
+
+    def _keep_earlier(self, identity: Identity) -> None:
+        """Keeps an earlier certificate of a member (the latest expiring few), persisted."""
+        kept = self._earlier.setdefault(identity.node_id, {})
+        if identity.serial in kept:
+            return
+        kept[identity.serial] = identity
+        for old in sorted(kept.values(), key=lambda i: i.not_after)[:-_EARLIER_KEPT]:
+            del kept[old.serial]
+        pems = b"".join(i.pem for ring in self._earlier.values() for i in ring.values())
+        if pems != self._earlier_saved:
+            with self._ledger.repo.write() as tx:
+                tx.set_meta(_EARLIER_META, pems.decode("ascii"))
+            self._earlier_saved = pems
+
+    def earlier_certificates(self, node_id: str) -> list[Identity]:
+        """The earlier certificates held for `node_id`, latest expiring first."""
+        with self._lock:
+            kept = list(self._earlier.get(node_id, {}).values())
+        return sorted(kept, key=lambda i: i.not_after, reverse=True)
 
     def seen(self, certificate: bytes) -> Identity:
         """Remembers the certificate a member presented (PEM); NotAMember if the CA did not sign it."""
@@ -161,9 +210,16 @@ class Roster:
                 log.warning("certificate from %s refused: %s", by, exc)
 
     def certificates(self, node_ids: Iterable[str]) -> list[bytes]:
-        """The certificates (DER) held for `node_ids`, to travel beside their signed items."""
-        found = (self._identities.get(n) for n in sorted(set(node_ids)))
-        return [i.der for i in found if i is not None]
+        """The certificates (DER) held for `node_ids`, to travel beside their signed items:
+        each one's current certificate, then its earlier ones (items it signed before it was
+        reissued a certificate travel on too)."""
+        out: list[bytes] = []
+        for n in sorted(set(node_ids)):
+            current = self._identities.get(n)
+            if current is not None:
+                out.append(current.der)
+                out += [i.der for i in self.earlier_certificates(n)]
+        return out
 
     def verify_vote(self, v: Vote, now: dt.datetime | None = None) -> Signature:
         """Checks a vote's signature against its voter's certificate (`verify`)."""
@@ -179,6 +235,11 @@ class Roster:
         where the erasure was made (`verify`)."""
         return self.verify(t.origin_node, tombstone_payload(t), t.signature, now)
 
+    def verify_bound(self, b: ErasureBound, now: dt.datetime | None = None) -> Signature:
+        """Checks an erasure bound's signature against the certificate of the node it names
+        as the one that bounded the erasure (`verify`)."""
+        return self.verify(b.node, bound_payload(b), b.signature, now)
+
     def verify(
         self, signer: str, payload: bytes, signature: bytes, now: dt.datetime | None = None
     ) -> Signature:
@@ -191,19 +252,30 @@ class Roster:
         identity = self._identities.get(signer)
         if identity is None:
             return Signature.UNKNOWN_SIGNER
-        if self.refusal(identity, now or dt.datetime.now(dt.UTC)):
+        at = now or dt.datetime.now(dt.UTC)
+        if self.refusal(identity, at):
             return Signature.NOT_A_MEMBER
-        # The same signed item arrives from every relay that holds it: a signature checked
-        # once against this certificate need not be checked again (membership is, above).
+        if self._signed_with(identity, payload, signature):
+            return Signature.VALID
+        # Signed before its member was reissued a certificate with a new key: it checks
+        # against an earlier certificate while that is valid and not revoked.
+        for earlier in self.earlier_certificates(signer):
+            if not self.refusal(earlier, at) and self._signed_with(earlier, payload, signature):
+                return Signature.VALID
+        return Signature.BAD
+
+    def _signed_with(self, identity: Identity, payload: bytes, signature: bytes) -> bool:
+        """`signature` is `identity`'s key's over `payload`, remembered once checked: the same
+        signed item arrives from every relay that holds it."""
         seen = hashlib.blake2b(signature + payload, digest_size=16, key=identity.der[-64:])
         if seen.digest() in self._verified:
-            return Signature.VALID
+            return True
         if not signed_by(identity, payload, signature):
-            return Signature.BAD
+            return False
         if len(self._verified) >= _VERIFIED_KEPT:
             self._verified.clear()
         self._verified.add(seen.digest())
-        return Signature.VALID
+        return True
 
     def refusal(self, identity: Identity, now: dt.datetime) -> str | None:
         """Why `identity` is not a member now, or None if it is."""
@@ -433,6 +505,12 @@ class Roster:
                 )
             )
         return out
+
+
+def _pems(text: str) -> list[bytes]:
+    """The PEM certificates in `text`, each with its armour."""
+    end = "-----END CERTIFICATE-----"
+    return [(part + end + "\n").strip().encode("ascii") for part in text.split(end) if part.strip()]
 
 
 __all__ = ["MAX_REVOCATION_LIST_BYTES", "MemberView", "NotAMember", "Revocation", "Roster"]

@@ -220,8 +220,10 @@ class FederationEndpoint:
             records = self.roster.records_under([prefix]) if self.roster is not None else []
             return pb.Delta(members=[wire.member_record_pb(r) for r in records]), False
         tombstones, evidence, votes = self.ledger.offer({_PULLED[s]: [prefix]}, have)
+        bounds = self.ledger.offer_bounds([prefix], have) if s == TOMBSTONES else []
         piece = pb.Delta(
             tombstones=[wire.tombstone_pb(t) for t in tombstones],
+            erasure_bounds=[wire.bound_pb(b) for b in bounds],
             evidence=[wire.relayed_pb(e) for e in evidence[: self.max_delta_items]],
             votes=[wire.vote_pb(v) for v in votes],
         )
@@ -248,6 +250,7 @@ class FederationEndpoint:
             [wire.relayed(e) for e in delta.evidence],
             [wire.vote(v, caller) for v in delta.votes],
             list(delta.votes_complete_under),
+            [wire.bound(b) for b in delta.erasure_bounds],
         )
         return pb.PushDeltaResponse(
             accepted=result.accepted,
@@ -263,6 +266,7 @@ def _vouch(delta: pb.Delta, roster: Roster | None) -> None:
         signers = {v.voter for v in delta.votes if v.signature}
         signers |= {e.origin_node for e in delta.evidence if e.signature}
         signers |= {t.origin_node for t in delta.tombstones if t.signature}
+        signers |= {b.node_id for b in delta.erasure_bounds if b.signature}
         delta.certificates.extend(roster.certificates(signers))
 
 
@@ -277,7 +281,13 @@ _PULLED = {
 
 
 def _items(delta: pb.Delta) -> int:
-    return len(delta.tombstones) + len(delta.evidence) + len(delta.votes) + len(delta.members)
+    return (
+        len(delta.tombstones)
+        + len(delta.evidence)
+        + len(delta.votes)
+        + len(delta.members)
+        + len(delta.erasure_bounds)
+    )
 
 
 def _check_refs(refs: Sequence[pb.BucketRef], have_ids: Sequence[str]) -> None:
@@ -656,6 +666,7 @@ class Syncer:
                         [wire.relayed(e) for e in delta.evidence],
                         [wire.vote(v, peer.node_id) for v in delta.votes],
                         complete,
+                        [wire.bound(b) for b in delta.erasure_bounds],
                     )
                 )
                 result.tombstones_received += len(delta.tombstones)
@@ -665,6 +676,7 @@ class Syncer:
                 result.rejected.extend(await self._take_members(delta, peer))
                 new = (
                     {t.erasure_id for t in delta.tombstones}
+                    | {wire.bound(b).item_id for b in delta.erasure_bounds}
                     | {e.evidence_id for e in delta.evidence}
                     | {_member_mark(wire.member_record(m)) for m in delta.members}
                 )
@@ -696,6 +708,9 @@ class Syncer:
             tombstones, evidence, votes = await _step(
                 asyncio.to_thread(self.ledger.offer, prefixes, peer_has)
             )
+            bounds = await _step(
+                asyncio.to_thread(self.ledger.offer_bounds, prefixes["tombstones"], peer_has)
+            )
             members = [
                 r
                 for r in self._records_under([p for s, p in chunk if s == MEMBERS])
@@ -703,10 +718,11 @@ class Syncer:
             ]
             # Our votes under a differing bucket are all sent, none or not: what the peer
             # holds there beyond them we withdrew.
-            if not (tombstones or evidence or votes or members or prefixes["votes"]):
+            if not (tombstones or evidence or votes or members or bounds or prefixes["votes"]):
                 continue
             delta = pb.Delta(
                 tombstones=[wire.tombstone_pb(t) for t in tombstones],
+                erasure_bounds=[wire.bound_pb(b) for b in bounds],
                 evidence=[wire.relayed_pb(e) for e in evidence],
                 votes=[wire.vote_pb(v) for v in votes],
                 votes_complete_under=prefixes["votes"],

@@ -25,6 +25,7 @@ from typing import IO
 from factnode.clock import Clock
 from factnode.core import Decision, Evidence, Instant, Key, Policy, Submission, VersionHistory
 from factnode.core.consensus import Tally, Vote
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.peer_checks import ErasureGrant
 from factnode.core.signed import Signature
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
@@ -154,6 +155,15 @@ class Ledger:
     @verify_tombstone.setter
     def verify_tombstone(self, verify: Callable[[Tombstone], Signature] | None) -> None:
         self.serving.verify_tombstone = verify
+
+    @property
+    def verify_bound(self) -> Callable[[ErasureBound], Signature] | None:
+        """The check of a peer's erasure bound's signature against its signer's certificate."""
+        return self.serving.verify_bound
+
+    @verify_bound.setter
+    def verify_bound(self, verify: Callable[[ErasureBound], Signature] | None) -> None:
+        self.serving.verify_bound = verify
 
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """`Serving.on_commit`."""
@@ -329,6 +339,12 @@ class Ledger:
         """`PeerInput.offer`."""
         return self.peer_input.offer(prefixes, have_ids)
 
+    def offer_bounds(
+        self, prefixes: Collection[str], have_ids: Collection[str] = ()
+    ) -> list[ErasureBound]:
+        """`PeerInput.offer_bounds`."""
+        return self.peer_input.offer_bounds(prefixes, have_ids)
+
     def receive(
         self,
         peer_id: str,
@@ -337,10 +353,11 @@ class Ledger:
         evidence: Sequence[Evidence],
         votes: Sequence[Vote],
         votes_complete_under: Collection[str] = (),
+        bounds: Sequence[ErasureBound] = (),
     ) -> Received:
         """`PeerInput.receive`."""
         return self.peer_input.receive(
-            peer_id, peer_cap, tombstones, evidence, votes, votes_complete_under
+            peer_id, peer_cap, tombstones, evidence, votes, votes_complete_under, bounds
         )
 
     def reconsider_if_hour_changed(self) -> bool:
@@ -358,6 +375,10 @@ class Ledger:
     def sign_own_votes(self) -> int:
         """`PeerInput.sign_own_votes`."""
         return self.peer_input.sign_own_votes()
+
+    def resign_own_votes(self, signing_certificate: str) -> int:
+        """`PeerInput.resign_own_votes`."""
+        return self.peer_input.resign_own_votes(signing_certificate)
 
     def export(self) -> Iterator[bytes]:
         """The logical backup, line by line, read in one snapshot (`_backup`)."""

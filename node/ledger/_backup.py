@@ -33,6 +33,7 @@ from factnode.core import (
     Key,
     Policy,
 )
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.policy import policy_fingerprint
 from factnode.core.validation import relayed_violations
 from factnode.ledger._model import Committed, NotFound, NotUnderReview
@@ -127,7 +128,10 @@ def _evidence_record(e: Evidence, status: EvidenceStatus, idem: str | None) -> d
     }
 
 
-def _tombstone_record(t: Tombstone) -> dict[str, Any]:
+def _tombstone_record(t: Tombstone, bounds: dict[str, Instant]) -> dict[str, Any]:
+    # Its bounds (`core.erasure_bounds`) only where it has any: an export of a node that
+    # bounded none reads as before, and a reader that predates bounds ignores the field.
+    extra = {"bounds": dict(sorted(bounds.items()))} if bounds else {}
     return {
         "kind": "tombstone",
         "erasure_id": t.erasure_id,
@@ -138,6 +142,7 @@ def _tombstone_record(t: Tombstone) -> dict[str, Any]:
         "reason": t.reason,
         "evidence_ids": list(t.evidence_ids),
         "origin_node": t.origin_node,
+        **extra,
     }
 
 
@@ -178,8 +183,10 @@ def export_lines(ledger: Ledger) -> Iterator[bytes]:
                 "factnode": factnode.__version__,
             }
         )
+        tombstones = tx.exported_tombstones()
+        bounds = tx.erasure_bounds([t.erasure_id for t in tombstones])
         others: list[tuple[Instant, dict[str, Any]]] = sorted(
-            [(t.erased_at, _tombstone_record(t)) for t in tx.exported_tombstones()]
+            [(t.erased_at, _tombstone_record(t, bounds.get(t.erasure_id, {}))) for t in tombstones]
             + [(p[4], _pin_record(_Pin(*p))) for p in tx.exported_pins()],
             key=lambda pair: pair[0],
         )
@@ -250,7 +257,19 @@ def _evidence_of(r: dict[str, Any], policy: Policy) -> tuple[Evidence, EvidenceS
     return e, status, _optional(r, "idempotency_key", str)
 
 
+def _bounds_of(r: dict[str, Any]) -> dict[str, Instant]:
+    """A tombstone record's bounds, by the node that made each (none in older exports)."""
+    bounds = r.get("bounds", {})
+    if not isinstance(bounds, dict) or not all(
+        isinstance(n, str) and isinstance(at, int) and not isinstance(at, bool)
+        for n, at in bounds.items()
+    ):
+        raise ValueError("bounds: expected an object of node ids to times")
+    return bounds
+
+
 def _tombstone_of(r: dict[str, Any]) -> Tombstone:
+    _bounds_of(r)
     ids = _field(r, "evidence_ids", list)
     if not all(isinstance(x, str) for x in ids):
         raise ValueError("evidence_ids: expected a list of evidence ids")
@@ -426,7 +445,7 @@ def restore(ledger: Ledger, stream: IO[bytes], *, force_policy: bool = False) ->
             continue
         flush()
         if isinstance(item, Tombstone):
-            erased = _replay_erasure(replay, clock, item) or erased
+            erased = _replay_erasure(replay, clock, item, _bounds_of(record)) or erased
         else:
             _replay_pin(replay, clock, item)
     flush()
@@ -443,13 +462,20 @@ def restore(ledger: Ledger, stream: IO[bytes], *, force_policy: bool = False) ->
     )
 
 
-def _replay_erasure(replay: Ledger, clock: _ReplayClock, t: Tombstone) -> bool:
-    """Records the tombstone, erasing what it covers of the evidence replayed so far (none
-    where the export was consistent); True when something was erased."""
+def _replay_erasure(
+    replay: Ledger, clock: _ReplayClock, t: Tombstone, bounds: dict[str, Instant]
+) -> bool:
+    """Records the tombstone and its bounds, erasing what it covers of the evidence replayed
+    so far (none where the export was consistent); True when something was erased."""
     clock.at = t.erased_at
     fx = Committed()
     with replay.repo.write() as tx:
         replay.serving.announce(tx, fx)
+        fx.bounds_put.extend(
+            tx.put_erasure_bounds(
+                [ErasureBound(t.erasure_id, node, at) for node, at in sorted(bounds.items())]
+            )
+        )
         covered = tx.evidence_covered(t)
         replay.forgetting.apply_erasure(tx, t, covered, fx)
     return bool(covered)

@@ -16,6 +16,7 @@ from factnode.core import (
     Rule,
 )
 from factnode.core.consensus import Served, Tally, Vote
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.serving import Answer
 from factnode.core.signed import Equivocation
 from factnode.store import StoredBelief
@@ -130,6 +131,8 @@ class Committed:
     tallies: dict[Key, Tally | None] = field(default_factory=dict)
     # Proofs of equivocation this write stored (the digests gossip them, specification §7).
     equivocations: list[Equivocation] = field(default_factory=list)
+    # Erasure bounds this write stored or lowered (they gossip with the tombstones).
+    bounds_put: list[ErasureBound] = field(default_factory=list)
 
 
 def served_of(row: StoredBelief | None) -> Served | None:

@@ -9,17 +9,19 @@ from dataclasses import replace
 
 from factnode.core import Decision, Evidence, Instant, Key, Outcome, Rule, ids
 from factnode.core.consensus import Vote, hour_of, newer
+from factnode.core.erasure_bounds import ErasureBound, bound_on_arrival, bound_problem
 from factnode.core.peer_checks import (
     ACCEPT_ALL_ERASURES,
     ErasureGrant,
-    bounded_erased_at,
     erasure_refusal,
     latest_per_key,
     tombstone_problem,
     vote_problem,
 )
 from factnode.core.signed import (
+    Equivocation,
     Signature,
+    bound_payload,
     evidence_payload,
     marked,
     proofs_among,
@@ -41,6 +43,8 @@ from factnode.store.repository import Transaction
 
 # How much of a peer erasure's operator and reason its decision quotes: the peer chose them.
 _LOGGED = 200
+# The store's named value naming the certificate this node's votes were last signed with.
+_VOTES_SIGNED_WITH = "votes_signed_with"
 
 
 class PeerInput(Component):
@@ -111,6 +115,25 @@ class PeerInput(Component):
             return b""
         return self._serving.sign(tombstone_payload(t))
 
+    def offer_bounds(
+        self, prefixes: Collection[str], have_ids: Collection[str] = ()
+    ) -> list[ErasureBound]:
+        """The erasure bounds held under erasure-id `prefixes` (they gossip with the
+        tombstones, `core.erasure_bounds`), leaving out those whose `item_id` the caller has;
+        this node's own signed as they are offered."""
+        if not prefixes:
+            return []
+        have = set(have_ids)
+        with self.repo.read() as tx:
+            bounds = [b for b in tx.bounds_under(prefixes) if b.item_id not in have]
+        sign = self._serving.sign
+        return [
+            replace(b, signature=sign(bound_payload(b)))
+            if sign is not None and b.node == self.node_id and not b.signature
+            else b
+            for b in bounds
+        ]
+
     def _own_signature(self, e: Evidence) -> bytes:
         """This node's signature of evidence it originated, made as it is offered (ECDSA
         signatures are not stored for its own: any one verifies); b"" for another origin's
@@ -134,9 +157,11 @@ class PeerInput(Component):
         evidence: Sequence[Evidence],
         votes: Sequence[Vote],
         votes_complete_under: Collection[str] = (),
+        bounds: Sequence[ErasureBound] = (),
     ) -> Received:
-        """Applies what a peer sent, tombstones first: erased evidence cannot come back in the
-        same delta. Relayed evidence counts with its anchor capped at the peer's ceiling. A
+        """Applies what a peer sent, erasure bounds first (the tombstones they bound then
+        judge what they cover by them), then tombstones: erased evidence cannot come back in
+        the same delta. Relayed evidence counts with its anchor capped at the peer's ceiling. A
         vote counts for its voter, whoever delivered it, once its voter's signature checks
         (`verify_vote`; on a node that checks none, only `peer_id`'s own votes, the node the
         connection proved, are taken). A vote numbered below the one held from its voter is
@@ -150,6 +175,7 @@ class PeerInput(Component):
         An item whose data the database refuses (so that the delta's transaction fails) is
         refused alone, and the rest are applied without it (`isolating`); withdrawals then
         wait for the next delta, as only a part holding every vote sent may infer them."""
+        taken = self._receive_bounds(peer_id, bounds, {t.erasure_id for t in tombstones})
         items: list[Tombstone | Evidence | Vote] = [*tombstones, *evidence, *votes]
 
         def apply(part: Sequence[Tombstone | Evidence | Vote]) -> list[Received]:
@@ -181,8 +207,10 @@ class PeerInput(Component):
             return Received(0, [(name, "this node's database refused its data")], {kind: 1})
 
         if not items:
-            return self._receive(peer_id, peer_cap, [], [], [], votes_complete_under)
-        parts = isolating(apply, items, refused)
+            parts = [self._receive(peer_id, peer_cap, [], [], [], votes_complete_under)]
+        else:
+            parts = isolating(apply, items, refused)
+        parts.append(taken)
         total: Counter[str] = Counter()
         for r in parts:
             total.update(r.refused)
@@ -392,18 +420,69 @@ class PeerInput(Component):
             self.repo.after_erase()
         return Received(accepted, rejected, dict(kinds))
 
+    def _receive_bounds(
+        self, peer_id: str, bounds: Sequence[ErasureBound], arriving: Collection[str]
+    ) -> Received:
+        """Keeps a peer's erasure bounds (each node's lowest per erasure), checked item by
+        item: well formed, signed by the node they name (on a node that checks signatures),
+        and for an erasure held here or arriving with them. This node's own coming back are
+        taken as held: nobody else says when it applied an erasure."""
+        rejected: list[tuple[str, str]] = []
+        kinds: Counter[str] = Counter()
+        good: list[ErasureBound] = []
+        accepted = 0
+        for b in bounds:
+            if b.node == self.node_id:
+                accepted += 1
+                continue
+            problem, signature = bound_problem(b), ""
+            if not problem and self._serving.verify_bound is not None:
+                check = self._serving.verify_bound(b)
+                problem, signature = refusal(check), "" if check is Signature.VALID else check
+            if problem:
+                rejected.append((_shown(b.erasure_id), f"erasure bound: {problem}"))
+                kinds["bound"] += 1
+                if signature:
+                    kinds[f"bound/{signature}"] += 1
+            else:
+                good.append(b)
+        if not good:
+            return Received(accepted, rejected, dict(kinds))
+        fx = Committed()
+        with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
+            held = tx.known_erasures({b.erasure_id for b in good}) | set(arriving)
+            for b in good:
+                if b.erasure_id not in held:
+                    rejected.append(
+                        (_shown(b.erasure_id), "erasure bound: its erasure is not held here")
+                    )
+                    kinds["bound"] += 1
+            fx.bounds_put.extend(tx.put_erasure_bounds([b for b in good if b.erasure_id in held]))
+            accepted += len([b for b in good if b.erasure_id in held])
+        return Received(accepted, rejected, dict(kinds))
+
     def _equivocations(
         self, tx: Transaction, good: list[Vote], fx: Committed
     ) -> tuple[list[Vote], set[Key], dict[Key, list[Vote]]]:
         """Finds the proofs of equivocation among checked votes and those held (specification §7):
         each is kept (and gossiped) and its voter's vote on the key becomes a marker that
-        counts zero there; votes of a voter already proven on a key are not taken. Returns
-        the votes left, the keys newly proven, and the votes held before."""
+        counts zero there; votes of a voter already proven on a key are not taken, but may
+        replace the proof held by the canonical one (`signed.canonical_proof`), so every node
+        keeps the same proof whatever votes it saw first. Returns the votes left, the keys
+        whose proof is new or replaced, and the votes held before."""
         keys = {v.key for v in good}
         held = tx.votes(keys) if keys else {}
         current = {(o.voter, k): o for k, vs in held.items() for o in vs}
-        proofs = proofs_among(good, {p: o for p, o in current.items() if not o.equivocated})
         barred = {p for p, o in current.items() if o.equivocated}
+        kept = {
+            (first.voter, first.key): Equivocation(first.voter, first.key, first.seq, first, second)
+            for first, second in (
+                tx.equivocations_under(sorted({ids.key_id(k) for _, k in barred})) if barred else []
+            )
+            if (first.voter, first.key) in barred
+        }
+        proofs = proofs_among(good, {p: o for p, o in current.items() if not o.equivocated}, kept)
         barred |= {(p.voter, p.key) for p in proofs}
         for p in proofs:
             tx.put_equivocation(p)
@@ -447,12 +526,16 @@ class PeerInput(Component):
     def _apply_peer_erasure(
         self, tx: Transaction, t: Tombstone, peer_id: str, now: Instant, fx: Committed
     ) -> None:
-        """Applies a peer's erasure and logs it: a decision naming the erasure (hashes only),
-        where it was made, its operator and reason, and the peer that delivered it."""
-        bounded = bounded_erased_at(t.erased_at, now, self.policy.clock_skew_micros)
-        if bounded != t.erased_at:
-            # Its signature covers the time it claimed: the bounded one goes on unsigned.
-            t = replace(t, erased_at=bounded, signature=b"")
+        """Applies a peer's erasure, kept as its origin signed it, and logs it: a decision
+        naming the erasure (hashes only), where it was made, its operator and reason, and the
+        peer that delivered it. One dated beyond this node's clock and the allowance is
+        bounded here (`core.erasure_bounds`): this node's evidence recorded after now is a
+        later write, and the bound gossips, so every node judges that evidence alike."""
+        bound = bound_on_arrival(t.erased_at, now, self.policy.clock_skew_micros)
+        if bound is not None:
+            fx.bounds_put.extend(
+                tx.put_erasure_bounds([ErasureBound(t.erasure_id, self.node_id, bound)])
+            )
         covered = tx.evidence_covered(t)
         self._forgetting.apply_erasure(tx, t, covered, fx)
         namespaces = sorted({e.key.namespace for e in covered})
@@ -522,6 +605,30 @@ class PeerInput(Component):
             if theirs:
                 recount = set().union(*theirs.values())
                 self._serving.refresh(tx, tx.key_states(recount), self.clock.now(), fx)
+        return len(own)
+
+    def resign_own_votes(self, signing_certificate: str) -> int:
+        """Numbers anew and re-signs this node's votes when the certificate it signs with
+        changed since they were signed (`signing_certificate` names the current one, kept in
+        the store's named values): peers then hold them under the current key, so they
+        outlive the earlier certificate's expiry or revocation. Returns how many; none the
+        first time (a store that names no certificate yet), nor without a signing key."""
+        if self._serving.sign is None:
+            return 0
+        fx = Committed()
+        with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
+            held = tx.meta(_VOTES_SIGNED_WITH)
+            tx.set_meta(_VOTES_SIGNED_WITH, signing_certificate)
+            if held is None or held == signing_certificate:
+                return 0
+            own = [
+                v for v in tx.votes_under(self.node_id, [""]) if v.signature and not v.equivocated
+            ]
+            if own:
+                signed = self._serving.numbered(tx, own)
+                tx.put_votes(signed)
+                fx.votes_put.extend(signed)
         return len(own)
 
     def stop_counting(self, voter: str) -> int:

@@ -28,6 +28,7 @@ from factnode.core.consensus import (
     tally,
     transition,
 )
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.serving import counted_votes, own_vote, peer_voted, serve
 from factnode.core.signed import Signature, vote_payload, withdrawn
 from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_key, check_text
@@ -122,6 +123,7 @@ class Serving:
         self.verify_vote: Callable[[Vote], Signature] | None = None
         self.verify_evidence: Callable[[Evidence], Signature] | None = None
         self.verify_tombstone: Callable[[Tombstone], Signature] | None = None
+        self.verify_bound: Callable[[ErasureBound], Signature] | None = None
 
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """Calls `observer` after every committed write with what it changed (the federation

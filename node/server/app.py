@@ -184,9 +184,13 @@ class Node:
         self.ledger.verify_vote = roster.verify_vote
         self.ledger.verify_evidence = roster.verify_evidence
         self.ledger.verify_tombstone = roster.verify_tombstone
+        self.ledger.verify_bound = roster.verify_bound
         signed = self.ledger.sign_own_votes()
         if signed:
             log.info("signed %d vote(s) this node stored before votes were signed", signed)
+        resigned = self.ledger.resign_own_votes(f"{signer.identity.serial:x}")
+        if resigned:
+            log.info("re-signed %d vote(s) with this node's reissued certificate", resigned)
         return roster
 
     def _tls(self) -> TlsFiles:

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from factnode.core import Evidence
 from factnode.core.consensus import Vote
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.store._part import TransactionPart
 from factnode.store._rows import (
     _ACTIVE,
@@ -17,6 +18,7 @@ from factnode.store._rows import (
     _SELECT_ERASURES,
     _SELECT_EVIDENCE,
     _SELECT_VOTES,
+    EB,
     ER,
     E,
     _evidence,
@@ -71,6 +73,16 @@ class SqlDigests(TransactionPart):
             )
             for m in found
         ]
+
+    def all_erasure_bounds(self) -> Iterator[ErasureBound]:
+        for erasure_id, node_id, bound_at in self._c.execute(
+            select(EB.c.erasure_id, EB.c.node_id, EB.c.bound_at)
+        ):
+            yield ErasureBound(erasure_id, node_id, bound_at)
+
+    def bounds_under(self, prefixes: Collection[str]) -> list[ErasureBound]:
+        rows = select_under(self._c, select(EB), "erasure_bound.erasure_id", prefixes)
+        return [ErasureBound(r[0], r[1], r[2], bytes(r[3]) if r[3] else b"") for r in rows]
 
     def votes_under(self, voter: str | None, prefixes: Collection[str]) -> list[Vote]:
         fixed = [] if voter is None else [("vote.voter", voter)]

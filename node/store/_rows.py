@@ -16,6 +16,7 @@ from factnode.store._tables import (
     BeliefRow,
     DecisionRow,
     ErasedEvidenceRow,
+    ErasureBoundRow,
     ErasureRow,
     EvidenceRow,
     NodeMetaRow,
@@ -33,6 +34,7 @@ B = _TABLES[BeliefRow.__tablename__]
 BC = _TABLES[BeliefChangeRow.__tablename__]
 ER = _TABLES[ErasureRow.__tablename__]
 EE = _TABLES[ErasedEvidenceRow.__tablename__]
+EB = _TABLES[ErasureBoundRow.__tablename__]
 M = _TABLES[NodeMetaRow.__tablename__]
 V = _TABLES[VoteRow.__tablename__]
 P = _TABLES[PinRow.__tablename__]

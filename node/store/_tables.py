@@ -179,6 +179,21 @@ class ErasedEvidenceRow(SQLModel, table=True):
     erasure_id: str = Field(max_length=ID)
 
 
+class ErasureBoundRow(SQLModel, table=True):
+    """A node's signed statement that it applied an erasure dated beyond its clock at
+    `bound_at` (its clock): the erasure covers what that node originates up to then
+    (`core.erasure_bounds`). One per node and erasure, the lowest; kept and gossiped."""
+
+    __tablename__ = "erasure_bound"
+
+    erasure_id: str = Field(primary_key=True, max_length=ID)
+    node_id: str = Field(primary_key=True, max_length=NAME)
+    bound_at: int = Field(sa_type=BigInteger)
+    # The node's signature (specification §7); None: this node's own (signed as it is
+    # offered) or one taken from a peer that signs nothing.
+    signature: bytes | None = Field(default=None, sa_type=LargeBinary)
+
+
 class NodeMetaRow(SQLModel, table=True):
     """Small node facts that must survive restarts, such as the node id."""
 

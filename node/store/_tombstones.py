@@ -8,13 +8,16 @@ from sqlalchemy import delete, func, insert, select, update
 
 from factnode.core import (
     Evidence,
+    Instant,
     Key,
     ids,
 )
+from factnode.core.erasure_bounds import ErasureBound, covers_recorded, lowest_bounds
 from factnode.store._part import TransactionPart
 from factnode.store._rows import (
     _SELECT_EVIDENCE,
     BC,
+    EB,
     EE,
     ER,
     ST,
@@ -42,21 +45,26 @@ class SqlTombstones(TransactionPart):
         out: set[str] = set()
         for part in chunks(sorted({e.evidence_id for e in evidence})):
             out.update(self._c.scalars(select(EE.c.evidence_id).where(EE.c.evidence_id.in_(part))))
-        # Evidence recorded before a key or subject erasure never comes back.
+        # Evidence recorded before a key or subject erasure took effect for its origin never
+        # comes back (`core.erasure_bounds`).
         scopes = {ids.key_id(e.key) for e in evidence} | {
             ids.subject_id(e.key.namespace, e.key.subject) for e in evidence
         }
-        erased_at: dict[str, int] = {}
+        by_scope: dict[str, list[tuple[str, int]]] = {}
         for part in chunks(sorted(scopes)):
-            for row in self._c.execute(
-                select(ER.c.scope_hash, func.max(ER.c.erased_at))
-                .where(ER.c.scope_hash.in_(part), ER.c.scope.in_(("key", "subject")))
-                .group_by(ER.c.scope_hash)
+            for erasure_id, scope_hash, erased_at in self._c.execute(
+                select(ER.c.erasure_id, ER.c.scope_hash, ER.c.erased_at).where(
+                    ER.c.scope_hash.in_(part), ER.c.scope.in_(("key", "subject"))
+                )
             ):
-                erased_at[row[0]] = row[1]
+                by_scope.setdefault(scope_hash, []).append((erasure_id, erased_at))
+        bounds = self.erasure_bounds({i for found in by_scope.values() for i, _ in found})
         for e in evidence:
             for scope in (ids.key_id(e.key), ids.subject_id(e.key.namespace, e.key.subject)):
-                if scope in erased_at and e.first_recorded_at <= erased_at[scope]:
+                if any(
+                    covers_recorded(at, bounds.get(i, {}), e.origin_node, e.first_recorded_at)
+                    for i, at in by_scope.get(scope, ())
+                ):
                     out.add(e.evidence_id)
         return out
 
@@ -166,7 +174,8 @@ class SqlTombstones(TransactionPart):
         return out
 
     def evidence_covered(self, tombstone: Tombstone) -> list[Evidence]:
-        """Stored evidence a replicated erasure covers: its ids, or its scope recorded before it."""
+        """Stored evidence a replicated erasure covers: its ids, or its scope recorded before it
+        took effect for the evidence's origin (`core.erasure_bounds`, with the bounds held)."""
         found = [
             _evidence(r)
             for r in select_in(
@@ -180,7 +189,54 @@ class SqlTombstones(TransactionPart):
                 func.coalesce(E.c.origin_recorded_at, E.c.recorded_at) <= tombstone.erased_at,
             )
             seen = {e.evidence_id for e in found}
+            bounds = self.erasure_bounds([tombstone.erasure_id]).get(tombstone.erasure_id, {})
             found += [
-                e for e in (_evidence(r) for r in self._c.execute(q)) if e.evidence_id not in seen
+                e
+                for e in (_evidence(r) for r in self._c.execute(q))
+                if e.evidence_id not in seen
+                and covers_recorded(tombstone.erased_at, bounds, e.origin_node, e.first_recorded_at)
             ]
         return found
+
+    def erasure_bounds(self, erasure_ids: Collection[str]) -> dict[str, dict[str, Instant]]:
+        """The bounds held for each of `erasure_ids`, by the node that signed each."""
+        out: dict[str, dict[str, Instant]] = {}
+        for part in chunks(sorted(erasure_ids)):
+            for erasure_id, node_id, bound_at in self._c.execute(
+                select(EB.c.erasure_id, EB.c.node_id, EB.c.bound_at).where(
+                    EB.c.erasure_id.in_(part)
+                )
+            ):
+                out.setdefault(erasure_id, {})[node_id] = bound_at
+        return out
+
+    def put_erasure_bounds(self, bounds: Sequence[ErasureBound]) -> list[ErasureBound]:
+        """Keeps each node's lowest bound of each erasure; returns the bounds that changed
+        what is held (new, or lower than the one held)."""
+        held = self.erasure_bounds({b.erasure_id for b in bounds})
+        changed: dict[tuple[str, str], ErasureBound] = {}
+        for b in bounds:
+            before = changed.get((b.erasure_id, b.node))
+            mine = held.get(b.erasure_id, {})
+            lowest = lowest_bounds(mine, {b.node: b.bound_at})
+            if lowest == mine or (before is not None and before.bound_at <= b.bound_at):
+                continue
+            changed[(b.erasure_id, b.node)] = b
+        for (erasure_id, node), b in changed.items():
+            if node in held.get(erasure_id, {}):
+                self._c.execute(
+                    update(EB)
+                    .where(EB.c.erasure_id == erasure_id, EB.c.node_id == node)
+                    .values(bound_at=b.bound_at, signature=b.signature or None)
+                )
+            else:
+                self._c.execute(
+                    insert(EB),
+                    {
+                        "erasure_id": erasure_id,
+                        "node_id": node,
+                        "bound_at": b.bound_at,
+                        "signature": b.signature or None,
+                    },
+                )
+        return list(changed.values())

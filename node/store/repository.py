@@ -19,6 +19,7 @@ from factnode.core import (
     Rule,
 )
 from factnode.core.consensus import Vote
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord
 from factnode.core.serving import Pin
 from factnode.core.signed import Equivocation
@@ -84,8 +85,9 @@ class Tombstone:
     reason: str
     evidence_ids: tuple[str, ...]
     origin_node: str = ""  # the node where the erasure was made ("" from older peers)
-    # The origin's signature of `signed.tombstone_payload` (specification §7); b"" for one made
-    # before tombstones were signed, or whose time this node bounded (`bounded_erased_at`).
+    # The origin's signature of `signed.tombstone_payload` (specification §7), kept and passed on
+    # unchanged; b"" for one made before tombstones were signed, or one a node re-dated before
+    # erasures were bounded by signed bounds (migration r27_erasure_bounds).
     signature: bytes = b""
 
 
@@ -233,6 +235,10 @@ class TombstoneTransaction(Protocol):
 
     def evidence_covered(self, tombstone: Tombstone) -> list[Evidence]: ...
 
+    def erasure_bounds(self, erasure_ids: Collection[str]) -> dict[str, dict[str, Instant]]: ...
+
+    def put_erasure_bounds(self, bounds: Sequence[ErasureBound]) -> list[ErasureBound]: ...
+
 
 class DigestTransaction(Protocol):
     """The sync reads: everything held, and what lies under digest buckets."""
@@ -246,6 +252,12 @@ class DigestTransaction(Protocol):
     def evidence_under(self, prefixes: Collection[str]) -> list[Evidence]: ...
 
     def tombstones_under(self, prefixes: Collection[str]) -> list[Tombstone]: ...
+
+    def all_erasure_bounds(self) -> Iterator[ErasureBound]: ...
+
+    def bounds_under(self, prefixes: Collection[str]) -> list[ErasureBound]:
+        """The erasure bounds held under erasure-id `prefixes`, with their signatures."""
+        ...
 
     def votes_under(self, voter: str | None, prefixes: Collection[str]) -> list[Vote]:
         """The votes of `voter` (None: of every voter) on keys whose id starts with one of

@@ -4,11 +4,11 @@ tests.
 
 Both came from ordering or bounding by a node's wall clock: a vote was ordered by its
 `cast_at`, which a receiver refused beyond the allowance in its future; a tombstone's
-`erased_at` beyond it is cut to each receiver's own clock on arrival, so receivers differ.
-The first is fixed: votes are ordered by the sequence number their voter signs (specification §7),
-and its test is a plain regression test. The second is still open and stays a strict
-xfail (it passes, and so fails the run, once fixed); until then the CI campaign keeps its
-clock offsets within the allowance (tests/faults/test_campaign.py).
+`erased_at` beyond it was cut to each receiver's own clock on arrival, so receivers differed.
+Both are fixed: votes are ordered by the sequence number their voter signs (specification §7);
+a receiver keeps such a tombstone as signed and gossips a signed bound, its clock when it
+applied it, which decides coverage of the evidence it originates only, so every node judges
+alike (specification §6, `factnode.core.erasure_bounds`).
 """
 
 from __future__ import annotations
@@ -28,25 +28,6 @@ from factnode.api.v1 import factnode_pb2 as pb
 AHEAD = 600  # seconds: twice the allowance
 K = pb.Key(namespace="skew:a", subject="ana", predicate="lives_in")
 F = TypeVar("F", bound=Callable[..., None])
-
-
-def known_defect(reason: str) -> Callable[[F], F]:
-    """A real-node scenario of a defect still open: slow, needs libfaketime, strict xfail."""
-
-    def mark(test: F) -> F:
-        for m in (
-            pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason),
-            pytest.mark.skipif(
-                faketime_library() is None,
-                reason="libfaketime is not installed (apt-get install faketime)",
-            ),
-            pytest.mark.timeout(180),
-            pytest.mark.slow,
-        ):
-            test = m(test)
-        return test
-
-    return mark
 
 
 def regression(test: F) -> F:
@@ -104,16 +85,13 @@ def test_votes_cast_by_a_clock_beyond_the_allowance_converge_once_the_clock_is_r
         cluster.close()
 
 
-@known_defect(
-    "a key erasure stamped beyond the allowance in the future is bounded by each receiver's "
-    "clock when it arrives: evidence recorded between two receivers' arrivals is kept by one "
-    "and refused by the other, for ever"
-)
+@regression
 def test_an_erasure_from_a_clock_beyond_the_allowance_leaves_every_node_the_same_evidence(
     tmp_path: Path,
 ) -> None:
     """A key erasure made on a node 10 minutes ahead, reaching two peers at different times,
-    leaves all three nodes holding the same evidence after healing and converging."""
+    leaves all three nodes holding the same evidence after healing and converging: evidence
+    recorded on n1 after n1 applied the erasure is a later write on every node."""
     cluster = Cluster(tmp_path, ["n1", "n2", "n3"], seed=0)
     cluster["n3"].clock_offset = AHEAD
     try:
@@ -137,5 +115,6 @@ def test_an_erasure_from_a_clock_beyond_the_allowance_leaves_every_node_the_same
             sorted(n for n, ids in held.items() if later in ids)
         )
         assert len({frozenset(ids) for ids in held.values()}) == 1, held
+        assert all(later in ids for ids in held.values()), held
     finally:
         cluster.close()

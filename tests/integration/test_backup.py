@@ -377,3 +377,35 @@ def test_export_and_import_on_each_backend(repository: SqlRepository) -> None:
     ledger.restore(io.BytesIO(data))
     assert state(ledger) == state(original)
     assert _body(exported(ledger)) == _body(data)
+
+
+def test_a_bounded_erasure_keeps_the_evidence_recorded_after_its_bound() -> None:
+    """A peer's erasure dated a day in the future, which this node bounded on arrival, is
+    exported with its bound: the evidence this node recorded after the bound (and before the
+    erasure's own time) is held again after the import, and what it held before is not."""
+    from factnode import _wire as wire
+    from factnode.api.v1 import factnode_pb2 as pb
+    from factnode.core import ids
+
+    clock = FakeClock()
+    ledger = memory_ledger(clock=clock, node_id=NODE)
+    ledger.submit(Submission(*KEYS[0], "Oslo", "user_stated", "ana", 0.5, 0.9, START))
+    tomb = pb.ErasureTombstone(
+        erasure_id="e" * 32,
+        scope=pb.ERASURE_SCOPE_KEY,
+        scope_hash=ids.key_id(KEYS[0]),
+        erased_at=wire.timestamp(clock.now() + MICROS_PER_DAY),
+        operator="dpo",
+        reason="asked",
+        origin_node="peer",
+    )
+    ledger.receive("peer", None, [wire.tombstone(tomb)], [], [])
+    clock.advance(1_000_000)
+    later = ledger.submit(Submission(*KEYS[0], "Bergen", "user_stated", "ana", 0.5, 0.9))
+    assert later.decision.outcome is Outcome.ACCEPTED
+    data = exported(ledger)
+    assert b'"bounds":{"node-backup":' in data
+    restored = fresh()
+    restored.restore(io.BytesIO(data))
+    assert restored.belief(KEYS[0]).object == "Bergen"
+    assert restored.counts().evidence == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,13 @@ from sqlmodel import SQLModel
 
 import factnode.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 from factnode.core import Key, Policy, Submission, ids
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord
 from factnode.core.signed import Signature
 from factnode.ledger import Ledger, NotFound, ensure_node_id
 from factnode.store import SqlRepository, StoredMember
 from factnode.store.migrations import alembic_config, upgrade
+from factnode.store.repository import Transaction
 from factnode.testing import Credentials, FakeClock
 
 LIVES_IN = Key("user:ana", "ana", "lives_in")
@@ -416,36 +419,78 @@ def test_0009_adds_signed_votes_and_reverses(tmp_path: Path) -> None:
         again.close()
 
 
-def test_0009_members_adds_the_member_record_table_and_reverses(tmp_path: Path) -> None:
-    """0009_members creates member_record (a stored record reads back as written); down to
-    0008 drops it and keeps every other table's rows; up again restores an empty table."""
-    url = f"sqlite:///{tmp_path / 'members.db'}"
-    record = MemberRecord("alpha", "10.0.0.1:7421", b"-----BEGIN CERTIFICATE-----\n", 7, b"\x01")
+def _adds_a_table_and_reverses(
+    url: str,
+    table: str,
+    down_to: str,
+    put: Callable[[Transaction], None],
+    read: Callable[[Transaction], object],
+    written: object,
+    empty: object,
+) -> None:
+    """A revision that creates `table`: what `put` writes reads back as `written`; down to
+    `down_to` drops the table and keeps every other table's rows; up again restores it
+    empty."""
     repo = SqlRepository(url)
     try:
         ledger = Ledger(repo, Policy(), "node-test", FakeClock())
         ledger.submit(Submission("user:ana", "ana", "lives_in", "Lisbon", "user_stated", "a"))
         counts = ledger.counts()
         with repo.write() as tx:
-            tx.put_member_records([StoredMember(record, revoked=True)])
+            put(tx)
         with repo.read() as tx:
-            assert tx.member_records() == [StoredMember(record, revoked=True)]
+            assert read(tx) == written
         with repo.engine.connect() as conn:
             cfg = alembic_config()
             cfg.attributes["connection"] = conn
-            command.downgrade(cfg, "0008")
+            command.downgrade(cfg, down_to)
             conn.commit()
-        assert _revision(repo.engine) == "0008"
-        assert "member_record" not in inspect(repo.engine).get_table_names()
+        assert _revision(repo.engine) == down_to
+        assert table not in inspect(repo.engine).get_table_names()
     finally:
         repo.close()
 
     again = SqlRepository(url)  # opening migrates to head
     try:
         assert _revision(again.engine) == _head()
-        assert "member_record" in inspect(again.engine).get_table_names()
+        assert table in inspect(again.engine).get_table_names()
         with again.read() as tx:
-            assert tx.member_records() == []
+            assert read(tx) == empty
         assert Ledger(again, Policy(), "node-test", FakeClock()).counts() == counts
     finally:
         again.close()
+
+
+def test_0009_members_adds_the_member_record_table_and_reverses(tmp_path: Path) -> None:
+    """0009_members creates member_record (a stored record reads back as written); down to
+    0008 drops it and keeps every other table's rows; up again restores an empty table."""
+    record = MemberRecord("alpha", "10.0.0.1:7421", b"-----BEGIN CERTIFICATE-----\n", 7, b"\x01")
+    _adds_a_table_and_reverses(
+        f"sqlite:///{tmp_path / 'members.db'}",
+        "member_record",
+        "0008",
+        lambda tx: tx.put_member_records([StoredMember(record, revoked=True)]),
+        lambda tx: tx.member_records(),
+        [StoredMember(record, revoked=True)],
+        [],
+    )
+
+
+def test_r27_adds_the_erasure_bound_table_and_reverses(tmp_path: Path) -> None:
+    """r27_erasure_bounds creates erasure_bound (a stored bound reads back as written, each
+    node's lowest kept); down to r26 drops it and keeps every other table's rows; up again
+    restores an empty table."""
+
+    def put(tx: Transaction) -> None:
+        tx.put_erasure_bounds([ErasureBound("e" * 32, "b", 7, b"\x01")])
+        assert tx.put_erasure_bounds([ErasureBound("e" * 32, "b", 9, b"\x02")]) == []
+
+    _adds_a_table_and_reverses(
+        f"sqlite:///{tmp_path / 'bounds.db'}",
+        "erasure_bound",
+        "r26_served_touch",
+        put,
+        lambda tx: tx.bounds_under([""]),
+        [ErasureBound("e" * 32, "b", 7, b"\x01")],
+        [],
+    )

@@ -304,15 +304,17 @@ def test_a_tombstone_from_a_peer_whose_clock_runs_ahead_erases_what_is_held_now(
     fed: Federation,
 ) -> None:
     """A tombstone dated two hours in the receiver's future still erases the evidence it
-    covers now; it counts as made at the receiver's clock, so evidence recorded after that
-    is decided normally instead of being blocked for two hours."""
+    covers now; it is kept as sent, and the receiver records its bound (its clock), so its
+    evidence recorded after that is decided normally instead of being blocked for two hours."""
     _submit(fed, "a", KEY, "3.12")
     tomb = _key_tombstone(KEY, "h", fed.clock.now() + 2 * HOUR)
     assert list(fed.endpoints["a"].push_delta("h", pb.Delta(tombstones=[tomb])).rejected) == []
     assert _held(fed, "a") == 0
     with fed.ledgers["a"].repo.read() as tx:
         [held] = tx.tombstones_under([""])
-    assert held.erased_at == fed.clock.now()
+        [bound] = tx.bounds_under([""])
+    assert held == wire.tombstone(tomb)
+    assert (bound.erasure_id, bound.node, bound.bound_at) == (tomb.erasure_id, "a", fed.clock.now())
     fed.clock.advance(1)
     later = fed.ledgers["a"].submit(
         Submission(KEY.namespace, KEY.subject, KEY.predicate, "3.13", "user_stated", "ana")

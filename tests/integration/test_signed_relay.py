@@ -169,6 +169,25 @@ async def test_a_revoked_origins_evidence_is_refused_after_the_revocation(
     assert refused is not None and refused >= 1
 
 
+async def _equivocating_e(fed: Federation, worths: tuple[int, ...]) -> tuple[list[Vote], bytes]:
+    """a, b and c hold evidence for KEY and have synced, and e is cut off from them: votes e
+    signs with one number on KEY, one per worth (so they differ), and e's certificate."""
+    assert fed.credentials is not None
+    for n in ("a", "b", "c"):
+        _submit(fed, n, "Lisbon")
+    for _ in range(2):
+        await fed.round()
+    for n in ("a", "b", "c"):
+        fed.links[(n, "e")].up = fed.links[("e", n)].up = False
+    held = next(v for v in fed.ledgers["b"].offer({"votes": [""]})[2] if v.key == KEY)
+    signer = fed.credentials.signer("e")
+    votes = []
+    for worth in worths:
+        v = dataclasses.replace(held, voter="e", worth_milli=worth, seq=3, signature=b"")
+        votes.append(dataclasses.replace(v, signature=signer.sign(vote_payload(v))))
+    return votes, signer.identity.der
+
+
 async def test_an_equivocation_proof_reaches_every_member_and_digests_agree() -> None:
     """e signs two votes with one number on one key and hands one to a, the other to c,
     then goes silent: after a few rounds among a, b and c, each holds the proof, counts e
@@ -176,21 +195,7 @@ async def test_an_equivocation_proof_reaches_every_member_and_digests_agree() ->
     as one item, so idle rounds move nothing)."""
     fed = Federation(["a", "b", "c", "e"])
     try:
-        assert fed.credentials is not None
-        _submit(fed, "a", "Lisbon")
-        _submit(fed, "b", "Lisbon")
-        _submit(fed, "c", "Lisbon")
-        for _ in range(2):
-            await fed.round()
-        for n in ("a", "b", "c"):
-            fed.links[(n, "e")].up = fed.links[("e", n)].up = False
-        held = next(v for v in fed.ledgers["b"].offer({"votes": [""]})[2] if v.key == KEY)
-        signer = fed.credentials.signer("e")
-        conflicting = []
-        for worth in (500, 400):
-            v = dataclasses.replace(held, voter="e", worth_milli=worth, seq=3, signature=b"")
-            conflicting.append(dataclasses.replace(v, signature=signer.sign(vote_payload(v))))
-        cert = signer.identity.der
+        conflicting, cert = await _equivocating_e(fed, (500, 400))
         for node, v in zip(("a", "c"), conflicting, strict=True):
             delta = pb.Delta(votes=[wire.vote_pb(v)], certificates=[cert])
             assert list(fed.endpoints[node].push_delta("b", delta).rejected) == []
@@ -204,6 +209,37 @@ async def test_an_equivocation_proof_reaches_every_member_and_digests_agree() ->
             assert belief.state is BeliefState.CONTESTED, n
             with fed.ledgers[n].repo.read() as tx:
                 assert len(tx.all_equivocations()) == 1
+        digests = {index_of(fed.ledgers[n]).signed_votes.bucket("") for n in ("a", "b", "c")}
+        assert len(digests) == 1
+    finally:
+        fed.close()
+
+
+async def test_three_conflicting_votes_leave_every_member_the_same_proof() -> None:
+    """e signs three different votes with one number on one key and hands a, b and c a
+    different pair each, so each finds a different proof first: after a few rounds every
+    member holds the same one (the canonical pair, `signed.canonical_proof`), and their
+    vote digests are equal."""
+    fed = Federation(["a", "b", "c", "e"])
+    try:
+        variants, cert = await _equivocating_e(fed, (500, 400, 300))
+        first, second, third = variants
+        for node, pair in (("a", (first, second)), ("b", (second, third)), ("c", (third, first))):
+            delta = pb.Delta(votes=[wire.vote_pb(v) for v in pair], certificates=[cert])
+            assert list(fed.endpoints[node].push_delta("e", delta).rejected) == []
+        found = {}
+        for n in ("a", "b", "c"):
+            with fed.ledgers[n].repo.read() as tx:
+                [found[n]] = tx.all_equivocations()
+        assert len(set(found.values())) == 3  # each found its own pair first
+        for _ in range(3):
+            await fed.round()
+        expected = tuple(sorted(variants, key=vote_payload)[:2])
+        for n in ("a", "b", "c"):
+            with fed.ledgers[n].repo.read() as tx:
+                assert tx.all_equivocations() == [expected], n
+            tally = fed.ledgers[n].tally_of(KEY)
+            assert tally is not None and tally.equivocators == ("e",), n
         digests = {index_of(fed.ledgers[n]).signed_votes.bucket("") for n in ("a", "b", "c")}
         assert len(digests) == 1
     finally:

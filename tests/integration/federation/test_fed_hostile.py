@@ -233,8 +233,9 @@ def test_a_future_tombstone_erases_what_it_covers_now_and_later_writes_are_accep
     victim: FedNode, mallory: PeerLink
 ) -> None:
     """A tombstone dated 9999-12-31 erases what it covers now, like the valid one beside it (no
-    clock skew keeps erased data alive), but counts as made at the victim's clock: the key takes
-    later writes, and the victim relays the tombstone dated by its own clock (specification §6)."""
+    clock skew keeps erased data alive), but the victim bounds it by its own clock: the key takes
+    the victim's later writes, and the victim relays the tombstone as it came, beside its bound,
+    signed by itself, which says when the victim applied it (specification §6)."""
     blocked, erased = fresh_key("block"), fresh_key("erase")
     victim.submit(blocked, "3.12", source="agent:victim")
     victim.submit(erased, "3.12", source="agent:victim")
@@ -267,9 +268,13 @@ def test_a_future_tombstone_erases_what_it_covers_now_and_later_writes_are_accep
     assert later.decision.outcome == pb.OUTCOME_ACCEPTED, later.decision
     b = victim.belief(blocked)
     assert b is not None and (b.object, b.state) == ("3.13", BELIEVED)
-    relayed = {t.erasure_id: t for t in mallory.offered(pb.DIGEST_SET_TOMBSTONES).tombstones}
+    offered = mallory.offered(pb.DIGEST_SET_TOMBSTONES)
+    relayed = {t.erasure_id: t for t in offered.tombstones}
     assert fine.erasure_id in relayed
-    assert before <= relayed[forever.erasure_id].erased_at.ToMicroseconds() <= now()
+    assert relayed[forever.erasure_id].erased_at == far
+    [bound] = offered.erasure_bounds  # the valid one needs none
+    assert (bound.erasure_id, bound.node_id) == (forever.erasure_id, victim.node_id)
+    assert before <= bound.bound_at.ToMicroseconds() <= now() and bound.signature
 
 
 def test_an_older_vote_arriving_later_never_replaces_a_newer_one(

@@ -36,7 +36,7 @@ from factnode.federation.trust import (
     Signer,
     signed_by,
 )
-from factnode.ledger import Ledger
+from factnode.ledger import Ledger, Signing
 from factnode.store import StoredMember, Tombstone
 
 log = logging.getLogger("factnode.federation")
@@ -164,6 +164,16 @@ class Roster:
         """The certificates (DER) held for `node_ids`, to travel beside their signed items."""
         found = (self._identities.get(n) for n in sorted(set(node_ids)))
         return [i.der for i in found if i is not None]
+
+    def signing(self) -> Signing:
+        """This node's signing key and this roster's checks of what peers sign, as the ledger
+        takes them (`Ledger.signing`)."""
+        return Signing(
+            sign=self.signer.sign,
+            verify_vote=self.verify_vote,
+            verify_evidence=self.verify_evidence,
+            verify_tombstone=self.verify_tombstone,
+        )
 
     def verify_vote(self, v: Vote, now: dt.datetime | None = None) -> Signature:
         """Checks a vote's signature against its voter's certificate (`verify`)."""

@@ -572,7 +572,7 @@ class Syncer:
 
     def _mine(self, peer_id: str) -> dict[pb.DigestSet, SetDigest]:
         index = index_of(self.ledger)
-        if self.ledger.sign is not None:
+        if self.ledger.signing.sign is not None:
             mine = {
                 EVIDENCE: index.evidence,
                 TOMBSTONES: index.tombstones,

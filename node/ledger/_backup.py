@@ -403,7 +403,7 @@ def restore(ledger: Ledger, stream: IO[bytes], *, force_policy: bool = False) ->
     replay = type(ledger)(ledger.repo, ledger.policy, ledger.node_id, clock)
     # The federation and watchers follow the replay, and its votes are signed as the node's.
     replay.serving._observers = ledger.serving._observers
-    replay.sign, replay.verify_vote = ledger.sign, ledger.verify_vote
+    replay.signing = ledger.signing
     batch: list[tuple[Evidence, str | None]] = []
     erased = False
 

@@ -191,7 +191,7 @@ class PeerInput(Component):
         then its tombstones, evidence and votes in turn, each stage reading what the one
         before wrote."""
         now = self.clock.now()
-        serving = self._serving
+        signing = self._serving.signing
         screened = screen_delta(
             tombstones,
             evidence,
@@ -200,9 +200,9 @@ class PeerInput(Component):
             node_id=self.node_id,
             policy=self.policy,
             now=now,
-            verify_tombstone=serving.verify_tombstone,
-            verify_evidence=serving.verify_evidence,
-            verify_vote=serving.verify_vote,
+            verify_tombstone=signing.verify_tombstone,
+            verify_evidence=signing.verify_evidence,
+            verify_vote=signing.verify_vote,
         )
         accepted = screened.own_votes
         refused = list(screened.refused)
@@ -266,7 +266,7 @@ class PeerInput(Component):
             link_cap=peer_cap or self.policy.default_max_anchor,
             policy=self.policy,
             node_id=self.node_id,
-            signed=self._serving.verify_evidence is not None,
+            signed=self._serving.signing.verify_evidence is not None,
             now=now,
         )
         accepted, refused, signatures = peer_evidence_outcome(

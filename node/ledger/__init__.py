@@ -137,6 +137,12 @@ class Ledger:
         """`PeerInput.on_refused`."""
         self.peer_input.on_refused(observer)
 
+    def close(self) -> None:
+        """Unregisters what this ledger set up on its repository (the served memory's watch),
+        leaving the repository open: for a second ledger on a node's repository, such as an
+        import's replay. The ledger must not be used after."""
+        self.serving.close()
+
     # -- writing -------------------------------------------------------------------------
 
     def evidence_of(self, sub: Submission, recorded_at: Instant | None = None) -> Evidence:

@@ -122,6 +122,10 @@ class Serving:
         """This node's signing key (`Signing.sign`)."""
         return self.signing.sign
 
+    def close(self) -> None:
+        """Stops the served memory following the repository's commits (`Ledger.close`)."""
+        self.repo.unwatch(self.memory)
+
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """Calls `observer` after every committed write with what it changed (the federation
         keeps its digests this way, so the ledger never imports the federation)."""

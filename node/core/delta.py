@@ -30,6 +30,7 @@ from factnode.core.signed import Signature, refusal
 from factnode.core.validation import describe_violations, quoted, relayed_violations, text_problem
 
 T = TypeVar("T", bound=ErasureRecord)
+Item = TypeVar("Item")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,29 +74,48 @@ def screen_delta(
     """Checks every item of a delta from `peer_id` before any of it reaches a query: its form,
     and its signature where a check is given (None: this node checks none of that kind)."""
     refused: list[Refusal] = []
-    good_tombstones: list[T] = []
-    for t in tombstones:
-        problem, signature = tombstone_problem(t), ""
-        if not problem and verify_tombstone is not None:
-            problem, signature = _checked(verify_tombstone(t))
-        if problem:
-            refused.append(Refusal(shown_id(t.erasure_id), problem, "tombstone", signature))
-        else:
-            good_tombstones.append(t)
-    good_evidence: list[Evidence] = []
-    for e in evidence:
-        problems = relayed_violations(e, policy)
-        problem, signature = describe_violations(problems) if problems else "", ""
-        if not problem and verify_evidence is not None:
-            problem, signature = _checked(verify_evidence(e))
-        if problem:
-            refused.append(Refusal(shown_id(e.evidence_id), problem, "evidence", signature))
-        else:
-            good_evidence.append(e)
+    good_tombstones = _screened(
+        tombstones,
+        tombstone_problem,
+        verify_tombstone,
+        lambda t: t.erasure_id,
+        "tombstone",
+        refused,
+    )
+    good_evidence = _screened(
+        evidence,
+        lambda e: describe_violations(relayed_violations(e, policy)),
+        verify_evidence,
+        lambda e: e.evidence_id,
+        "evidence",
+        refused,
+    )
     good_votes, own = _screen_votes(votes, peer_id, node_id, policy, now, verify_vote, refused)
     return Screened(
         tuple(good_tombstones), tuple(good_evidence), tuple(good_votes), own, tuple(refused)
     )
+
+
+def _screened(
+    items: Sequence[Item],
+    problem_of: Callable[[Item], str],
+    verify: Callable[[Item], Signature] | None,
+    id_of: Callable[[Item], str],
+    kind: str,
+    refused: list[Refusal],
+) -> list[Item]:
+    """The items well formed (`problem_of` gives "") and, where checked, validly signed, in
+    order; the others go to `refused` as `kind`, named by their ids."""
+    good: list[Item] = []
+    for item in items:
+        problem, signature = problem_of(item), ""
+        if not problem and verify is not None:
+            problem, signature = _checked(verify(item))
+        if problem:
+            refused.append(Refusal(shown_id(id_of(item)), problem, kind, signature))
+        else:
+            good.append(item)
+    return good
 
 
 def _screen_votes(

@@ -1,6 +1,6 @@
 """A fleet converging from one seed each: rounds against N, bytes per member per round.
 
-    python bench/fleet.py [--sizes 10,30,100] [--keys 200] [--tally-rounds 10] [--quick]
+    python bench/fleet.py [--sizes 10,30,100] [--keys 200] [--tally-rounds 30] [--quick]
 
 Runs `factnode.testing.Fleet`: N in-process members, each a real ledger on in-memory
 SQLite with a real certificate from one CA and a roster, syncing through the real sync
@@ -15,20 +15,20 @@ once (`fanout` 3, partners chosen at random among the members it knows).
 For each N it prints:
 - rounds until every member holds every member's record AND every piece of evidence
   (so every member's local belief is the same: specification §5's belief is a function of the
-  evidence). This is what the fleet's gossip carries, and what must grow like log N.
-- votes: on this branch a vote counts only when its voter delivers it over a direct link
-  (signed votes that travel through relays are the fleet-votes branch's work). So tallies
-  are measured as far as direct links allow: the share of (member, voter) vote sets a
-  member holds complete at the round above, and the rounds until every member holds
-  every voter's current votes (only within `--tally-rounds`; it grows like N / fanout,
-  not log N, until votes travel through relays).
+  evidence).
+- rounds (counted from the start) until every member holds every voter's current signed
+  vote (votes travel through any member and count for their signer, specification §7) AND
+  every member serves every key the same value, state and tally (who votes for what) as
+  every other, so as a node holding everything would: the fleet's promise, which must
+  grow like log N. Tried for at most `--tally-rounds` rounds after the first figure.
 - bytes each member sends per round (its requests and pushes as caller plus its answers
   as callee), median and max over members and rounds: busy (the rounds until
   convergence) and idle (after convergence: member-rounds in which none of the member's
   exchanges found any bucket differing). Idle bytes must not grow with N.
 - vote rows each member stores at the end (median, max).
 
-Fits rounds = a + b ln N by least squares (states a, b, R^2), checks that idle bytes per
+Fits rounds = a + b ln N by least squares to each of the two round counts (states a, b,
+R^2), checks that idle bytes per
 member-round at the largest N are within IDLE_LIMIT of the smallest, writes
 docs/fleet-rounds.svg, and ends with one JSON line of every figure.
 """
@@ -47,8 +47,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from factnode.core import Submission
+from factnode.core import Key, Submission
 from factnode.federation._index import index_of
+from factnode.ledger import NotFound
 from factnode.testing import Fleet
 
 SEED = 20261202
@@ -103,6 +104,32 @@ def vote_completeness(fleet: Fleet) -> float:
             pairs += 1
             held += index.votes(voter).bucket("") == own[voter]
     return held / pairs if pairs else 1.0
+
+
+def served_alike(fleet: Fleet, keys: int) -> bool:
+    """Every member serves every key in the same state with the same tally (consensus,
+    versions, weights, voters): what a node holding every vote serves. (The value a
+    CONTESTED key shows is each member's own local belief, specification §7, so it may differ.)"""
+    first: list[Any] | None = None
+    for ledger in fleet.ledgers.values():
+        view: list[Any] = []
+        for k in range(keys):
+            key = Key("fleet:bench", f"s{k}", "lives_in")
+            try:
+                state = ledger.belief(key).state
+            except NotFound:
+                state = None
+            tally = ledger.tally_of(key)
+            counted = tally and (
+                tally.consensus,
+                tuple((v.version_id, v.weight, v.voters) for v in tally.versions),
+            )
+            view.append((state, counted))
+        if first is None:
+            first = view
+        elif view != first:
+            return False
+    return True
 
 
 def counters(fleet: Fleet) -> dict[tuple[str, str], tuple[int, int]]:
@@ -163,12 +190,21 @@ async def run_size(n: int, keys: int, tally_rounds: int) -> dict[str, Any]:
         share_at_convergence = vote_completeness(fleet)
         idle_bytes: list[int] = []
         tally_complete = None
+        if share_at_convergence == 1.0 and served_alike(fleet, keys):
+            tally_complete = rounds
         for r in range(rounds + 1, rounds + 1 + max(IDLE_ROUNDS, tally_rounds)):
             sent, idle = await measured_round(fleet)
+            print(f"  N={n} round {r}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+            if tally_complete is None:
+                busy_bytes.extend(sent.values())
             idle_bytes.extend(sent[m] for m in idle)
-            if tally_complete is None and vote_completeness(fleet) == 1.0:
+            if (
+                tally_complete is None
+                and vote_completeness(fleet) == 1.0
+                and served_alike(fleet, keys)
+            ):
                 tally_complete = r
-            if r >= rounds + IDLE_ROUNDS and (tally_complete or r >= rounds + tally_rounds):
+            if r >= (tally_complete or r) + IDLE_ROUNDS or r >= rounds + tally_rounds:
                 break
         rows = vote_rows(fleet)
         figures = {
@@ -205,11 +241,14 @@ def fit_log(points: list[tuple[int, int]]) -> tuple[float, float, float]:
     return a, b, (1 - ss_res / ss_tot) if ss_tot else 1.0
 
 
-def svg(points: list[tuple[int, int]], fit: tuple[float, float, float]) -> str:
-    """Rounds against N (log axis), the measured points and the fitted a + b ln N."""
-    width, height, left, bottom, top, right = 520, 320, 60, 50, 30, 20
+Series = tuple[str, str, list[tuple[int, int]], tuple[float, float, float]]
+
+
+def svg(series: list[Series]) -> str:
+    """Rounds against N (log axis): each series' measured points and fitted a + b ln N."""
+    width, height, left, bottom, top, right = 560, 340, 60, 50, 30, 20
     lo, hi = math.log(5), math.log(200)
-    ymax = max(5, max(r for _, r in points) + 2)
+    ymax = max(5, max(r for _, _, points, _ in series for _, r in points) + 2)
 
     def x(n: float) -> float:
         return left + (math.log(n) - lo) / (hi - lo) * (width - left - right)
@@ -217,13 +256,12 @@ def svg(points: list[tuple[int, int]], fit: tuple[float, float, float]) -> str:
     def y(r: float) -> float:
         return height - bottom - r / ymax * (height - bottom - top)
 
-    a, b, r2 = fit
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{width / 2}" y="18" text-anchor="middle">Rounds until every member holds '
-        "every record and every piece of evidence</text>",
+        f'<text x="{width / 2}" y="18" text-anchor="middle">Rounds until the fleet agrees '
+        f"(fanout {FANOUT}, one seed each)</text>",
         f'<line x1="{left}" y1="{y(0)}" x2="{width - right}" y2="{y(0)}" stroke="black"/>',
         f'<line x1="{left}" y1="{y(0)}" x2="{left}" y2="{top}" stroke="black"/>',
         f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">members N (log scale)</text>',
@@ -240,19 +278,22 @@ def svg(points: list[tuple[int, int]], fit: tuple[float, float, float]) -> str:
             f'<line x1="{left - 5}" y1="{y(r):.1f}" x2="{left}" y2="{y(r):.1f}" stroke="black"/>'
             f'<text x="{left - 8}" y="{y(r) + 4:.1f}" text-anchor="end">{r}</text>'
         )
-    curve = " ".join(
-        f"{x(math.exp(t)):.1f},{y(a + b * t):.1f}"
-        for t in (lo + i * (hi - lo) / 40 for i in range(41))
-        if 0 <= a + b * t <= ymax
-    )
-    parts.append(f'<polyline points="{curve}" fill="none" stroke="#888" stroke-dasharray="4 3"/>')
-    for n, r in points:
-        parts.append(f'<circle cx="{x(n):.1f}" cy="{y(r):.1f}" r="4" fill="#1f5fa8"/>')
-        parts.append(f'<text x="{x(n) + 7:.1f}" y="{y(r) - 7:.1f}">{r}</text>')
-    parts.append(
-        f'<text x="{left + 10}" y="{top + 14}" fill="#555">fit: rounds = {a:.2f} + {b:.2f} ln N '
-        f"(R² {r2:.2f}), fanout {FANOUT}, one seed each</text>"
-    )
+    for i, (label, colour, points, (a, b, r2)) in enumerate(series):
+        curve = " ".join(
+            f"{x(math.exp(t)):.1f},{y(a + b * t):.1f}"
+            for t in (lo + j * (hi - lo) / 40 for j in range(41))
+            if 0 <= a + b * t <= ymax
+        )
+        parts.append(
+            f'<polyline points="{curve}" fill="none" stroke="{colour}" stroke-dasharray="4 3"/>'
+        )
+        for n, r in points:
+            parts.append(f'<circle cx="{x(n):.1f}" cy="{y(r):.1f}" r="4" fill="{colour}"/>')
+            parts.append(f'<text x="{x(n) + 7:.1f}" y="{y(r) - 7:.1f}">{r}</text>')
+        parts.append(
+            f'<text x="{left + 10}" y="{top + 14 + 16 * i}" fill="{colour}">{label}: '
+            f"{a:.2f} + {b:.2f} ln N (R² {r2:.2f})</text>"
+        )
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
@@ -262,7 +303,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="10,30,100", help="fleet sizes (default %(default)s)")
     parser.add_argument("--keys", type=int, default=200, help="keys with conflicting evidence")
     parser.add_argument(
-        "--tally-rounds", type=int, default=10, help="rounds after convergence to wait for votes"
+        "--tally-rounds", type=int, default=30, help="rounds after convergence to wait for votes"
     )
     parser.add_argument("--quick", action="store_true", help="sizes 10,30 and 100 keys")
     parser.add_argument("--no-svg", action="store_true", help="do not write docs/fleet-rounds.svg")
@@ -277,8 +318,8 @@ def main() -> None:
         say(
             f"N={n:>4}: {fig['rounds']} rounds until every member holds every record and "
             f"all {fig['evidence']} pieces of evidence; then {fig['vote_sets_held_at_convergence']:.0%} "
-            f"of (member, voter) vote sets held, every vote held after "
-            f"{fig['rounds_until_every_vote_held'] or f'> {args.tally_rounds} more'} rounds; "
+            f"of (member, voter) vote sets held; every vote held and every tally alike at "
+            f"round {fig['rounds_until_every_vote_held'] or f'> {args.tally_rounds} more'}; "
             f"bytes/member/round busy median {fig['busy_bytes_median']:,} max "
             f"{fig['busy_bytes_max']:,}, idle median {fig['idle_bytes_median']} max "
             f"{fig['idle_bytes_max']} ({fig['idle_member_rounds']} idle member-rounds); vote "
@@ -287,7 +328,19 @@ def main() -> None:
         )
     points = [(f["n"], f["rounds"]) for f in results]
     fit = fit_log(points) if len(points) > 1 else (float(points[0][1]), 0.0, 1.0)
-    say(f"fit: rounds = {fit[0]:.2f} + {fit[1]:.2f} ln N (R^2 {fit[2]:.3f})")
+    say(f"records and evidence: rounds = {fit[0]:.2f} + {fit[1]:.2f} ln N (R^2 {fit[2]:.3f})")
+    agreed = [
+        (f["n"], f["rounds_until_every_vote_held"])
+        for f in results
+        if f["rounds_until_every_vote_held"] is not None
+    ]
+    tally_fit = None
+    if len(agreed) == len(results) > 1:
+        tally_fit = fit_log(agreed)
+        say(
+            f"every vote held, tallies alike: rounds = {tally_fit[0]:.2f} + "
+            f"{tally_fit[1]:.2f} ln N (R^2 {tally_fit[2]:.3f})"
+        )
     idle = [f["idle_bytes_median"] for f in results if f["idle_bytes_median"]]
     idle_ratio = idle[-1] / idle[0] if len(idle) > 1 else 1.0
     idle_ok = idle_ratio <= IDLE_LIMIT
@@ -296,7 +349,10 @@ def main() -> None:
         f"({'flat' if idle_ok else 'GROWS'}; limit {IDLE_LIMIT})"
     )
     if not args.no_svg and not args.quick:
-        SVG.write_text(svg(points, fit))
+        series: list[Series] = [("records and evidence", "#888888", points, fit)]
+        if tally_fit is not None:
+            series.append(("every vote held, tallies alike", "#1f5fa8", agreed, tally_fit))
+        SVG.write_text(svg(series))
         say(f"wrote {SVG}")
     print(
         json.dumps(
@@ -307,6 +363,12 @@ def main() -> None:
                 "keys": keys,
                 "sizes": results,
                 "fit": {"a": round(fit[0], 3), "b": round(fit[1], 3), "r2": round(fit[2], 4)},
+                "tally_fit": tally_fit
+                and {
+                    "a": round(tally_fit[0], 3),
+                    "b": round(tally_fit[1], 3),
+                    "r2": round(tally_fit[2], 4),
+                },
                 "idle_ratio": round(idle_ratio, 3),
                 "idle_flat": idle_ok,
             }

@@ -458,9 +458,9 @@ def _replay_erasure(replay: Ledger, clock: _ReplayClock, t: Tombstone) -> bool:
     clock.at = t.erased_at
     fx = Committed()
     with replay.repo.write() as tx:
+        replay.serving.announce(tx, fx)
         covered = tx.evidence_covered(t)
         replay.forgetting.apply_erasure(tx, t, covered, fx)
-    replay.serving.announce(fx)
     return bool(covered)
 
 

@@ -80,6 +80,7 @@ class Forgetting(Component):
         )
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             if key is not None:
                 doomed = tx.evidence_in_scope("key", None, key, None)
             elif subject is not None:
@@ -89,7 +90,6 @@ class Forgetting(Component):
             erased_ids = {e.evidence_id for e in doomed} | ({evidence_id} if evidence_id else set())
             tombstone = replace(tombstone, evidence_ids=tuple(sorted(erased_ids)))
             keys = self.apply_erasure(tx, tombstone, doomed, fx, extra_keys={key} if key else set())
-        self._serving.announce(fx)
         self.repo.after_erase()
         return ErasureReport(tombstone.erasure_id, len(doomed), len(keys), now)
 
@@ -104,6 +104,13 @@ class Forgetting(Component):
         """Destroys the doomed evidence, records the tombstone and recomputes the keys: load,
         plan (`core.plan.plan_erasure`), apply. Returns the keys recomputed."""
         named = list(tombstone.evidence_ids)
+        # Every vote on a key in a key or subject erasure's scope goes, also where the evidence
+        # it rests on never arrived here: that evidence is erased everywhere and can never
+        # come, so a vote kept waiting for it would be held here for ever, and digests would
+        # never agree. A vote on evidence recorded after the erasure comes back by sync.
+        extra_keys = (extra_keys or set()) | tx.voted_keys_in_scope(
+            tombstone.scope, tombstone.scope_hash
+        )
         load = ErasureLoad(
             doomed=doomed,
             bearing=frozenset(bearing_on(tx, doomed)),
@@ -156,9 +163,9 @@ class Forgetting(Component):
             cold = {e.evidence_id for e in plan.cold}
             fx = Committed()
             with self.repo.write() as tx:
+                self._serving.announce(tx, fx)
                 keys = plan.keys | bearing_on(tx, plan.cold)
                 tx.set_status(cold, EvidenceStatus.DECAYED)
                 fx.evidence_removed.update(cold)  # decayed evidence leaves sync too
                 self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
-            self._serving.announce(fx)
         return DecayReport(decayed, tombstoned)

@@ -208,6 +208,7 @@ class PeerInput(Component):
         refused = list(screened.refused)
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             for n, r in (
                 self._receive_tombstones(tx, screened.tombstones, peer_id, now, fx),
                 self._receive_evidence(tx, screened.evidence, peer_cap, now, fx),
@@ -217,7 +218,6 @@ class PeerInput(Component):
             ):
                 accepted += n
                 refused += r
-        self._serving.announce(fx)
         if fx.erasures_added:
             # As after a local erase: the erased bytes must not linger in the WAL or old pages.
             self.repo.after_erase()
@@ -396,10 +396,10 @@ class PeerInput(Component):
         """Recounts votes (freshness moves with the UTC hour) for `keys`, or every voted key."""
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             if keys is None:
                 keys = {v.key for v in tx.all_votes()}
             self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
-        self._serving.announce(fx)
 
     def sign_own_votes(self) -> int:
         """Numbers and signs this node's votes stored before votes were signed (migration
@@ -410,6 +410,7 @@ class PeerInput(Component):
             return 0
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             unsigned = [v for v in tx.all_votes() if not v.signature]
             own = [v for v in unsigned if v.voter == self.node_id]
             if own:
@@ -426,7 +427,6 @@ class PeerInput(Component):
             if theirs:
                 recount = set().union(*theirs.values())
                 self._serving.refresh(tx, tx.key_states(recount), self.clock.now(), fx)
-        self._serving.announce(fx)
         return len(own)
 
     def stop_counting(self, voter: str) -> int:
@@ -434,12 +434,12 @@ class PeerInput(Component):
         it voted on are recounted without it. Returns how many of its votes were held."""
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             keys = {v.key for v in tx.votes_under(voter, [""])}
             if keys:
                 tx.delete_votes(voter, keys)
                 fx.votes_removed.extend((voter, k) for k in keys)
                 self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
-        self._serving.announce(fx)
         return len(keys)
 
 

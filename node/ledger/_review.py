@@ -51,6 +51,7 @@ class Review(Component):
         now = self.clock.now()
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             load = ResolutionLoad(tx.key_states([key])[key], tx.beliefs([key]).get(key, []))
             plan = plan_resolution(
                 key, chosen, load, operator=operator, reason=reason, now=now, what=what
@@ -66,7 +67,6 @@ class Review(Component):
             rows = served.get(key, [])
             held = {e.evidence_id: e for e in plan.held}
             belief = self._serving.beliefs(tx, [key], held).get(key)
-        self._serving.announce(fx)
         return _resolution(
             key, plan.decision, plan.held, rows[0] if rows else None, belief, operator
         )

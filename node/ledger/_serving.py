@@ -131,9 +131,16 @@ class Serving:
         keeps its digests this way, so the ledger never imports the federation)."""
         self._observers.append(observer)
 
-    def announce(self, committed: Committed) -> None:
-        for observer in list(self._observers):
-            observer(committed)
+    def announce(self, tx: Transaction, committed: Committed) -> None:
+        """Tells every observer what `tx` changed once it commits: still under the writer
+        lock, so observers see commits in the order they were made (a digest updated out of
+        order would keep what the store dropped). `committed` is read then, complete."""
+
+        def tell(_touched: object) -> None:
+            for observer in list(self._observers):
+                observer(committed)
+
+        tx.after_commit(tell)
 
     def refresh(
         self,

@@ -98,6 +98,7 @@ class Writing(Component):
         keys = {e.key for e, _ in items}
         ids = [e.evidence_id for e, _ in items]
         with _collector_paused(), self.repo.write(keys, ids) as tx:
+            self._serving.announce(tx, fx)
             rulings, beliefs = self.ingest_in(tx, items, fx)
             untouched = keys - set(beliefs)
             # Their state was just loaded (and is in the write cache): no evidence read-back.
@@ -106,7 +107,6 @@ class Writing(Component):
             }
             beliefs.update(self._serving.beliefs(tx, untouched, held))
             self._serving.publish(tx, beliefs)
-        self._serving.announce(fx)
         return [
             Submitted(ruling.decision, e.evidence_id, e.version_id, beliefs.get(e.key))
             for e, ruling in rulings
@@ -204,6 +204,7 @@ class Writing(Component):
         )
         fx = Committed()
         with self.repo.write() as tx:
+            self._serving.announce(tx, fx)
             state = tx.key_states([key])[key]
             verdict = state.belief(self.policy)
             # What is served counts as believed too (a pinned or consensus version).
@@ -211,7 +212,6 @@ class Writing(Component):
             if verdict is None or (obj is not None and r.version_id not in held):
                 raise NotFound(f"no current belief for {key}" + (" with that value" if obj else ""))
             [(_, ruling)], _ = self.ingest_in(tx, [(r, None)], fx, reasons={r.evidence_id: reason})
-        self._serving.announce(fx)
         return ruling.decision
 
 

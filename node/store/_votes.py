@@ -112,6 +112,19 @@ class SqlVotes(TransactionPart):
             )
         return out
 
+    def voted_keys_in_scope(self, scope: str, scope_hash: str) -> set[Key]:
+        """The keys any vote held names within a key or subject erasure's scope (its hash)."""
+        q = select(V.c.namespace, V.c.subject, V.c.predicate).distinct()
+        if scope == "key":
+            q = q.where(V.c.key_id == scope_hash)
+        elif scope != "subject":
+            return set()
+        keys = {Key(*row) for row in self._c.execute(q)}
+        if scope == "subject":
+            # Votes keep no subject hash: an erasure by subject is rare, its votes few.
+            keys = {k for k in keys if ids.subject_id(k.namespace, k.subject) == scope_hash}
+        return keys
+
     def delete_votes_on_keys(self, keys: Collection[Key]) -> None:
         self._forget()
         for part in chunks(sorted(ids.key_id(k) for k in keys)):

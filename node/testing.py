@@ -25,7 +25,7 @@ from factnode.core import MICROS_PER_DAY, Instant, Policy
 from factnode.federation.members import Roster
 from factnode.federation.sync import FederationEndpoint, Syncer
 from factnode.federation.trust import Authority, Signer, sign_revocation_list
-from factnode.ledger import Ledger
+from factnode.ledger import Ledger, Signing
 from factnode.store import Repository, SqlRepository
 
 M = TypeVar("M", bound=Message)
@@ -180,11 +180,7 @@ class Credentials:
         """`ledger`'s roster, knowing only its own certificate; it signs and checks votes."""
         signer = self.signer(ledger.node_id)
         roster = Roster(ledger, self.authority, signer, peers)
-        ledger.sign = signer.sign
-        ledger.verify_vote = roster.verify_vote
-        ledger.verify_evidence = roster.verify_evidence
-        ledger.verify_tombstone = roster.verify_tombstone
-        ledger.verify_bound = roster.verify_bound
+        ledger.signing = roster.signing()
         ledger.resign_own_votes(f"{signer.identity.serial:x}")  # as the composition root does
         return roster
 
@@ -315,7 +311,7 @@ class Fleet:
         roster = Roster(ledger, self.authority, signer)
         roster.publish(self.address(node_id))
         # Each member signs its votes and checks others', as a served node does (specification §7).
-        ledger.sign, ledger.verify_vote = signer.sign, roster.verify_vote
+        ledger.signing = Signing(sign=signer.sign, verify_vote=roster.verify_vote)
         self.ledgers[node_id], self.rosters[node_id] = ledger, roster
         self.endpoints[node_id] = FederationEndpoint(ledger, [], roster=roster)
         self.syncers[node_id] = Syncer(

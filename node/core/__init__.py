@@ -2,7 +2,8 @@
 
 Arbitration (`arbitration`, `decide`), consensus and the served belief (`consensus`),
 decay (`decay`), the policy (`policy`), input checks (`validation`), checks on what peers
-send (`peer_checks`) and content-addressed ids (`ids`). Imports nothing outside
+send (`peer_checks`), the plans of write batches (`plan`) and of a peer's delta (`delta`),
+and content-addressed ids (`ids`). Imports nothing outside
 `factnode.core` and the standard library (tests/unit/test_imports.py checks it); time
 comes in as an argument.
 """

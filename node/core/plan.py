@@ -2,8 +2,11 @@
 
 The shell reads everything a batch of submissions needs up front (`IngestLoad`), `plan_ingest`
 turns that and the batch's items into everything the batch writes (`IngestPlan`), and the
-shell writes it; an erasure likewise (`ErasureLoad`, `plan_erasure`, `ErasurePlan`). No I/O and no clock here: the same load and items give the same plan, which
-the tests assert row for row (tests/unit/test_plan.py).
+shell writes it; an erasure likewise (`ErasureLoad`, `plan_erasure`, `ErasurePlan`), an
+operator's resolution (`ResolutionLoad`, `plan_resolution`) and a page of decay
+(`plan_decay`); a peer's delta has its own module (`core.delta`). No I/O and no clock here:
+the same load and items give the same plan, which the tests assert row for row
+(tests/unit/test_plan.py).
 
 What the plan leaves to the shell: recomputing the served belief and this node's vote of the
 keys it names in `refresh` (`Serving.refresh`, shared by every kind of write).
@@ -11,13 +14,24 @@ keys it names in `refresh` (`Serving.refresh`, shared by every kind of write).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from factnode.core import ids
-from factnode.core._model import Decision, Evidence, EvidenceStatus, Key, Rule
+from factnode.core._model import (
+    BeliefState,
+    Decision,
+    Evidence,
+    EvidenceStatus,
+    Instant,
+    Key,
+    Outcome,
+    Rule,
+)
 from factnode.core.arbitration import serves_alike
 from factnode.core.consensus import Vote
+from factnode.core.decay import cold_evidence, effective_confidence_milli
 from factnode.core.decide import Arbitrated, KeyState, Ruling, decide
 from factnode.core.policy import Policy
 
@@ -256,3 +270,108 @@ def plan_erasure(
         refresh=frozenset(keys | {v.key for v in load.votes_on_evidence}),
         votes_removed=tuple(removed),
     )
+
+
+class ServedRow(Protocol):
+    """The parts of a served belief row a resolution reads."""
+
+    @property
+    def version_id(self) -> str: ...
+    @property
+    def rule(self) -> Rule: ...
+    @property
+    def state(self) -> BeliefState: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ResolutionLoad:
+    """What an operator's resolution reads before it writes."""
+
+    # The key's evidence and retractions.
+    state: KeyState
+    # What the key serves before the resolution.
+    served: Sequence[ServedRow] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResolutionPlan:
+    """What a resolution writes (the pin of `decision.version_id` and the decision), or why it
+    writes nothing (`not_held`: the chosen version is not held; `settled`: the rules decide
+    the key)."""
+
+    decision: Decision | None
+    # The chosen version's evidence held here.
+    held: tuple[Evidence, ...] = ()
+    not_held: str = ""
+    settled: str = ""
+
+
+def plan_resolution(
+    key: Key,
+    chosen: str,
+    load: ResolutionLoad,
+    *,
+    operator: str,
+    reason: str,
+    now: Instant,
+    what: str = "",
+) -> ResolutionPlan:
+    """An operator's pin of version `chosen` (`what` names it as the operator did) on `key`
+    (specification §6): refused where no evidence of the version is held (a pin chooses among
+    held versions), or where the rules settle the key (nothing served otherwise than
+    BELIEVED by a rule, or nothing served): a pin there would only wait, unseen, for the key
+    to split again. Else a RESOLVED decision naming the belief it replaces, if another."""
+    held = tuple(e for e in load.state.evidence if e.version_id == chosen)
+    if not held:
+        what = what or f"version {chosen}"
+        return ResolutionPlan(
+            None, not_held=f"no {what} for {key}: a pin chooses among held versions"
+        )
+    before = load.served
+    if not any(
+        b.state is not BeliefState.BELIEVED or b.rule is Rule.OPERATOR_RESOLUTION for b in before
+    ):
+        standing = ", ".join(f"{b.state.name} by rule {b.rule}" for b in before)
+        return ResolutionPlan(
+            None,
+            held,
+            settled=f"{key} is not under review ({standing or 'no belief'}): the rules decide "
+            "it; to overrule them, submit evidence as user_confirmed with source "
+            f"operator:{operator}",
+        )
+    decision = Decision(
+        key=key,
+        outcome=Outcome.RESOLVED,
+        rule=Rule.OPERATOR_RESOLUTION,
+        decided_at=now,
+        version_id=chosen,
+        supersedes=before[0].version_id if before and before[0].version_id != chosen else None,
+        detail=f"pinned by {operator}: {reason}",
+    )
+    return ResolutionPlan(decision, held)
+
+
+@dataclass(frozen=True, slots=True)
+class DecayPlan:
+    """What one page of decaying evidence changes (specification §4)."""
+
+    # How many of the page's evidence have an effective confidence below their own.
+    decayed: int
+    # The evidence that leaves beliefs, votes and sync (DECAYED), in id order.
+    cold: tuple[Evidence, ...]
+
+    @property
+    def keys(self) -> frozenset[Key]:
+        """The keys the cold evidence belongs to."""
+        return frozenset(e.key for e in self.cold)
+
+
+def plan_decay(page: Iterable[Evidence], policy: Policy, now: Instant) -> DecayPlan:
+    """Which of a page of evidence whose anchor decays has decayed by `now`, and which fell
+    below min_confidence (`decay.cold_evidence`)."""
+    page = list(page)
+    decayed = sum(
+        1 for e in page if effective_confidence_milli(e, policy, now) < e.confidence_milli
+    )
+    by_id = {e.evidence_id: e for e in page}
+    return DecayPlan(decayed, tuple(by_id[i] for i in cold_evidence(page, policy, now)))

@@ -43,7 +43,7 @@ from factnode.federation.trust import (
     Signer,
     signed_by,
 )
-from factnode.ledger import Ledger
+from factnode.ledger import Ledger, Signing
 from factnode.store import StoredMember, Tombstone
 
 log = logging.getLogger("factnode.federation")
@@ -220,6 +220,17 @@ class Roster:
                 out.append(current.der)
                 out += [i.der for i in self.earlier_certificates(n)]
         return out
+
+    def signing(self) -> Signing:
+        """This node's signing key and this roster's checks of what peers sign, as the ledger
+        takes them (`Ledger.signing`)."""
+        return Signing(
+            sign=self.signer.sign,
+            verify_vote=self.verify_vote,
+            verify_evidence=self.verify_evidence,
+            verify_tombstone=self.verify_tombstone,
+            verify_bound=self.verify_bound,
+        )
 
     def verify_vote(self, v: Vote, now: dt.datetime | None = None) -> Signature:
         """Checks a vote's signature against its voter's certificate (`verify`)."""

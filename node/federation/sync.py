@@ -582,7 +582,7 @@ class Syncer:
 
     def _mine(self, peer_id: str) -> dict[pb.DigestSet, SetDigest]:
         index = index_of(self.ledger)
-        if self.ledger.sign is not None:
+        if self.ledger.signing.sign is not None:
             mine = {
                 EVIDENCE: index.evidence,
                 TOMBSTONES: index.tombstones,
@@ -629,63 +629,62 @@ class Syncer:
             pending = chunk
             got: set[str] = set()  # what the peer sent for this chunk
             while pending:
-                # What we hold under the buckets asked for, and what the peer already sent
-                # there (taken or refused here: either way not wanted again).
-                asked = {p for s, p in pending if s in (EVIDENCE, TOMBSTONES)}
-                have = {i for i in got if any(i[:n] in asked for n in range(DEPTH + 1))}
-                for s, p in pending:
-                    if s in (EVIDENCE, TOMBSTONES):
-                        have.update(mine[s].ids_under([p]))
-                delta = await _step(
-                    link.pull_delta(
-                        pb.DeltaRequest(
-                            buckets=[pb.BucketRef(set=s, prefix=p) for s, p in pending],
-                            have_ids=sorted(have),
-                        )
-                    )
-                )
-                left = [(u.set, u.prefix) for u in delta.unanswered]
-                # The peer answered with all its votes under the buckets it did not leave out
-                # (wholly or in part): any other we hold there it withdrew (a withdrawal has
-                # no item of its own to send).
-                complete = [
-                    p
-                    for s, p in pending
-                    if s == PEER_VOTES
-                    and not any(ls == PEER_VOTES and lp.startswith(p) for ls, lp in left)
-                ]
-                if self.roster is not None:
-                    self.roster.learn(delta.certificates, peer.node_id)
-                # Abandoning the wait does not stop the thread: what it applies stays applied.
-                received = await _step(
-                    asyncio.to_thread(
-                        self.ledger.receive,
-                        peer.node_id,
-                        self.ledger.policy.cap_for(peer.node_id),
-                        [wire.tombstone(t) for t in delta.tombstones],
-                        [wire.relayed(e) for e in delta.evidence],
-                        [wire.vote(v, peer.node_id) for v in delta.votes],
-                        complete,
-                        [wire.bound(b) for b in delta.erasure_bounds],
-                    )
-                )
-                result.tombstones_received += len(delta.tombstones)
-                result.evidence_received += len(delta.evidence)
-                result.votes_received += len(delta.votes)
-                result.rejected.extend(received.rejected)
-                result.rejected.extend(await self._take_members(delta, peer))
-                new = (
-                    {t.erasure_id for t in delta.tombstones}
-                    | {wire.bound(b).item_id for b in delta.erasure_bounds}
-                    | {e.evidence_id for e in delta.evidence}
-                    | {_member_mark(wire.member_record(m)) for m in delta.members}
-                )
+                left, new = await self._pull_once(link, peer, mine, pending, got, result)
                 if left and sorted(left) == sorted(pending) and not new - got:
                     raise ConnectionError("the peer's delta answers made no progress")
                 got |= new
                 pulled |= new
                 pending = left
         return pulled
+
+    async def _pull_once(
+        self,
+        link: PeerLink,
+        peer: Peer,
+        mine: dict[pb.DigestSet, SetDigest],
+        pending: list[tuple[pb.DigestSet, str]],
+        got: set[str],
+        result: RoundResult,
+    ) -> tuple[list[tuple[pb.DigestSet, str]], set[str]]:
+        """Asks the peer for what it holds under the `pending` buckets (`got`: what it sent
+        for them already) and applies the answer; returns the buckets it left out, for
+        another request, and the ids of the evidence, tombstones and records it sent."""
+        delta = await _step(
+            link.pull_delta(
+                pb.DeltaRequest(
+                    buckets=[pb.BucketRef(set=s, prefix=p) for s, p in pending],
+                    have_ids=sorted(_held_under(pending, got, mine)),
+                )
+            )
+        )
+        left = [(u.set, u.prefix) for u in delta.unanswered]
+        if self.roster is not None:
+            self.roster.learn(delta.certificates, peer.node_id)
+        # Abandoning the wait does not stop the thread: what it applies stays applied.
+        received = await _step(
+            asyncio.to_thread(
+                self.ledger.receive,
+                peer.node_id,
+                self.ledger.policy.cap_for(peer.node_id),
+                [wire.tombstone(t) for t in delta.tombstones],
+                [wire.relayed(e) for e in delta.evidence],
+                [wire.vote(v, peer.node_id) for v in delta.votes],
+                _votes_complete_under(pending, left),
+                [wire.bound(b) for b in delta.erasure_bounds],
+            )
+        )
+        result.tombstones_received += len(delta.tombstones)
+        result.evidence_received += len(delta.evidence)
+        result.votes_received += len(delta.votes)
+        result.rejected.extend(received.rejected)
+        result.rejected.extend(await self._take_members(delta, peer))
+        new = (
+            {t.erasure_id for t in delta.tombstones}
+            | {wire.bound(b).item_id for b in delta.erasure_bounds}
+            | {e.evidence_id for e in delta.evidence}
+            | {_member_mark(wire.member_record(m)) for m in delta.members}
+        )
+        return left, new
 
     async def _push(
         self,
@@ -773,6 +772,32 @@ def _member_mark(record: MemberRecord) -> str:
 def _differs(bucket: pb.Bucket, mine: SetDigest) -> bool:
     digest, count = mine.bucket(bucket.prefix)
     return (digest, count) != (bucket.hash, bucket.count)
+
+
+def _held_under(
+    pending: list[tuple[pb.DigestSet, str]], got: set[str], mine: dict[pb.DigestSet, SetDigest]
+) -> set[str]:
+    """The ids a pull need not be sent: what we hold under the buckets asked for, and what
+    the peer already sent there (taken or refused here: either way not wanted again)."""
+    asked = {p for s, p in pending if s in (EVIDENCE, TOMBSTONES)}
+    have = {i for i in got if any(i[:n] in asked for n in range(DEPTH + 1))}
+    for s, p in pending:
+        if s in (EVIDENCE, TOMBSTONES):
+            have.update(mine[s].ids_under([p]))
+    return have
+
+
+def _votes_complete_under(
+    pending: list[tuple[pb.DigestSet, str]], left: list[tuple[pb.DigestSet, str]]
+) -> list[str]:
+    """The peer-vote buckets a pull's answer holds whole: the peer answered with all its votes
+    under the buckets it did not leave out (wholly or in part), so any other we hold there
+    it withdrew (a withdrawal has no item of its own to send)."""
+    return [
+        p
+        for s, p in pending
+        if s == PEER_VOTES and not any(ls == PEER_VOTES and lp.startswith(p) for ls, lp in left)
+    ]
 
 
 def _chunks(

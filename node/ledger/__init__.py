@@ -27,7 +27,6 @@ from factnode.core import Decision, Evidence, Instant, Key, Policy, Submission, 
 from factnode.core.consensus import Tally, Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.peer_checks import ErasureGrant
-from factnode.core.signed import Signature
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger import _backup
 from factnode.ledger._backup import BadExport, ImportRefused, Restored
@@ -44,6 +43,7 @@ from factnode.ledger._model import (
     Page,
     Received,
     Resolution,
+    Signing,
     Submitted,
 )
 from factnode.ledger._peers import PeerInput
@@ -70,6 +70,7 @@ __all__ = [
     "Received",
     "Resolution",
     "Restored",
+    "Signing",
     "Submitted",
     "ensure_node_id",
 ]
@@ -121,49 +122,13 @@ class Ledger:
         self.peer_input.erasure_grants = grants
 
     @property
-    def sign(self) -> Callable[[bytes], bytes] | None:
-        """This node's signing key (specification §7); None: votes are neither signed nor checked."""
-        return self.serving.sign
+    def signing(self) -> Signing:
+        """This node's signing key and its checks of what peers sign (`Signing`)."""
+        return self.serving.signing
 
-    @sign.setter
-    def sign(self, sign: Callable[[bytes], bytes] | None) -> None:
-        self.serving.sign = sign
-
-    @property
-    def verify_vote(self) -> Callable[[Vote], Signature] | None:
-        """The check of a peer's signed vote against its signer's certificate."""
-        return self.serving.verify_vote
-
-    @verify_vote.setter
-    def verify_vote(self, verify: Callable[[Vote], Signature] | None) -> None:
-        self.serving.verify_vote = verify
-
-    @property
-    def verify_evidence(self) -> Callable[[Evidence], Signature] | None:
-        """The check of relayed evidence's signature against its origin's certificate."""
-        return self.serving.verify_evidence
-
-    @verify_evidence.setter
-    def verify_evidence(self, verify: Callable[[Evidence], Signature] | None) -> None:
-        self.serving.verify_evidence = verify
-
-    @property
-    def verify_tombstone(self) -> Callable[[Tombstone], Signature] | None:
-        """The check of a peer's tombstone's signature against its eraser's certificate."""
-        return self.serving.verify_tombstone
-
-    @verify_tombstone.setter
-    def verify_tombstone(self, verify: Callable[[Tombstone], Signature] | None) -> None:
-        self.serving.verify_tombstone = verify
-
-    @property
-    def verify_bound(self) -> Callable[[ErasureBound], Signature] | None:
-        """The check of a peer's erasure bound's signature against its signer's certificate."""
-        return self.serving.verify_bound
-
-    @verify_bound.setter
-    def verify_bound(self, verify: Callable[[ErasureBound], Signature] | None) -> None:
-        self.serving.verify_bound = verify
+    @signing.setter
+    def signing(self, signing: Signing) -> None:
+        self.serving.signing = signing
 
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """`Serving.on_commit`."""
@@ -172,6 +137,12 @@ class Ledger:
     def on_refused(self, observer: Callable[[Mapping[str, int]], None]) -> None:
         """`PeerInput.on_refused`."""
         self.peer_input.on_refused(observer)
+
+    def close(self) -> None:
+        """Unregisters what this ledger set up on its repository (the served memory's watch),
+        leaving the repository open: for a second ledger on a node's repository, such as an
+        import's replay. The ledger must not be used after."""
+        self.serving.close()
 
     # -- writing -------------------------------------------------------------------------
 

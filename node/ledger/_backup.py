@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
@@ -422,7 +423,22 @@ def restore(ledger: Ledger, stream: IO[bytes], *, force_policy: bool = False) ->
     replay = type(ledger)(ledger.repo, ledger.policy, ledger.node_id, clock)
     # The federation and watchers follow the replay, and its votes are signed as the node's.
     replay.serving._observers = ledger.serving._observers
-    replay.sign, replay.verify_vote = ledger.sign, ledger.verify_vote
+    replay.signing = ledger.signing
+    with closing(replay):  # its served memory stops watching the node's repository
+        erased = _replay(replay, clock, stream, checked)
+    if erased:
+        ledger.repo.after_erase()
+    with ledger.repo.read() as tx:
+        decisions = tx.counts().decisions
+    differed = checked.header["policy_fingerprint"] != policy_fingerprint(ledger.policy)
+    return Restored(
+        ledger.node_id, checked.evidence, checked.tombstones, checked.pins, decisions, differed
+    )
+
+
+def _replay(replay: Ledger, clock: _ReplayClock, stream: IO[bytes], checked: _Checked) -> bool:
+    """Replays the checked export in `stream` through `replay`; True when an erasure erased
+    something."""
     batch: list[tuple[Evidence, str | None]] = []
     erased = False
 
@@ -435,7 +451,7 @@ def restore(ledger: Ledger, stream: IO[bytes], *, force_policy: bool = False) ->
     for n, _raw, record in _records(stream):
         if record["kind"] in ("header", "trailer"):
             continue
-        item = _item(n, record, ledger.policy)
+        item = _item(n, record, replay.policy)
         if isinstance(item, tuple):
             if batch and (
                 batch[-1][0].recorded_at != item[0].recorded_at or len(batch) >= _REPLAY_BATCH
@@ -452,14 +468,7 @@ def restore(ledger: Ledger, stream: IO[bytes], *, force_policy: bool = False) ->
     if checked.decayed:
         clock.at = checked.header["exported_at"]
         replay.run_decay(clock.at)
-    if erased:
-        ledger.repo.after_erase()
-    with ledger.repo.read() as tx:
-        decisions = tx.counts().decisions
-    differed = checked.header["policy_fingerprint"] != policy_fingerprint(ledger.policy)
-    return Restored(
-        ledger.node_id, checked.evidence, checked.tombstones, checked.pins, decisions, differed
-    )
+    return erased
 
 
 def _replay_erasure(

@@ -13,11 +13,9 @@ from factnode.core import (
     Instant,
     InvalidInput,
     Key,
-    cold_evidence,
-    effective_confidence_milli,
     ids,
 )
-from factnode.core.plan import ErasureLoad, plan_erasure
+from factnode.core.plan import ErasureLoad, plan_decay, plan_erasure
 from factnode.core.validation import (
     MAX_KEY_PART_BYTES,
     MAX_NODE_ID_BYTES,
@@ -157,20 +155,16 @@ class Forgetting(Component):
             if not page:
                 break
             after = page[-1].evidence_id
-            decayed += sum(
-                1
-                for e in page
-                if effective_confidence_milli(e, self.policy, now) < e.confidence_milli
-            )
-            cold = set(cold_evidence(page, self.policy, now))
-            if not cold:
+            plan = plan_decay(page, self.policy, now)
+            decayed += plan.decayed
+            if not plan.cold:
                 continue
-            tombstoned += len(cold)
-            keys = {e.key for e in page if e.evidence_id in cold}
+            tombstoned += len(plan.cold)
+            cold = {e.evidence_id for e in plan.cold}
             fx = Committed()
             with self.repo.write() as tx:
                 self._serving.announce(tx, fx)
-                keys |= bearing_on(tx, [e for e in page if e.evidence_id in cold])
+                keys = plan.keys | bearing_on(tx, plan.cold)
                 tx.set_status(cold, EvidenceStatus.DECAYED)
                 fx.evidence_removed.update(cold)  # decayed evidence leaves sync too
                 self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)

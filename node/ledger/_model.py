@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -18,10 +18,24 @@ from factnode.core import (
 from factnode.core.consensus import Served, Tally, Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.serving import Answer
-from factnode.core.signed import Equivocation
-from factnode.store import StoredBelief
+from factnode.core.signed import Equivocation, Signature
+from factnode.store import StoredBelief, Tombstone
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Signing:
+    """This node's signing key (specification §7) and the checks of what peers send against
+    their signers' certificates, wired once by the composition root on a federated node (the
+    ledger never imports the federation). A None field: that kind of item is neither signed
+    nor checked here (the default: none at all)."""
+
+    sign: Callable[[bytes], bytes] | None = None
+    verify_vote: Callable[[Vote], Signature] | None = None
+    verify_evidence: Callable[[Evidence], Signature] | None = None
+    verify_tombstone: Callable[[Tombstone], Signature] | None = None
+    verify_bound: Callable[[ErasureBound], Signature] | None = None
 
 
 class NotFound(LookupError):

@@ -8,15 +8,25 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
 from factnode.core import Decision, Evidence, Instant, Key, Outcome, Rule, ids
-from factnode.core.consensus import Vote, hour_of, newer
+from factnode.core.consensus import Vote, hour_of
+from factnode.core.delta import (
+    PeerVotesLoad,
+    Refusal,
+    peer_evidence_outcome,
+    plan_peer_evidence,
+    plan_peer_votes,
+    plan_vote_changes,
+    screen_delta,
+    shown_id,
+    vote_item,
+    voters_waiting,
+    withdrawn_keys,
+)
 from factnode.core.erasure_bounds import ErasureBound, bound_on_arrival, bound_problem
 from factnode.core.peer_checks import (
     ACCEPT_ALL_ERASURES,
     ErasureGrant,
     erasure_refusal,
-    latest_per_key,
-    tombstone_problem,
-    vote_problem,
 )
 from factnode.core.signed import (
     Equivocation,
@@ -27,12 +37,6 @@ from factnode.core.signed import (
     proofs_among,
     refusal,
     tombstone_payload,
-)
-from factnode.core.validation import (
-    describe_violations,
-    quoted,
-    relayed_violations,
-    text_problem,
 )
 from factnode.ledger._forgetting import Forgetting
 from factnode.ledger._model import Committed, Received
@@ -45,6 +49,7 @@ from factnode.store.repository import Transaction
 _LOGGED = 200
 # The store's named value naming the certificate this node's votes were last signed with.
 _VOTES_SIGNED_WITH = "votes_signed_with"
+_DATABASE_REFUSED = "this node's database refused its data"
 
 
 class PeerInput(Component):
@@ -191,25 +196,10 @@ class PeerInput(Component):
                 )
             ]
 
-        def refused(item: Tombstone | Evidence | Vote, exc: RefusedData) -> Received:
-            name = (
-                _vote_item(item)
-                if isinstance(item, Vote)
-                else _shown(item.erasure_id if isinstance(item, Tombstone) else item.evidence_id)
-            )
-            kind = (
-                "vote"
-                if isinstance(item, Vote)
-                else "tombstone"
-                if isinstance(item, Tombstone)
-                else "evidence"
-            )
-            return Received(0, [(name, "this node's database refused its data")], {kind: 1})
-
         if not items:
             parts = [self._receive(peer_id, peer_cap, [], [], [], votes_complete_under)]
         else:
-            parts = isolating(apply, items, refused)
+            parts = isolating(apply, items, _refused_alone)
         parts.append(taken)
         total: Counter[str] = Counter()
         for r in parts:
@@ -232,193 +222,137 @@ class PeerInput(Component):
         votes: Sequence[Vote],
         votes_complete_under: Collection[str],
     ) -> Received:
-        """`receive` in one transaction."""
-        cap_name = peer_cap or self.policy.default_max_anchor
-        rejected: list[tuple[str, str]] = []
-        kinds: Counter[str] = Counter()
-        accepted = 0
+        """`receive` in one transaction: every item screened first (`core.delta.screen_delta`),
+        then its tombstones, evidence and votes in turn, each stage reading what the one
+        before wrote."""
         now = self.clock.now()
+        signing = self._serving.signing
+        screened = screen_delta(
+            tombstones,
+            evidence,
+            votes,
+            peer_id=peer_id,
+            node_id=self.node_id,
+            policy=self.policy,
+            now=now,
+            verify_tombstone=signing.verify_tombstone,
+            verify_evidence=signing.verify_evidence,
+            verify_vote=signing.verify_vote,
+        )
+        accepted = screened.own_votes
+        refused = list(screened.refused)
         fx = Committed()
-        # Every item is checked before any of it reaches a query: a refused item's text
-        # (a NUL, say) must not fail the transaction that carries the good ones.
-        good_tombstones: list[Tombstone] = []
-        for t in tombstones:
-            problem = tombstone_problem(t)
-            signature = ""
-            if not problem and self._serving.verify_tombstone is not None:
-                check = self._serving.verify_tombstone(t)
-                problem, signature = refusal(check), "" if check is Signature.VALID else check
-            if problem:
-                rejected.append((_shown(t.erasure_id), problem))
-                kinds["tombstone"] += 1
-                if signature:
-                    kinds[f"tombstone/{signature}"] += 1
-            else:
-                good_tombstones.append(t)
-        good_evidence: list[Evidence] = []
-        for e in evidence:
-            problems = relayed_violations(e, self.policy)
-            problem = describe_violations(problems) if problems else ""
-            signature = ""
-            if not problem and self._serving.verify_evidence is not None:
-                check = self._serving.verify_evidence(e)
-                problem, signature = refusal(check), "" if check is Signature.VALID else check
-            if problem:
-                rejected.append((_shown(e.evidence_id), problem))
-                kinds["evidence"] += 1
-                if signature:
-                    kinds[f"evidence/{signature}"] += 1
-            else:
-                good_evidence.append(e)
-        checked_votes: list[Vote] = []
-        for v in votes:
-            if v.voter == self.node_id and self._serving.verify_vote is not None:
-                # This node's own vote coming back through a relay: it holds its own votes
-                # already, and no relay's copy replaces them.
-                accepted += 1
-                continue
-            problem, signature = self._vote_signature(v, peer_id)
-            problem = problem or vote_problem(v, self.policy, now)
-            if problem:
-                rejected.append((_vote_item(v), problem))
-                kinds["vote"] += 1
-                if signature:
-                    kinds[f"vote/{signature}"] += 1
-            else:
-                checked_votes.append(v)
         with self.repo.write() as tx:
             self._serving.announce(tx, fx)
-            known = tx.known_erasures([t.erasure_id for t in good_tombstones])
-            for t in good_tombstones:
-                if t.erasure_id in known:
-                    accepted += 1
-                    continue
-                problem = self._erasure_refusal(tx, t, peer_id)
-                if problem:
-                    rejected.append((_shown(t.erasure_id), problem))
-                    fx.erasures_refused += 1
-                    continue
-                accepted += 1
-                known.add(t.erasure_id)
-                self._apply_peer_erasure(tx, t, peer_id, now, fx)
-
-            items: list[tuple[Evidence, str | None]] = []
-            # Evidence held already (in any status) was decided when it first arrived: a
-            # replayed or repeated item is taken as held, not decided and logged again, so
-            # no peer can grow the decision log by resending what it sent.
-            held_ids = tx.stored_evidence_ids({e.evidence_id for e in good_evidence})
-            for e in good_evidence:
-                if e.evidence_id in held_ids:
-                    accepted += 1
-                    continue
-                held_ids.add(e.evidence_id)
-                cap = self._cap_of(e, cap_name)
-                items.append(
-                    (
-                        replace(
-                            e,
-                            version_id=ids.statement_version(e.key, e.object, retracts=e.retracts),
-                            anchor_cap=cap,
-                            recorded_at=now,
-                            origin_recorded_at=e.first_recorded_at,
-                        ),
-                        None,
-                    )
-                )
-            signatures: dict[str, bytes] = {}
-            for e, ruling in self._writing.ingest_in(tx, items, fx)[0]:
-                if ruling.decision.rule is Rule.ERASED:
-                    rejected.append((e.evidence_id, "covered by an erasure"))
-                    kinds["evidence"] += 1
-                else:
-                    accepted += 1
-                    if e.signature:
-                        signatures[e.evidence_id] = e.signature
-            # Kept to pass the evidence on unchanged: only its origin could sign it.
-            tx.put_evidence_signatures(signatures)
-
-            named = [v.evidence_id for v in checked_votes if v.version_id is not None]
-            erased = tx.erased_ids(named)
-            held = tx.evidence(named)
-            # An abstention on a key held nowhere here waits like a vote on evidence not
-            # held: both share the peer's one bound.
-            keys_here = tx.keys_held({v.key for v in checked_votes if v.version_id is None})
-            # A key erased here whose vote names evidence not held: the evidence, if it ever
-            # came, would be judged against the erasure, and its voter, who erased the key
-            # too, withdrew the vote by deleting it (no signed withdrawal may carry the key).
-            erased_keys = tx.erased_keys({v.key for v in checked_votes})
-            good: list[Vote] = []
-            room: dict[str, int] = {}  # how many more of each voter's votes may wait
-            for v in checked_votes:
-                problem = ""
-                named_evidence = held.get(v.evidence_id) if v.version_id is not None else None
-                unheld = v.key not in keys_here if v.version_id is None else named_evidence is None
-                if v.version_id is not None and v.evidence_id in erased:
-                    problem = "the vote rests on erased evidence"
-                elif unheld and v.key in erased_keys:
-                    problem = "its key was erased here and the evidence it names is not held"
-                elif unheld:
-                    if v.voter not in room:
-                        most = self.policy.max_waiting_votes_per_peer
-                        room[v.voter] = most - tx.waiting_votes(v.voter)
-                    if room[v.voter] <= 0:
-                        problem = (
-                            "too many of this voter's votes wait for evidence this node "
-                            f"does not hold (at most {self.policy.max_waiting_votes_per_peer})"
-                        )
-                    room[v.voter] -= 1
-                elif named_evidence is not None and (
-                    named_evidence.key,
-                    named_evidence.version_id,
-                ) != (v.key, v.version_id):
-                    problem = "unknown version: the evidence it names is for another version"
-                if problem:
-                    rejected.append((_vote_item(v), problem))
-                    kinds["vote"] += 1
-                    continue
-                good.append(v)
-            taken = len({(v.voter, v.key) for v in good})  # one vote per voter and key
-            good, proven, held_votes = self._equivocations(tx, good, fx)
-            good = latest_per_key(good)
-            withdrawn: set[Key] = set()
-            if votes_complete_under:
-                sent = {v.key for v in votes if v.voter == peer_id}
-                withdrawn = {
-                    v.key
-                    for v in tx.votes_under(peer_id, votes_complete_under)
-                    if v.key not in sent
-                }
-            # The votes as they were, so a change of tally is logged (`_refresh`).
-            recount = {v.key for v in good} | withdrawn | proven
-            before = tx.votes(recount) if recount else {}
-            before.update((k, held_votes[k]) for k in proven)  # as before the markers
-            if withdrawn:
-                tx.delete_votes(peer_id, withdrawn)
-                fx.votes_removed.extend((peer_id, k) for k in withdrawn)
-            fresh: list[Vote] = []
-            if good:
-                current = before  # withdrawn keys are not among these
-                for v in good:
-                    held_vote = next((o for o in current[v.key] if o.voter == v.voter), None)
-                    # An older vote arriving late never replaces a newer one. A newer one is
-                    # kept even when it says the same (its later time must be held, so a vote
-                    # cast between the two and arriving later still loses to it).
-                    if held_vote is None or newer(v, held_vote):
-                        fresh.append(v)
-                tx.put_votes(fresh)
-                fx.votes_put.extend(fresh)
-            self._serving.refresh(
-                tx,
-                tx.key_states({v.key for v in fresh} | withdrawn | proven),
-                now,
-                fx,
-                votes_before=before,
-            )
-            accepted += taken
+            for n, r in (
+                self._receive_tombstones(tx, screened.tombstones, peer_id, now, fx),
+                self._receive_evidence(tx, screened.evidence, peer_cap, now, fx),
+                self._receive_votes(
+                    tx, screened.votes, votes, peer_id, votes_complete_under, now, fx
+                ),
+            ):
+                accepted += n
+                refused += r
         if fx.erasures_added:
             # As after a local erase: the erased bytes must not linger in the WAL or old pages.
             self.repo.after_erase()
-        return Received(accepted, rejected, dict(kinds))
+        return _received(accepted, refused)
+
+    def _receive_tombstones(
+        self,
+        tx: Transaction,
+        tombstones: Sequence[Tombstone],
+        peer_id: str,
+        now: Instant,
+        fx: Committed,
+    ) -> tuple[int, list[Refusal]]:
+        """Applies the screened tombstones this node does not hold yet and its grants allow;
+        returns how many were accepted (held ones too) and the refusals."""
+        accepted = 0
+        refused: list[Refusal] = []
+        known = tx.known_erasures([t.erasure_id for t in tombstones])
+        for t in tombstones:
+            if t.erasure_id in known:
+                accepted += 1
+                continue
+            problem = self._erasure_refusal(tx, t, peer_id)
+            if problem:
+                refused.append(Refusal(shown_id(t.erasure_id), problem, ""))
+                fx.erasures_refused += 1
+                continue
+            accepted += 1
+            known.add(t.erasure_id)
+            self._apply_peer_erasure(tx, t, peer_id, now, fx)
+        return accepted, refused
+
+    def _receive_evidence(
+        self,
+        tx: Transaction,
+        evidence: Sequence[Evidence],
+        peer_cap: str | None,
+        now: Instant,
+        fx: Committed,
+    ) -> tuple[int, tuple[Refusal, ...]]:
+        """Decides the screened relayed evidence not held yet: load, plan
+        (`core.delta.plan_peer_evidence`), apply (`Writing.ingest_in`)."""
+        plan = plan_peer_evidence(
+            evidence,
+            tx.stored_evidence_ids({e.evidence_id for e in evidence}),
+            link_cap=peer_cap or self.policy.default_max_anchor,
+            policy=self.policy,
+            node_id=self.node_id,
+            signed=self._serving.signing.verify_evidence is not None,
+            now=now,
+        )
+        accepted, refused, signatures = peer_evidence_outcome(
+            self._writing.ingest_in(tx, plan.items, fx)[0]
+        )
+        tx.put_evidence_signatures(signatures)
+        return plan.held + accepted, refused
+
+    def _receive_votes(
+        self,
+        tx: Transaction,
+        votes: Sequence[Vote],
+        sent: Sequence[Vote],
+        peer_id: str,
+        complete_under: Collection[str],
+        now: Instant,
+        fx: Committed,
+    ) -> tuple[int, tuple[Refusal, ...]]:
+        """Takes the screened votes: load, plan (`core.delta.plan_peer_votes`), equivocations,
+        then the changes (`core.delta.plan_vote_changes`) put and recounted. `sent` are all
+        the delta's votes, which hold every vote of the peer under `complete_under`."""
+        plan = plan_peer_votes(votes, self._load_votes(tx, votes), self.policy)
+        good, proven, held_votes = self._equivocations(tx, list(plan.taken), fx)
+        withdrawn: frozenset[Key] = frozenset()
+        if complete_under:
+            withdrawn = withdrawn_keys(peer_id, sent, tx.votes_under(peer_id, complete_under))
+        # The votes as they were, so a change of tally is logged (`Serving.refresh`).
+        recount = {v.key for v in good} | withdrawn | proven
+        before = tx.votes(recount) if recount else {}
+        before.update((k, held_votes[k]) for k in proven)  # as before the markers
+        changes = plan_vote_changes(good, before, withdrawn, proven)
+        if withdrawn:
+            tx.delete_votes(peer_id, withdrawn)
+            fx.votes_removed.extend((peer_id, k) for k in withdrawn)
+        tx.put_votes(changes.put)
+        fx.votes_put.extend(changes.put)
+        self._serving.refresh(tx, tx.key_states(changes.recount), now, fx, votes_before=before)
+        return plan.accepted, plan.refused
+
+    def _load_votes(self, tx: Transaction, votes: Sequence[Vote]) -> PeerVotesLoad:
+        """What deciding the screened votes reads: the evidence they name, the keys their
+        abstentions name, erasures, and how many votes of each voter wait already."""
+        named = [v.evidence_id for v in votes if v.version_id is not None]
+        load = PeerVotesLoad(
+            erased=frozenset(tx.erased_ids(named)),
+            held=tx.evidence(named),
+            keys_held=frozenset(tx.keys_held({v.key for v in votes if v.version_id is None})),
+            erased_keys=frozenset(tx.erased_keys({v.key for v in votes})),
+        )
+        waiting = {voter: tx.waiting_votes(voter) for voter in voters_waiting(votes, load)}
+        return replace(load, waiting=waiting)
 
     def _receive_bounds(
         self, peer_id: str, bounds: Sequence[ErasureBound], arriving: Collection[str]
@@ -436,11 +370,12 @@ class PeerInput(Component):
                 accepted += 1
                 continue
             problem, signature = bound_problem(b), ""
-            if not problem and self._serving.verify_bound is not None:
-                check = self._serving.verify_bound(b)
+            verify_bound = self._serving.signing.verify_bound
+            if not problem and verify_bound is not None:
+                check = verify_bound(b)
                 problem, signature = refusal(check), "" if check is Signature.VALID else check
             if problem:
-                rejected.append((_shown(b.erasure_id), f"erasure bound: {problem}"))
+                rejected.append((shown_id(b.erasure_id), f"erasure bound: {problem}"))
                 kinds["bound"] += 1
                 if signature:
                     kinds[f"bound/{signature}"] += 1
@@ -455,7 +390,7 @@ class PeerInput(Component):
             for b in good:
                 if b.erasure_id not in held:
                     rejected.append(
-                        (_shown(b.erasure_id), "erasure bound: its erasure is not held here")
+                        (shown_id(b.erasure_id), "erasure bound: its erasure is not held here")
                     )
                     kinds["bound"] += 1
             fx.bounds_put.extend(tx.put_erasure_bounds([b for b in good if b.erasure_id in held]))
@@ -492,28 +427,6 @@ class PeerInput(Component):
             fx.equivocations.append(p)
         left = [v for v in good if (v.voter, v.key) not in barred]
         return left, {p.key for p in proofs}, held
-
-    def _cap_of(self, e: Evidence, link_cap: str) -> str | None:
-        """The ceiling relayed evidence counts at here. Signed (a node that checks
-        signatures): the one this node sets for its origin, never the path's, and none for
-        its own evidence coming back; unsigned: the lower of the sender's and the link's."""
-        if self._serving.verify_evidence is not None:
-            return None if e.origin_node == self.node_id else self.cap_for(e.origin_node)
-        return min(
-            (c for c in (e.anchor_cap, link_cap) if c is not None),
-            key=lambda name: self.policy.anchors[name],
-        )
-
-    def _vote_signature(self, v: Vote, peer_id: str) -> tuple[str, str]:
-        """Why a vote is refused for its signature or its voter, or "" (and the refusal's
-        name for the metric). A node that checks signatures takes a vote from any relay
-        when its voter signed it; one that does not takes only the link's own votes."""
-        if self._serving.verify_vote is None:
-            if v.voter != peer_id:
-                return f"a vote of {v.voter} relayed by {peer_id}, unsigned here", ""
-            return "", ""
-        check = self._serving.verify_vote(v)
-        return refusal(check), "" if check is Signature.VALID else check.value
 
     def _erasure_refusal(self, tx: Transaction, t: Tombstone, peer_id: str) -> str:
         """Why this node does not apply a peer's tombstone it does not hold yet, or ""."""
@@ -645,14 +558,22 @@ class PeerInput(Component):
         return len(keys)
 
 
-def _shown(item_id: str) -> str:
-    """An item's id as a refusal names it: ids are short hex, a peer's could be anything."""
-    return item_id if len(item_id) <= 64 and not text_problem(item_id) else quoted(item_id)
+def _refused_alone(item: Tombstone | Evidence | Vote, exc: RefusedData) -> Received:
+    """An item whose data the database refused, as its delta reports it."""
+    if isinstance(item, Vote):
+        return Received(0, [(vote_item(item), _DATABASE_REFUSED)], {"vote": 1})
+    if isinstance(item, Tombstone):
+        return Received(0, [(shown_id(item.erasure_id), _DATABASE_REFUSED)], {"tombstone": 1})
+    return Received(0, [(shown_id(item.evidence_id), _DATABASE_REFUSED)], {"evidence": 1})
 
 
-def _vote_item(v: Vote) -> str:
-    """How a refusal names a vote: its key's id, or its text when that cannot be hashed."""
-    try:
-        return ids.key_id(v.key)
-    except UnicodeEncodeError:
-        return "vote with a key that is not text"
+def _received(accepted: int, refused: Sequence[Refusal]) -> Received:
+    """What a delta's part reports: each refusal named, and counted under its kind (and its
+    failed signature check) unless counted apart."""
+    kinds: Counter[str] = Counter()
+    for r in refused:
+        if r.kind:
+            kinds[r.kind] += 1
+        if r.signature:
+            kinds[f"{r.kind}/{r.signature}"] += 1
+    return Received(accepted, [(r.item, r.reason) for r in refused], dict(kinds))

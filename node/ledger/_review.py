@@ -11,11 +11,9 @@ from factnode.core import (
     FieldViolation,
     InvalidInput,
     Key,
-    KeyState,
-    Outcome,
-    Rule,
     ids,
 )
+from factnode.core.plan import ResolutionLoad, plan_resolution
 from factnode.core.validation import (
     MAX_NODE_ID_BYTES,
     MAX_OBJECT_BYTES,
@@ -49,36 +47,29 @@ class Review(Component):
         nothing is written: a pin there would only wait, unseen, for the key to split again."""
         chosen = _chosen(key, version_id, obj, reason, operator)
         operator = operator.strip()
+        what = f"version {version_id}" if version_id is not None else f"value {obj!r}"
         now = self.clock.now()
         fx = Committed()
         with self.repo.write() as tx:
             self._serving.announce(tx, fx)
-            state = tx.key_states([key])[key]
-            held = [e for e in state.evidence if e.version_id == chosen]
-            if not held:
-                what = f"version {version_id}" if version_id is not None else f"value {obj!r}"
-                raise NotFound(f"no {what} for {key}: a pin chooses among held versions")
-            before = tx.beliefs([key]).get(key, [])
-            _check_under_review(key, before, operator)
+            load = ResolutionLoad(tx.key_states([key])[key], tx.beliefs([key]).get(key, []))
+            plan = plan_resolution(
+                key, chosen, load, operator=operator, reason=reason, now=now, what=what
+            )
+            if plan.not_held:
+                raise NotFound(plan.not_held)
+            if plan.settled:
+                raise NotUnderReview(plan.settled)
+            assert plan.decision is not None
             tx.put_pin(key, chosen, operator, reason, now)
-            decision = Decision(
-                key=key,
-                outcome=Outcome.RESOLVED,
-                rule=Rule.OPERATOR_RESOLUTION,
-                decided_at=now,
-                version_id=chosen,
-                supersedes=before[0].version_id
-                if before and before[0].version_id != chosen
-                else None,
-                detail=f"pinned by {operator}: {reason}",
-            )
-            tx.add_decisions([decision])
-            served = self._serving.refresh(
-                tx, {key: KeyState(state.evidence, state.retractions)}, now, fx
-            )
+            tx.add_decisions([plan.decision])
+            served = self._serving.refresh(tx, {key: load.state}, now, fx)
             rows = served.get(key, [])
-            belief = self._serving.beliefs(tx, [key], {e.evidence_id: e for e in held}).get(key)
-        return _resolution(key, decision, held, rows[0] if rows else None, belief, operator)
+            held = {e.evidence_id: e for e in plan.held}
+            belief = self._serving.beliefs(tx, [key], held).get(key)
+        return _resolution(
+            key, plan.decision, plan.held, rows[0] if rows else None, belief, operator
+        )
 
 
 def _chosen(key: Key, version_id: str | None, obj: str | None, reason: str, operator: str) -> str:
@@ -96,21 +87,6 @@ def _chosen(key: Key, version_id: str | None, obj: str | None, reason: str, oper
     if out:
         raise InvalidInput(out)
     return version_id if version_id is not None else ids.version_id(key, obj or "")
-
-
-def _check_under_review(key: Key, before: Sequence[StoredBelief], operator: str) -> None:
-    """Raises NotUnderReview where the rules settle the key (nothing served otherwise than
-    BELIEVED by a rule, or nothing served)."""
-    if any(
-        b.state is not BeliefState.BELIEVED or b.rule is Rule.OPERATOR_RESOLUTION for b in before
-    ):
-        return
-    standing = ", ".join(f"{b.state.name} by rule {b.rule}" for b in before)
-    raise NotUnderReview(
-        f"{key} is not under review ({standing or 'no belief'}): the rules decide it; "
-        "to overrule them, submit evidence as user_confirmed with source "
-        f"operator:{operator}"
-    )
 
 
 def _resolution(

@@ -28,13 +28,12 @@ from factnode.core.consensus import (
     tally,
     transition,
 )
-from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.serving import counted_votes, own_vote, peer_voted, serve
-from factnode.core.signed import Signature, vote_payload, withdrawn
+from factnode.core.signed import vote_payload, withdrawn
 from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_key, check_text
 from factnode.ledger._memory import CheckedMemory, ServedMemory
-from factnode.ledger._model import Belief, Committed, belief_from_rows, served_of
-from factnode.store import Repository, StoredBelief, Tombstone
+from factnode.ledger._model import Belief, Committed, Signing, belief_from_rows, served_of
+from factnode.store import Repository, StoredBelief
 from factnode.store.repository import Transaction
 
 # The node_meta entry holding the highest sequence number this node signed a vote with.
@@ -116,14 +115,16 @@ class Serving:
         self._observers: list[Callable[[Committed], None]] = []
         # Told, after each delta a peer sent, how many of its items of each kind were refused.
         self.refusal_observers: list[Callable[[Mapping[str, int]], None]] = []
-        # This node's signing key (specification §7), and the check of a peer's signed vote against
-        # its signer's certificate: set by the composition root on a federated node (the
-        # ledger never imports the federation); None: votes are neither signed nor checked.
-        self.sign: Callable[[bytes], bytes] | None = None
-        self.verify_vote: Callable[[Vote], Signature] | None = None
-        self.verify_evidence: Callable[[Evidence], Signature] | None = None
-        self.verify_tombstone: Callable[[Tombstone], Signature] | None = None
-        self.verify_bound: Callable[[ErasureBound], Signature] | None = None
+        self.signing = Signing()
+
+    @property
+    def sign(self) -> Callable[[bytes], bytes] | None:
+        """This node's signing key (`Signing.sign`)."""
+        return self.signing.sign
+
+    def close(self) -> None:
+        """Stops the served memory following the repository's commits (`Ledger.close`)."""
+        self.repo.unwatch(self.memory)
 
     def on_commit(self, observer: Callable[[Committed], None]) -> None:
         """Calls `observer` after every committed write with what it changed (the federation

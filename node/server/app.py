@@ -179,12 +179,8 @@ class Node:
 
         # Votes are signed with the certificate's key and checked against their voter's
         # (specification §7); votes stored unsigned by an older version are signed now.
-        self.ledger.sign = signer.sign
         roster = Roster(self.ledger, authority, signer, self.settings.peers, load, save)
-        self.ledger.verify_vote = roster.verify_vote
-        self.ledger.verify_evidence = roster.verify_evidence
-        self.ledger.verify_tombstone = roster.verify_tombstone
-        self.ledger.verify_bound = roster.verify_bound
+        self.ledger.signing = roster.signing()
         signed = self.ledger.sign_own_votes()
         if signed:
             log.info("signed %d vote(s) this node stored before votes were signed", signed)

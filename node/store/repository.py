@@ -380,7 +380,7 @@ class Repository(Protocol):
     `after_commit` callbacks run once it has committed, before the next write can begin.
     A write given the `keys` and `evidence_ids` it is about to decide may read them ahead
     (`Transaction.preload`) as it opens. `cache_keys` is how many hot keys its caches keep
-    (0: none), the bound a watcher's memory follows too."""
+    (0: none), the bound a watcher's memory follows too; `unwatch` stops telling one."""
 
     @property
     def cache_keys(self) -> int: ...
@@ -389,6 +389,8 @@ class Repository(Protocol):
     def shared(self) -> bool: ...
 
     def watch(self, watcher: CommitWatcher) -> None: ...
+
+    def unwatch(self, watcher: CommitWatcher) -> None: ...
 
     def write(
         self, keys: Collection[Key] = (), evidence_ids: Collection[str] = ()

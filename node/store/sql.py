@@ -191,7 +191,12 @@ class SqlRepository:
     def watch(self, watcher: CommitWatcher) -> None:
         """Tells `watcher` what each write transaction touched, just before its commit and
         just after (`CommitWatcher`)."""
-        self._watchers.append(watcher)
+        # Replaced, not changed in place: a commit under way goes on with the list it read.
+        self._watchers = [*self._watchers, watcher]
+
+    def unwatch(self, watcher: CommitWatcher) -> None:
+        """Stops telling `watcher` what write transactions touch (`watch`)."""
+        self._watchers = [w for w in self._watchers if w is not watcher]
 
     @property
     def is_sqlite(self) -> bool:

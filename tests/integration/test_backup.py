@@ -353,6 +353,34 @@ def test_a_node_that_is_not_empty_or_is_another_node_refuses() -> None:
     assert other.counts().decisions == 0
 
 
+def test_imports_leave_no_watcher_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An import replays through a second ledger on the node's repository, whose served memory
+    watches the repository's commits while it runs: once the import ends, done or failed,
+    the node's own served memory is the repository's one watcher again, however many
+    imports ran."""
+    empty = exported(fresh())  # the node stays empty, so it may import again
+    _, story = _store_with_a_story()
+    node = fresh()
+    repo = node.repo
+    assert isinstance(repo, SqlRepository)
+    assert repo._watchers == [node.memory]
+    node.restore(io.BytesIO(empty))
+    node.restore(io.BytesIO(empty))
+    assert repo._watchers == [node.memory]
+
+    def broken(self: Ledger, items: object) -> object:
+        raise RuntimeError("replay failed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Ledger, "ingest", broken)
+        with pytest.raises(RuntimeError, match="replay failed"):
+            node.restore(io.BytesIO(story))
+    assert repo._watchers == [node.memory]
+    node.restore(io.BytesIO(story))
+    assert repo._watchers == [node.memory]
+    assert node.counts().evidence > 0
+
+
 def test_decayed_evidence_stays_decayed() -> None:
     """Evidence the decay job tombstoned before the export is not served after the import."""
     clock = FakeClock()

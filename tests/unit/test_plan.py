@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from factnode.core import (
     Arbitrated,
+    BeliefState,
     Decision,
     Evidence,
     EvidenceStatus,
@@ -14,7 +15,19 @@ from factnode.core import (
     Rule,
 )
 from factnode.core.consensus import Vote
-from factnode.core.plan import ErasureLoad, IngestLoad, erased_key, plan_erasure, plan_ingest
+from factnode.core.plan import (
+    DecayPlan,
+    ErasureLoad,
+    IngestLoad,
+    ResolutionLoad,
+    ResolutionPlan,
+    erased_key,
+    plan_decay,
+    plan_erasure,
+    plan_ingest,
+    plan_resolution,
+)
+from factnode.store import StoredBelief
 from tests.unit._facts import DAY, LIVES_IN, NS, POLICY, fact, retraction
 
 ACTIVE = EvidenceStatus.ACTIVE
@@ -280,3 +293,99 @@ def test_an_erasure_by_key_forgets_the_key_and_every_vote_on_it_once() -> None:
     assert plan.evidence_ids == (held.evidence_id,)
     assert plan.forget == {LIVES_IN} and plan.refresh == {LIVES_IN}
     assert plan.votes_removed == (("node", LIVES_IN), ("peer", LIVES_IN))
+
+
+def _served(e: Evidence, state: BeliefState, rule: Rule) -> StoredBelief:
+    return StoredBelief(e.key, e.version_id, e.object, e.evidence_id, rule, state, 0)
+
+
+def test_a_resolution_of_a_contested_key_pins_the_version_and_logs_what_it_replaces() -> None:
+    """A key served CONTESTED: the pin's decision is RESOLVED by operator_resolution, names
+    the version served before as superseded, and carries the operator and reason; the
+    chosen version's held evidence comes with it."""
+    lisbon, porto, porto_again = fact("Lisbon"), fact("Porto"), fact("Porto", source="bob")
+    state = KeyState((lisbon, porto, porto_again))
+    load = ResolutionLoad(
+        state, [_served(lisbon, BeliefState.CONTESTED, Rule.FEDERATION_CONSENSUS)]
+    )
+    plan = plan_resolution(
+        LIVES_IN, porto.version_id, load, operator="op", reason="checked", now=5 * DAY
+    )
+    assert plan == ResolutionPlan(
+        Decision(
+            key=LIVES_IN,
+            outcome=Outcome.RESOLVED,
+            rule=Rule.OPERATOR_RESOLUTION,
+            decided_at=5 * DAY,
+            version_id=porto.version_id,
+            supersedes=lisbon.version_id,
+            detail="pinned by op: checked",
+        ),
+        (porto, porto_again),
+    )
+
+
+def test_a_resolution_choosing_the_served_version_or_repinning_supersedes_nothing() -> None:
+    """Choosing what is served already (an ambiguous key, or one held by an earlier pin)
+    supersedes nothing."""
+    lisbon = fact("Lisbon")
+    for row in (
+        _served(lisbon, BeliefState.AMBIGUOUS, Rule.RECENCY),
+        _served(lisbon, BeliefState.BELIEVED, Rule.OPERATOR_RESOLUTION),
+    ):
+        load = ResolutionLoad(KeyState((lisbon,)), [row])
+        plan = plan_resolution(
+            LIVES_IN, lisbon.version_id, load, operator="op", reason="r", now=DAY
+        )
+        assert plan.decision is not None and plan.decision.supersedes is None
+
+
+def test_a_resolution_of_a_version_not_held_or_of_a_settled_key_writes_nothing() -> None:
+    """A version with no evidence held is not_held (named as the operator named it); a key
+    the rules settle (BELIEVED by a rule, or nothing served) is settled, with its standing."""
+    lisbon = fact("Lisbon")
+    believed = ResolutionLoad(
+        KeyState((lisbon,)), [_served(lisbon, BeliefState.BELIEVED, Rule.FIRST_VERSION)]
+    )
+    missing = plan_resolution(
+        LIVES_IN, "f" * 32, believed, operator="op", reason="r", now=DAY, what="value 'Faro'"
+    )
+    assert missing == ResolutionPlan(
+        None, not_held=f"no value 'Faro' for {LIVES_IN}: a pin chooses among held versions"
+    )
+    settled = plan_resolution(
+        LIVES_IN, lisbon.version_id, believed, operator="op", reason="r", now=DAY
+    )
+    assert settled == ResolutionPlan(
+        None,
+        (lisbon,),
+        settled=f"{LIVES_IN} is not under review (BELIEVED by rule first_version): the rules "
+        "decide it; to overrule them, submit evidence as user_confirmed with source operator:op",
+    )
+    unserved = plan_resolution(
+        LIVES_IN,
+        lisbon.version_id,
+        ResolutionLoad(KeyState((lisbon,))),
+        operator="op",
+        reason="r",
+        now=DAY,
+    )
+    assert unserved.decision is None and "(no belief)" in unserved.settled
+
+
+def test_a_page_of_decay_counts_the_decayed_and_tombstones_the_cold_in_id_order() -> None:
+    """agent_inferred halves in 30 days: at 60 days 0.9 is 0.225, below min_confidence
+    (cold); at 30 days 0.45, decayed but kept; user_stated never decays. The cold evidence
+    comes in id order, with its keys."""
+    old = [
+        fact(f"v{i}", day=1, anchor="agent_inferred", key=k)
+        for i, k in enumerate((LIVES_IN, WORKS_AT, SPEAKS))
+    ]
+    recent = fact("Porto", day=31, anchor="agent_inferred")
+    lasting = fact("Faro", day=1)
+    page = [*old[:2], recent, lasting]
+    plan = plan_decay(page, POLICY, 61 * DAY)
+    cold = tuple(sorted(old[:2], key=lambda e: e.evidence_id))
+    assert plan == DecayPlan(decayed=3, cold=cold)
+    assert plan.keys == {LIVES_IN, WORKS_AT}
+    assert plan_decay([recent, lasting], POLICY, 61 * DAY) == DecayPlan(decayed=1, cold=())

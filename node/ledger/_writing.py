@@ -27,41 +27,16 @@ from factnode.ledger._model import Belief, Committed, NotFound, Submitted, belie
 from factnode.ledger._serving import Component, bearing_on, check_key_input
 from factnode.store.repository import RefusedData, StoredBelief, Transaction
 
-# A full collection runs once write batches moved this share of the tracked objects (at the
-# last full collection) to the oldest generation untraversed (`_collector_paused`): the
-# share at which CPython's own collector runs one (its `long_lived_pending` rule), and the
-# bound on cyclic garbage left waiting. Never fewer than FULL_COLLECTION_FLOOR objects.
-FULL_COLLECTION_SHARE = 0.25
-FULL_COLLECTION_FLOOR = 100_000
-
-
-class _Promoted:
-    """Objects moved to the oldest generation by write batches since the last full
-    collection, and how many may be before the next (None: not yet measured)."""
-
-    count = 0
-    bound: int | None = None
-
-
-def _full_collection_bound() -> int:
-    return max(FULL_COLLECTION_FLOOR, int(len(gc.get_objects()) * FULL_COLLECTION_SHARE))
-
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Python's cycle collector off for one write batch, and what the batch leaves alive moved
-    straight to the oldest generation.
+    """Python's cycle collector off for one write batch.
 
     A batch allocates many small objects that live exactly as long as the batch and form no
     cycles, so reference counting frees them. Collections during the batch only promote them
     to the oldest generation, whose full collections then scan every long-lived object (the
     key cache among them): a visible share of the write path's time (bench/arbitration.py,
-    bench/README.md). What outlives the batch (the key cache's new entries, the answers) is
-    long-lived too, yet re-enabling the collector had the next young collections traverse
-    all of it twice on its way to the oldest generation (10-16% of `bench/arbitration.py`'s
-    store CPU); `gc.freeze()` then `gc.unfreeze()` moves it there without a traversal.
-    Cyclic garbage moved with it (another thread's, say) waits for a full collection: one
-    runs once a quarter of the heap was moved so, as CPython's own rule would run it.
+    bench/README.md).
     Left alone where something else turned the collector off."""
     if not gc.isenabled():
         yield
@@ -70,14 +45,6 @@ def _collector_paused() -> Iterator[None]:
     try:
         yield
     finally:
-        _Promoted.count += gc.get_count()[0]
-        gc.freeze()
-        gc.unfreeze()
-        if _Promoted.bound is None:
-            _Promoted.bound = _full_collection_bound()
-        if _Promoted.count > _Promoted.bound:
-            gc.collect()
-            _Promoted.count, _Promoted.bound = 0, _full_collection_bound()
         gc.enable()
 
 
@@ -128,18 +95,9 @@ class Writing(Component):
     def ingest(self, items: Sequence[tuple[Evidence, str | None]]) -> list[Submitted]:
         """Decides checked evidence in order, in one write transaction."""
         fx = Committed()
-        with _collector_paused():
-            # The batch's transaction and plan are gone by the time the collector resumes.
-            done = self._ingest(items, fx)
-        self._serving.announce(fx)
-        return done
-
-    def _ingest(
-        self, items: Sequence[tuple[Evidence, str | None]], fx: Committed
-    ) -> list[Submitted]:
         keys = {e.key for e, _ in items}
         ids = [e.evidence_id for e, _ in items]
-        with self.repo.write(keys, ids) as tx:
+        with _collector_paused(), self.repo.write(keys, ids) as tx:
             rulings, beliefs = self.ingest_in(tx, items, fx)
             untouched = keys - set(beliefs)
             # Their state was just loaded (and is in the write cache): no evidence read-back.
@@ -148,6 +106,7 @@ class Writing(Component):
             }
             beliefs.update(self._serving.beliefs(tx, untouched, held))
             self._serving.publish(tx, beliefs)
+        self._serving.announce(fx)
         return [
             Submitted(ruling.decision, e.evidence_id, e.version_id, beliefs.get(e.key))
             for e, ruling in rulings

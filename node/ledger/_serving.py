@@ -9,6 +9,7 @@ from dataclasses import replace
 from factnode.clock import Clock
 from factnode.core import (
     Arbitrated,
+    Decision,
     Evidence,
     FieldViolation,
     Instant,
@@ -165,11 +166,44 @@ class Serving:
         if current is None:
             current = tx.beliefs(keys)
         votes = tx.votes(keys)
+        verdicts = self._verdicts(states, known)
+        pins = self._pins(tx, verdicts, votes)
         served_rows: dict[Key, list[StoredBelief]] = {}
         changes: list[tuple[Key, Sequence[StoredBelief], bool]] = []
         put: list[Vote] = []
         removed: list[Key] = []
         transitions = []
+        for key, state in states.items():
+            verdict, reps = verdicts[key]
+            pin = pins.get(key)
+            held = votes.get(key, [])
+            mine, change = self._my_vote(key, verdict, reps, held, now, pin)
+            if mine is not None and change == "put":
+                put.append(mine)
+            elif change == "remove":
+                removed.append(key)
+            others = self.peer_votes_counted(held, state)
+            rows, result = self._served_rows(
+                key, verdict, reps, [*others, *([mine] if mine else [])], now, pin
+            )
+            served_rows[key] = rows
+            old = current.get(key, [])
+            changed = _served_differ(old, rows) or bool(key in quiet and old)
+            if changed:
+                changes.append((key, rows, key not in quiet))
+            before = (votes_before or {}).get(key, held)
+            logged = self._logged(key, state, old, rows, result, changed, before, fx, now)
+            fx.tallies[key] = result
+            if logged is not None:
+                transitions.append(logged)
+        self._record(tx, put, removed, changes, transitions, fx, now)
+        return served_rows
+
+    def _verdicts(
+        self, states: Mapping[Key, KeyState], known: Mapping[Key, Arbitrated] | None
+    ) -> dict[Key, tuple[Verdict | None, _Representatives]]:
+        """Each key's local verdict and its versions' representatives (`known`: those
+        arbitrated already)."""
         verdicts: dict[Key, tuple[Verdict | None, _Representatives]] = {}
         for key, state in states.items():
             memo = known.get(key) if known is not None else None
@@ -179,7 +213,42 @@ class Serving:
                 verdict = arbitrate(state.visible(self.policy), self.policy)
             reps = _Representatives(state, verdict, self.policy, memo.reps if memo else None)
             verdicts[key] = (verdict, reps)
-        # Only a key under review can be pinned: most writes read no pin at all.
+        return verdicts
+
+    def _my_vote(
+        self,
+        key: Key,
+        verdict: Verdict | None,
+        reps: _Representatives,
+        held: Sequence[Vote],
+        now: Instant,
+        pin: str | None,
+    ) -> tuple[Vote | None, str]:
+        """This node's vote on `key` now, beside what to do with it: "put" (a new or changed
+        vote), "remove" (none now, none signed) or "" (the held one stands)."""
+        mine = self._own_vote(key, verdict, reps, now, pin)
+        old_mine = next((v for v in held if v.voter == self.node_id), None)
+        if mine is None and old_mine is not None and self.sign is not None:
+            # A signed vote is withdrawn by a later signed one that votes for nothing:
+            # a relay may hold the old one, and only a higher number replaces it.
+            mine = old_mine if old_mine.version_id is None else withdrawn(old_mine, now)
+        if same_vote(old_mine, mine):
+            return old_mine, ""
+        if mine is None:
+            return None, "remove"
+        if old_mine is not None and mine.cast_at <= old_mine.cast_at:
+            # Peers keep the latest cast: a changed vote must be cast later.
+            mine = replace(mine, cast_at=old_mine.cast_at + 1)
+        return mine, "put"
+
+    def _pins(
+        self,
+        tx: Transaction,
+        verdicts: Mapping[Key, tuple[Verdict | None, _Representatives]],
+        votes: Mapping[Key, Sequence[Vote]],
+    ) -> dict[Key, str]:
+        """The version pinned on each key that has one. Only a key under review can be
+        pinned: most writes read no pin at all."""
         pins = tx.pins(
             [
                 k
@@ -187,56 +256,67 @@ class Serving:
                 if (verdict is not None and verdict.ambiguous) or self.peer_voted(votes.get(k, ()))
             ]
         )
-        for key, state in states.items():
-            verdict, reps = verdicts[key]
-            pinned_at = pins.get(key)
-            pin = pinned_at.version_id if pinned_at is not None else None
-            mine = self._own_vote(key, verdict, reps, now, pin)
-            others = self.peer_votes_counted(votes.get(key, []), state)
-            old_mine = next((v for v in votes.get(key, []) if v.voter == self.node_id), None)
-            if mine is None and old_mine is not None and self.sign is not None:
-                # A signed vote is withdrawn by a later signed one that votes for nothing:
-                # a relay may hold the old one, and only a higher number replaces it.
-                mine = old_mine if old_mine.version_id is None else withdrawn(old_mine, now)
-            if not same_vote(old_mine, mine):
-                if mine is None:
-                    removed.append(key)
-                else:
-                    if old_mine is not None and mine.cast_at <= old_mine.cast_at:
-                        # Peers keep the latest cast: a changed vote must be cast later.
-                        mine = replace(mine, cast_at=old_mine.cast_at + 1)
-                    put.append(mine)
-            else:
-                mine = old_mine
-            rows, result = self._served_rows(
-                key, verdict, reps, [*others, *([mine] if mine else [])], now, pin
+        return {k: p.version_id for k, p in pins.items()}
+
+    def _logged(
+        self,
+        key: Key,
+        state: KeyState,
+        old: Sequence[StoredBelief],
+        rows: Sequence[StoredBelief],
+        result: Tally | None,
+        changed: bool,
+        before: Sequence[Vote],
+        fx: Committed,
+        now: Instant,
+    ) -> Decision | None:
+        """The decision logging what a refresh changed on `key` (`changed`: what it serves):
+        a transition of what it serves, else a change of tally alone, or None. `before` are
+        its votes before this transaction changed them."""
+        logged = None
+        if changed:
+            logged = transition(
+                key,
+                served_of(old[0] if old else None),
+                served_of(rows[0] if rows else None),
+                result,
+                now,
             )
-            served_rows[key] = rows
-            old = current.get(key, [])
-            logged = None
-            if [(b.version_id, b.evidence_id, b.rule, b.state) for b in old] != [
-                (b.version_id, b.evidence_id, b.rule, b.state) for b in rows
-            ] or (key in quiet and old):
-                changes.append((key, rows, key not in quiet))
-                logged = transition(
-                    key,
-                    served_of(old[0] if old else None),
-                    served_of(rows[0] if rows else None),
-                    result,
-                    now,
-                )
-            if logged is None and result is not None and result.peer_voted and rows:
-                if key in fx.tallies:
-                    # Counted already in this transaction: compare with that, or a change
-                    # would be logged twice (evidence and votes of one delta refresh apart).
-                    earlier = fx.tallies[key]
-                else:
-                    before = (votes_before or {}).get(key, votes.get(key, []))
-                    earlier = self._tally_before(before, state, fx, now)
-                logged = retallied(key, earlier, result, served_of(rows[0]), now)
-            fx.tallies[key] = result
-            if logged is not None:
-                transitions.append(logged)
+        if logged is None and result is not None and result.peer_voted and rows:
+            logged = self._retallied(key, state, result, rows, before, fx, now)
+        return logged
+
+    def _retallied(
+        self,
+        key: Key,
+        state: KeyState,
+        result: Tally,
+        rows: Sequence[StoredBelief],
+        before: Sequence[Vote],
+        fx: Committed,
+        now: Instant,
+    ) -> Decision | None:
+        """The "tally changed" entry for a key whose served version stays, or None."""
+        if key in fx.tallies:
+            # Counted already in this transaction: compare with that, or a change would be
+            # logged twice (evidence and votes of one delta refresh apart).
+            earlier = fx.tallies[key]
+        else:
+            earlier = self._tally_before(before, state, fx, now)
+        return retallied(key, earlier, result, served_of(rows[0]), now)
+
+    def _record(
+        self,
+        tx: Transaction,
+        put: list[Vote],
+        removed: list[Key],
+        changes: list[tuple[Key, Sequence[StoredBelief], bool]],
+        transitions: list[Decision],
+        fx: Committed,
+        now: Instant,
+    ) -> None:
+        """Stores what a refresh decided: this node's votes (numbered and signed), the
+        served rows that changed and the decisions that log it."""
         if removed:
             tx.delete_votes(self.node_id, removed)
             fx.votes_removed.extend((self.node_id, k) for k in removed)
@@ -246,7 +326,6 @@ class Serving:
             fx.votes_put.extend(put)
         tx.replace_beliefs(changes, now)
         tx.add_decisions(transitions)
-        return served_rows
 
     def numbered(self, tx: Transaction, votes: Sequence[Vote]) -> list[Vote]:
         """This node's new votes, numbered after every vote it cast before (on any key, so a
@@ -338,6 +417,13 @@ class Serving:
             if bs:
                 out[key] = belief_from_rows(bs, reps)
         return out
+
+
+def _served_differ(old: Sequence[StoredBelief], rows: Sequence[StoredBelief]) -> bool:
+    """Whether a key's served rows differ in what they serve (version, evidence, rule, state)."""
+    return [(b.version_id, b.evidence_id, b.rule, b.state) for b in old] != [
+        (b.version_id, b.evidence_id, b.rule, b.state) for b in rows
+    ]
 
 
 class Component:

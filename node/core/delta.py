@@ -74,7 +74,7 @@ def screen_delta(
     """Checks every item of a delta from `peer_id` before any of it reaches a query: its form,
     and its signature where a check is given (None: this node checks none of that kind)."""
     refused: list[Refusal] = []
-    good_tombstones = _screened(
+    good_tombstones = screened(
         tombstones,
         tombstone_problem,
         verify_tombstone,
@@ -82,7 +82,7 @@ def screen_delta(
         "tombstone",
         refused,
     )
-    good_evidence = _screened(
+    good_evidence = screened(
         evidence,
         lambda e: describe_violations(relayed_violations(e, policy)),
         verify_evidence,
@@ -96,7 +96,7 @@ def screen_delta(
     )
 
 
-def _screened(
+def screened(
     items: Sequence[Item],
     problem_of: Callable[[Item], str],
     verify: Callable[[Item], Signature] | None,

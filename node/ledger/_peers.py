@@ -17,6 +17,7 @@ from factnode.core.delta import (
     plan_peer_votes,
     plan_vote_changes,
     screen_delta,
+    screened,
     shown_id,
     vote_item,
     voters_waiting,
@@ -30,12 +31,10 @@ from factnode.core.peer_checks import (
 )
 from factnode.core.signed import (
     Equivocation,
-    Signature,
     bound_payload,
     evidence_payload,
     marked,
     proofs_among,
-    refusal,
     tombstone_payload,
 )
 from factnode.ledger._forgetting import Forgetting
@@ -361,41 +360,32 @@ class PeerInput(Component):
         item: well formed, signed by the node they name (on a node that checks signatures),
         and for an erasure held here or arriving with them. This node's own coming back are
         taken as held: nobody else says when it applied an erasure."""
-        rejected: list[tuple[str, str]] = []
-        kinds: Counter[str] = Counter()
-        good: list[ErasureBound] = []
-        accepted = 0
-        for b in bounds:
-            if b.node == self.node_id:
-                accepted += 1
-                continue
-            problem, signature = bound_problem(b), ""
-            verify_bound = self._serving.signing.verify_bound
-            if not problem and verify_bound is not None:
-                check = verify_bound(b)
-                problem, signature = refusal(check), "" if check is Signature.VALID else check
-            if problem:
-                rejected.append((shown_id(b.erasure_id), f"erasure bound: {problem}"))
-                kinds["bound"] += 1
-                if signature:
-                    kinds[f"bound/{signature}"] += 1
-            else:
-                good.append(b)
-        if not good:
-            return Received(accepted, rejected, dict(kinds))
-        fx = Committed()
-        with self.repo.write() as tx:
-            self._serving.announce(tx, fx)
-            held = tx.known_erasures({b.erasure_id for b in good}) | set(arriving)
-            for b in good:
-                if b.erasure_id not in held:
-                    rejected.append(
-                        (shown_id(b.erasure_id), "erasure bound: its erasure is not held here")
-                    )
-                    kinds["bound"] += 1
-            fx.bounds_put.extend(tx.put_erasure_bounds([b for b in good if b.erasure_id in held]))
-            accepted += len([b for b in good if b.erasure_id in held])
-        return Received(accepted, rejected, dict(kinds))
+        accepted = len([b for b in bounds if b.node == self.node_id])
+        refused: list[Refusal] = []
+        good = screened(
+            [b for b in bounds if b.node != self.node_id],
+            bound_problem,
+            self._serving.signing.verify_bound,
+            lambda b: b.erasure_id,
+            "bound",
+            refused,
+        )
+        if good:
+            fx = Committed()
+            with self.repo.write() as tx:
+                self._serving.announce(tx, fx)
+                held = tx.known_erasures({b.erasure_id for b in good}) | set(arriving)
+                kept = [b for b in good if b.erasure_id in held]
+                refused += [
+                    Refusal(shown_id(b.erasure_id), "its erasure is not held here", "bound")
+                    for b in good
+                    if b.erasure_id not in held
+                ]
+                fx.bounds_put.extend(tx.put_erasure_bounds(kept))
+                accepted += len(kept)
+        return _received(
+            accepted, [replace(r, reason=f"erasure bound: {r.reason}") for r in refused]
+        )
 
     def _equivocations(
         self, tx: Transaction, good: list[Vote], fx: Committed

@@ -81,6 +81,10 @@ class SetDigest:
             if not leaf:
                 del self._leaves[item_id[:DEPTH]]
 
+    def get(self, item_id: str) -> int | None:
+        """The item's hash; None when the set does not hold it."""
+        return self._items.get(item_id)
+
     def bucket(self, prefix: str) -> tuple[bytes, int]:
         """(digest, count) of the bucket; an empty bucket has an empty digest."""
         if len(prefix) > DEPTH:

@@ -22,9 +22,10 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.clock import describe_skew
 from factnode.config import Peer
 from factnode.core import FieldViolation, InvalidInput
+from factnode.core.consensus import Vote
 from factnode.core.members import MemberRecord
 from factnode.federation._digest import DEPTH, SetDigest
-from factnode.federation._index import index_of
+from factnode.federation._index import index_of, signed_vote_id
 from factnode.federation.members import Roster
 from factnode.federation.trust import NotAMember
 from factnode.ledger import Ledger
@@ -168,6 +169,7 @@ class FederationEndpoint:
                     [FieldViolation("buckets.set", f"cannot pull digest set {ref.set}")]
                 )
         have = set(request.have_ids)
+        marks = _vote_marks(request.have_ids)
         out = pb.Delta()
         items = size = 0
         work = collections.deque((ref.set, ref.prefix) for ref in request.buckets)
@@ -189,7 +191,7 @@ class FederationEndpoint:
             if items and items + count > self.max_delta_items:
                 work.appendleft((s, prefix))
                 break
-            piece, left_out = self._piece(s, prefix, have)
+            piece, left_out = self._piece(caller, s, prefix, have, marks)
             piece_size = piece.ByteSize()
             if piece_size > self.max_delta_bytes and len(prefix) < DEPTH and count > 1:
                 # Too many bytes for one answer: its children, one at a time, fit better.
@@ -209,17 +211,25 @@ class FederationEndpoint:
                 work.appendleft((s, prefix))
                 break
         out.unanswered.extend(pb.BucketRef(set=s, prefix=p) for s, p in work)
+        out.votes_marked = True
+        out.wanted_votes.extend(self._wanted(caller, request.buckets, out.unanswered, marks))
         # One certificate per signer, beyond the items' byte budget: bounded by the members.
         _vouch(out, self.roster)
         return out
 
-    def _piece(self, s: pb.DigestSet, prefix: str, have: set[str]) -> tuple[pb.Delta, bool]:
+    def _piece(
+        self, caller: str, s: pb.DigestSet, prefix: str, have: set[str], marks: dict[str, str]
+    ) -> tuple[pb.Delta, bool]:
         """The items under one bucket, and whether evidence was left out of it (a leaf
-        bucket larger than one answer)."""
+        bucket larger than one answer). Signed votes the caller marked alike are left out."""
         if s == MEMBERS:
             records = self.roster.records_under([prefix]) if self.roster is not None else []
             return pb.Delta(members=[wire.member_record_pb(r) for r in records]), False
         tombstones, evidence, votes = self.ledger.offer({_PULLED[s]: [prefix]}, have)
+        if s == VOTES and marks:
+            digest = self._digest(caller, s)
+            with index_of(self.ledger).lock:
+                votes = [v for v in votes if not _marked_alike(signed_vote_id(v), marks, digest)]
         bounds = self.ledger.offer_bounds([prefix], have) if s == TOMBSTONES else []
         piece = pb.Delta(
             tombstones=[wire.tombstone_pb(t) for t in tombstones],
@@ -228,6 +238,29 @@ class FederationEndpoint:
             votes=[wire.vote_pb(v) for v in votes],
         )
         return piece, len(evidence) > len(piece.evidence)
+
+    def _wanted(
+        self,
+        caller: str,
+        asked: Sequence[pb.BucketRef],
+        unanswered: Sequence[pb.BucketRef],
+        marks: dict[str, str],
+    ) -> list[str]:
+        """The signed-vote items the caller marked under the answered VOTES buckets that
+        this node lacks or holds differently: what the caller's push should carry."""
+        answered = {r.prefix for r in asked if r.set == VOTES}
+        left = {r.prefix for r in unanswered if r.set == VOTES}
+        if not answered or not marks:
+            return []
+        digest = self._digest(caller, VOTES)
+        with index_of(self.ledger).lock:
+            return sorted(
+                item
+                for item in marks
+                if _under(item, answered)
+                and not _under(item, left)
+                and not _marked_alike(item, marks, digest)
+            )
 
     def push_delta(self, caller: str, delta: pb.Delta) -> pb.PushDeltaResponse:
         """Takes what the caller offers; its votes count for the caller only."""
@@ -288,6 +321,31 @@ def _items(delta: pb.Delta) -> int:
         + len(delta.members)
         + len(delta.erasure_bounds)
     )
+
+
+def vote_mark(item: str, h: int) -> str:
+    """A signed-vote item as its holder holds it, for DeltaRequest.have_ids: "<item>#<hash>"."""
+    return f"{item}#{h:032x}"
+
+
+def _vote_marks(have_ids: Sequence[str]) -> dict[str, str]:
+    """The vote marks among a pull's held ids: item -> hash (hex)."""
+    out = {}
+    for held in have_ids:
+        item, sep, h = held.rpartition("#")
+        if sep:
+            out[item] = h
+    return out
+
+
+def _marked_alike(item: str, marks: dict[str, str], digest: SetDigest) -> bool:
+    """Whether the caller's mark of `item` is this node's: the same signed bytes."""
+    h = digest.get(item)
+    return h is not None and marks.get(item) == f"{h:032x}"
+
+
+def _under(item: str, prefixes: set[str]) -> bool:
+    return any(item[:n] in prefixes for n in range(DEPTH + 1))
 
 
 def _check_refs(refs: Sequence[pb.BucketRef], have_ids: Sequence[str]) -> None:
@@ -533,9 +591,10 @@ class Syncer:
         result.differing_buckets = sum(len(v) for v in leaves.values())
         if not result.differing_buckets:
             return result
-        pulled = await self._pull(link, peer, mine, leaves, result)
+        wants = _VoteWants()
+        pulled = await self._pull(link, peer, mine, leaves, result, wants)
         # What the peer just sent is on the peer: pushing it back would double the traffic.
-        await self._push(link, mine, leaves, result, pulled)
+        await self._push(link, mine, leaves, result, wants, pulled)
         return result
 
     async def _exchange_revocations(
@@ -618,9 +677,10 @@ class Syncer:
         mine: dict[pb.DigestSet, SetDigest],
         leaves: dict[pb.DigestSet, list[str]],
         result: RoundResult,
+        wants: _VoteWants,
     ) -> set[str]:
-        """Takes what the peer holds under the leaves and we lack; returns the ids of the
-        evidence and tombstones it sent."""
+        """Takes what the peer holds under the leaves and we lack, noting in `wants` which of
+        our signed votes it asked for; returns the ids of the evidence and tombstones it sent."""
         pulled: set[str] = set()
         refs = [
             (s, p) for s in (TOMBSTONES, EVIDENCE, PEER_VOTES, VOTES, MEMBERS) for p in leaves[s]
@@ -629,7 +689,7 @@ class Syncer:
             pending = chunk
             got: set[str] = set()  # what the peer sent for this chunk
             while pending:
-                left, new = await self._pull_once(link, peer, mine, pending, got, result)
+                left, new = await self._pull_once(link, peer, mine, pending, got, result, wants)
                 if left and sorted(left) == sorted(pending) and not new - got:
                     raise ConnectionError("the peer's delta answers made no progress")
                 got |= new
@@ -645,6 +705,7 @@ class Syncer:
         pending: list[tuple[pb.DigestSet, str]],
         got: set[str],
         result: RoundResult,
+        wants: _VoteWants,
     ) -> tuple[list[tuple[pb.DigestSet, str]], set[str]]:
         """Asks the peer for what it holds under the `pending` buckets (`got`: what it sent
         for them already) and applies the answer; returns the buckets it left out, for
@@ -658,6 +719,7 @@ class Syncer:
             )
         )
         left = [(u.set, u.prefix) for u in delta.unanswered]
+        wants.take(delta)
         if self.roster is not None:
             self.roster.learn(delta.certificates, peer.node_id)
         # Abandoning the wait does not stop the thread: what it applies stays applied.
@@ -692,6 +754,7 @@ class Syncer:
         mine: dict[pb.DigestSet, SetDigest],
         leaves: dict[pb.DigestSet, list[str]],
         result: RoundResult,
+        wants: _VoteWants,
         peer_has: Collection[str] = (),
     ) -> None:
         refs = [
@@ -707,6 +770,8 @@ class Syncer:
             tombstones, evidence, votes = await _step(
                 asyncio.to_thread(self.ledger.offer, prefixes, peer_has)
             )
+            if not prefixes["votes"]:  # signed votes: only those the peer asked for
+                votes = [v for v in votes if wants.wanted(v)]
             bounds = await _step(
                 asyncio.to_thread(self.ledger.offer_bounds, prefixes["tombstones"], peer_has)
             )
@@ -733,6 +798,22 @@ class Syncer:
             result.evidence_sent += len(evidence)
             result.votes_sent += len(votes)
             result.rejected.extend((r.id, r.reason) for r in reply.rejected)
+
+
+@dataclass
+class _VoteWants:
+    """Which of this node's signed votes a peer asked for in its pull answers."""
+
+    marked: bool = True  # every answer read this node's vote marks
+    items: set[str] = field(default_factory=set)
+
+    def take(self, delta: pb.Delta) -> None:
+        self.marked = self.marked and delta.votes_marked
+        self.items.update(delta.wanted_votes)
+
+    def wanted(self, vote: Vote) -> bool:
+        """A peer that predates marks named nothing: it gets every vote, as before."""
+        return not self.marked or signed_vote_id(vote) in self.items
 
 
 class ClockSkew(Exception):
@@ -780,10 +861,15 @@ def _held_under(
     """The ids a pull need not be sent: what we hold under the buckets asked for, and what
     the peer already sent there (taken or refused here: either way not wanted again)."""
     asked = {p for s, p in pending if s in (EVIDENCE, TOMBSTONES)}
-    have = {i for i in got if any(i[:n] in asked for n in range(DEPTH + 1))}
+    have = {i for i in got if _under(i, asked)}
     for s, p in pending:
         if s in (EVIDENCE, TOMBSTONES):
             have.update(mine[s].ids_under([p]))
+        elif s == VOTES:
+            votes = mine[s]
+            have.update(
+                vote_mark(i, h) for i in votes.ids_under([p]) if (h := votes.get(i)) is not None
+            )
     return have
 
 

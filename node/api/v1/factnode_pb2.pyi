@@ -830,7 +830,7 @@ class ErasureTombstone(_message.Message):
     def __init__(self, erasure_id: _Optional[str] = ..., scope: _Optional[_Union[ErasureScope, str]] = ..., scope_hash: _Optional[str] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evidence_ids: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., origin_node: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Delta(_message.Message):
-    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list", "certificates", "members", "erasure_bounds")
+    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list", "certificates", "members", "erasure_bounds", "wanted_votes", "votes_marked")
     TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     VOTES_FIELD_NUMBER: _ClassVar[int]
@@ -840,6 +840,8 @@ class Delta(_message.Message):
     CERTIFICATES_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     ERASURE_BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    WANTED_VOTES_FIELD_NUMBER: _ClassVar[int]
+    VOTES_MARKED_FIELD_NUMBER: _ClassVar[int]
     tombstones: _containers.RepeatedCompositeFieldContainer[ErasureTombstone]
     evidence: _containers.RepeatedCompositeFieldContainer[RelayedEvidence]
     votes: _containers.RepeatedCompositeFieldContainer[Vote]
@@ -849,7 +851,9 @@ class Delta(_message.Message):
     certificates: _containers.RepeatedScalarFieldContainer[bytes]
     members: _containers.RepeatedCompositeFieldContainer[MemberRecord]
     erasure_bounds: _containers.RepeatedCompositeFieldContainer[ErasureBound]
-    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., revocation_list: _Optional[bytes] = ..., certificates: _Optional[_Iterable[bytes]] = ..., members: _Optional[_Iterable[_Union[MemberRecord, _Mapping]]] = ..., erasure_bounds: _Optional[_Iterable[_Union[ErasureBound, _Mapping]]] = ...) -> None: ...
+    wanted_votes: _containers.RepeatedScalarFieldContainer[str]
+    votes_marked: bool
+    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., revocation_list: _Optional[bytes] = ..., certificates: _Optional[_Iterable[bytes]] = ..., members: _Optional[_Iterable[_Union[MemberRecord, _Mapping]]] = ..., erasure_bounds: _Optional[_Iterable[_Union[ErasureBound, _Mapping]]] = ..., wanted_votes: _Optional[_Iterable[str]] = ..., votes_marked: _Optional[bool] = ...) -> None: ...
 
 class ErasureBound(_message.Message):
     __slots__ = ("erasure_id", "node_id", "bound_at", "signature")

@@ -25,7 +25,7 @@ from factnode.core import FieldViolation, InvalidInput
 from factnode.core.consensus import Vote
 from factnode.core.members import MemberRecord
 from factnode.federation._digest import DEPTH, SetDigest
-from factnode.federation._index import index_of, signed_vote_id
+from factnode.federation._index import index_of, signed_vote_hash, signed_vote_id
 from factnode.federation.members import Roster
 from factnode.federation.trust import NotAMember
 from factnode.ledger import Ledger
@@ -328,7 +328,7 @@ def vote_mark(item: str, h: int) -> str:
     return f"{item}#{h:032x}"
 
 
-def _vote_marks(have_ids: Sequence[str]) -> dict[str, str]:
+def _vote_marks(have_ids: Collection[str]) -> dict[str, str]:
     """The vote marks among a pull's held ids: item -> hash (hex)."""
     out = {}
     for held in have_ids:
@@ -710,16 +710,19 @@ class Syncer:
         """Asks the peer for what it holds under the `pending` buckets (`got`: what it sent
         for them already) and applies the answer; returns the buckets it left out, for
         another request, and the ids of the evidence, tombstones and records it sent."""
+        held = _held_under(pending, got, mine)
+        wants.marked_as(_vote_marks(held))
         delta = await _step(
             link.pull_delta(
                 pb.DeltaRequest(
                     buckets=[pb.BucketRef(set=s, prefix=p) for s, p in pending],
-                    have_ids=sorted(_held_under(pending, got, mine)),
+                    have_ids=sorted(held),
                 )
             )
         )
         left = [(u.set, u.prefix) for u in delta.unanswered]
-        wants.take(delta)
+        votes = [wire.vote(v, peer.node_id) for v in delta.votes]
+        wants.take(delta, votes)
         if self.roster is not None:
             self.roster.learn(delta.certificates, peer.node_id)
         # Abandoning the wait does not stop the thread: what it applies stays applied.
@@ -730,7 +733,7 @@ class Syncer:
                 self.ledger.policy.cap_for(peer.node_id),
                 [wire.tombstone(t) for t in delta.tombstones],
                 [wire.relayed(e) for e in delta.evidence],
-                [wire.vote(v, peer.node_id) for v in delta.votes],
+                votes,
                 _votes_complete_under(pending, left),
                 [wire.bound(b) for b in delta.erasure_bounds],
             )
@@ -771,7 +774,7 @@ class Syncer:
                 asyncio.to_thread(self.ledger.offer, prefixes, peer_has)
             )
             if not prefixes["votes"]:  # signed votes: only those the peer asked for
-                votes = [v for v in votes if wants.wanted(v)]
+                votes = [v for v in votes if wants.wanted(v, mine[VOTES])]
             bounds = await _step(
                 asyncio.to_thread(self.ledger.offer_bounds, prefixes["tombstones"], peer_has)
             )
@@ -802,18 +805,34 @@ class Syncer:
 
 @dataclass
 class _VoteWants:
-    """Which of this node's signed votes a peer asked for in its pull answers."""
+    """What a round's pulls told of the peer's signed votes: the marks this node sent, the
+    items the peer asked for and the items it sent."""
 
     marked: bool = True  # every answer read this node's vote marks
     items: set[str] = field(default_factory=set)
+    marks: dict[str, str] = field(default_factory=dict)
+    received: dict[str, int] = field(default_factory=dict)  # item -> hash of the vote sent
 
-    def take(self, delta: pb.Delta) -> None:
+    def marked_as(self, marks: dict[str, str]) -> None:
+        self.marks.update(marks)
+
+    def take(self, delta: pb.Delta, votes: list[Vote]) -> None:
         self.marked = self.marked and delta.votes_marked
         self.items.update(delta.wanted_votes)
+        self.received.update((signed_vote_id(v), signed_vote_hash(v)) for v in votes)
 
-    def wanted(self, vote: Vote) -> bool:
-        """A peer that predates marks named nothing: it gets every vote, as before."""
-        return not self.marked or signed_vote_id(vote) in self.items
+    def wanted(self, vote: Vote, mine: SetDigest) -> bool:
+        """Whether to push `vote`: not when what this node holds of it is what the peer just
+        sent; otherwise when the peer asked for it, or it changed here since it was marked (a
+        vote this node re-cast on what the pull brought, or took from another member
+        meanwhile). A peer that predates marks named nothing: it gets every vote, as before."""
+        if not self.marked:
+            return True
+        item = signed_vote_id(vote)
+        h = mine.get(item)
+        if h is not None and self.received.get(item) == h:
+            return False
+        return item in self.items or h is None or self.marks.get(item) != f"{h:032x}"
 
 
 class ClockSkew(Exception):

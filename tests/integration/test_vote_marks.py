@@ -72,6 +72,21 @@ async def test_one_changed_vote_among_eight_on_a_key_moves_alone(fleet: Fleet) -
     assert m3.bucket("") == m4.bucket("")
 
 
+async def test_a_vote_recast_on_what_the_pull_brought_goes_back_in_the_same_exchange(
+    fleet: Fleet,
+) -> None:
+    """m4 learns a stronger fact and changes its vote; m3's round with m4 pulls both, which
+    changes m3's vote after m3 marked it: m3 pushes its new vote in the same exchange (m4
+    never asked for it), so one exchange leaves the two holding the same votes."""
+    await _every_member_votes_on_one_key(fleet)
+    fleet.ledgers["m4"].submit(_fact("Lisbon", "user_stated", "user:ana"))
+    result = await _exchange(fleet, "m3", "m4")
+    assert result.ok, result.error
+    assert result.votes_received == 1 and result.votes_sent == 1
+    m3, m4 = (index_of(fleet.ledgers[n]).signed_votes for n in ("m3", "m4"))
+    assert m3.bucket("") == m4.bucket("")
+
+
 class _Predating:
     """m4's endpoint as a node that predates vote marks answers: it reads no mark, names
     no wanted vote and sends every vote under the buckets asked for."""

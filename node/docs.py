@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -308,6 +307,17 @@ def write(docs: Path) -> list[Path]:
     return written
 
 
-if __name__ == "__main__":
-    for p in write(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs"):
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m factnode.docs", description="Writes the documentation's generated pages."
+    )
+    parser.add_argument(
+        "docs_dir", nargs="?", type=Path, default=ROOT / "docs",
+        help="the documentation directory (default: the source tree's docs/)",
+    )  # fmt: skip
+    for p in write(parser.parse_args(argv).docs_dir):
         print(p)
+
+
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,7 @@ after its evidence or votes changed, and telling observers what a commit changed
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
@@ -39,6 +40,14 @@ from factnode.store.repository import Transaction
 
 # The node_meta entry holding the highest sequence number this node signed a vote with.
 VOTE_SEQ_META = "vote_seq"
+
+
+class _VoteChange(enum.Enum):
+    """What a refresh does with this node's vote on a key."""
+
+    KEEP = "keep"  # the held vote stands
+    PUT = "put"  # a new or changed vote
+    REMOVE = "remove"  # none now, and none signed to withdraw
 
 
 class _Representatives:
@@ -178,9 +187,9 @@ class Serving:
             pin = pins.get(key)
             held = votes.get(key, [])
             mine, change = self._my_vote(key, verdict, reps, held, now, pin)
-            if mine is not None and change == "put":
+            if mine is not None and change is _VoteChange.PUT:
                 put.append(mine)
-            elif change == "remove":
+            elif change is _VoteChange.REMOVE:
                 removed.append(key)
             others = self.peer_votes_counted(held, state)
             rows, result = self._served_rows(
@@ -223,9 +232,8 @@ class Serving:
         held: Sequence[Vote],
         now: Instant,
         pin: str | None,
-    ) -> tuple[Vote | None, str]:
-        """This node's vote on `key` now, beside what to do with it: "put" (a new or changed
-        vote), "remove" (none now, none signed) or "" (the held one stands)."""
+    ) -> tuple[Vote | None, _VoteChange]:
+        """This node's vote on `key` now, beside what to do with it."""
         mine = self._own_vote(key, verdict, reps, now, pin)
         old_mine = next((v for v in held if v.voter == self.node_id), None)
         if mine is None and old_mine is not None and self.sign is not None:
@@ -233,13 +241,13 @@ class Serving:
             # a relay may hold the old one, and only a higher number replaces it.
             mine = old_mine if old_mine.version_id is None else withdrawn(old_mine, now)
         if same_vote(old_mine, mine):
-            return old_mine, ""
+            return old_mine, _VoteChange.KEEP
         if mine is None:
-            return None, "remove"
+            return None, _VoteChange.REMOVE
         if old_mine is not None and mine.cast_at <= old_mine.cast_at:
             # Peers keep the latest cast: a changed vote must be cast later.
             mine = replace(mine, cast_at=old_mine.cast_at + 1)
-        return mine, "put"
+        return mine, _VoteChange.PUT
 
     def _pins(
         self,

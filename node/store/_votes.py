@@ -121,7 +121,8 @@ class SqlVotes(TransactionPart):
             return set()
         keys = {Key(*row) for row in self._c.execute(q)}
         if scope == "subject":
-            # Votes keep no subject hash: an erasure by subject is rare, its votes few.
+            # Votes keep no subject hash, so this reads every voted key once (an erasure by
+            # subject is rare; a subject_id column on vote would make it an index lookup).
             keys = {k for k in keys if ids.subject_id(k.namespace, k.subject) == scope_hash}
         return keys
 

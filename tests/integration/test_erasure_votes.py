@@ -3,8 +3,6 @@ evidence or not (specification §6, §7)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from factnode import _wire as wire
@@ -14,15 +12,6 @@ from factnode.core.consensus import Vote
 from factnode.testing import Federation
 
 KEY = Key("user:ana", "ana", "lives_in")
-
-
-@pytest.fixture
-def fed() -> Iterator[Federation]:
-    federation = Federation(["a", "b", "c"])
-    try:
-        yield federation
-    finally:
-        federation.close()
 
 
 def _votes_on(fed: Federation, node: str, key: Key = KEY) -> list[Vote]:

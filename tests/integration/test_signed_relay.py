@@ -4,7 +4,6 @@ reason, skewed clocks, and votes stored before votes were signed (specification 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 import pytest
 
@@ -30,15 +29,6 @@ def _voters(fed: Federation, node: str) -> dict[str, str]:
     tally = fed.ledgers[node].tally_of(KEY)
     assert tally is not None
     return {v: t.version_id for t in tally.versions for v in t.voters}
-
-
-@pytest.fixture
-def fed() -> Iterator[Federation]:
-    federation = Federation(["a", "b", "c"])
-    try:
-        yield federation
-    finally:
-        federation.close()
 
 
 async def test_refused_signatures_are_counted_by_reason(fed: Federation) -> None:

@@ -225,11 +225,15 @@ class FederationEndpoint:
         if s == MEMBERS:
             records = self.roster.records_under([prefix]) if self.roster is not None else []
             return pb.Delta(members=[wire.member_record_pb(r) for r in records]), False
-        tombstones, evidence, votes = self.ledger.offer({_PULLED[s]: [prefix]}, have)
         if s == VOTES and marks:
             digest = self._digest(caller, s)
             with index_of(self.ledger).lock:
-                votes = [v for v in votes if not _marked_alike(signed_vote_id(v), marks, digest)]
+                unlike = [
+                    i for i in digest.ids_under([prefix]) if not _marked_alike(i, marks, digest)
+                ]
+            votes = self.ledger.offer_votes([_item(i) for i in unlike]) if unlike else []
+            return pb.Delta(votes=[wire.vote_pb(v) for v in votes]), False
+        tombstones, evidence, votes = self.ledger.offer({_PULLED[s]: [prefix]}, have)
         bounds = self.ledger.offer_bounds([prefix], have) if s == TOMBSTONES else []
         piece = pb.Delta(
             tombstones=[wire.tombstone_pb(t) for t in tombstones],
@@ -342,6 +346,12 @@ def _marked_alike(item: str, marks: dict[str, str], digest: SetDigest) -> bool:
     """Whether the caller's mark of `item` is this node's: the same signed bytes."""
     h = digest.get(item)
     return h is not None and marks.get(item) == f"{h:032x}"
+
+
+def _item(item: str) -> tuple[str, str]:
+    """A signed-vote item id ("<key id>/<voter>") as (key id, voter)."""
+    key_id, _, voter = item.partition("/")
+    return key_id, voter
 
 
 def _under(item: str, prefixes: set[str]) -> bool:
@@ -770,11 +780,21 @@ class Syncer:
                 "votes": [p for s, p in chunk if s == YOUR_VOTES],
                 "all_votes": [p for s, p in chunk if s == VOTES],
             }
+            signed = prefixes["all_votes"] if wants.marked else []
+            if signed:  # signed votes: only those the peer asked for, read by item
+                prefixes["all_votes"] = []
             tombstones, evidence, votes = await _step(
                 asyncio.to_thread(self.ledger.offer, prefixes, peer_has)
             )
-            if not prefixes["votes"]:  # signed votes: only those the peer asked for
-                votes = [v for v in votes if wants.wanted(v, mine[VOTES])]
+            if signed:
+                with index_of(self.ledger).lock:
+                    items = [
+                        i for i in mine[VOTES].ids_under(signed) if wants.wanted(i, mine[VOTES])
+                    ]
+                if items:
+                    votes += await _step(
+                        asyncio.to_thread(self.ledger.offer_votes, [_item(i) for i in items])
+                    )
             bounds = await _step(
                 asyncio.to_thread(self.ledger.offer_bounds, prefixes["tombstones"], peer_has)
             )
@@ -821,14 +841,11 @@ class _VoteWants:
         self.items.update(delta.wanted_votes)
         self.received.update((signed_vote_id(v), signed_vote_hash(v)) for v in votes)
 
-    def wanted(self, vote: Vote, mine: SetDigest) -> bool:
-        """Whether to push `vote`: not when what this node holds of it is what the peer just
-        sent; otherwise when the peer asked for it, or it changed here since it was marked (a
-        vote this node re-cast on what the pull brought, or took from another member
-        meanwhile). A peer that predates marks named nothing: it gets every vote, as before."""
-        if not self.marked:
-            return True
-        item = signed_vote_id(vote)
+    def wanted(self, item: str, mine: SetDigest) -> bool:
+        """Whether to push the signed-vote `item` of a peer that read this node's marks: not
+        when what this node holds of it is what the peer just sent; otherwise when the peer
+        asked for it, or it changed here since it was marked (a vote this node re-cast on
+        what the pull brought, or took from another member meanwhile)."""
         h = mine.get(item)
         if h is not None and self.received.get(item) == h:
             return False

@@ -310,6 +310,10 @@ class Ledger:
         """`PeerInput.offer`."""
         return self.peer_input.offer(prefixes, have_ids)
 
+    def offer_votes(self, items: Collection[tuple[str, str]]) -> list[Vote]:
+        """`PeerInput.offer_votes`."""
+        return self.peer_input.offer_votes(items)
+
     def offer_bounds(
         self, prefixes: Collection[str], have_ids: Collection[str] = ()
     ) -> list[ErasureBound]:

@@ -113,6 +113,18 @@ class PeerInput(Component):
         ]
         return tombstones, relayed, votes
 
+    def offer_votes(self, items: Collection[tuple[str, str]]) -> list[Vote]:
+        """The signed votes held for these (key id, voter) items, as `offer` relays them
+        under "all_votes" (a proof as its two votes), read by item, not by bucket."""
+        wanted = set(items)
+        with self.repo.read() as tx:
+            votes = [v for v in tx.votes_of(wanted) if v.signature or v.voter == self.node_id]
+            proofs = tx.equivocations_under(sorted({key_id for key_id, _ in wanted}))
+        for first, second in proofs:
+            if (ids.key_id(first.key), first.voter) in wanted:
+                votes += [first, second]
+        return votes
+
     def _own_tombstone_signature(self, t: Tombstone) -> bytes:
         """This node's signature of an erasure its operator made, as it is offered."""
         if self._serving.sign is None or t.origin_node != self.node_id:

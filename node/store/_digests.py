@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterator
 
-from sqlalchemy import select
+from sqlalchemy import select, tuple_
 
 from factnode.core import Evidence
 from factnode.core.consensus import Vote
@@ -21,11 +21,12 @@ from factnode.store._rows import (
     EB,
     ER,
     E,
+    V,
     _evidence,
     _vote,
 )
 from factnode.store._sqltext import select_in, select_under
-from factnode.store.repository import Tombstone
+from factnode.store.repository import Tombstone, chunks
 
 
 class SqlDigests(TransactionPart):
@@ -83,6 +84,13 @@ class SqlDigests(TransactionPart):
     def bounds_under(self, prefixes: Collection[str]) -> list[ErasureBound]:
         rows = select_under(self._c, select(EB), "erasure_bound.erasure_id", prefixes)
         return [ErasureBound(r[0], r[1], r[2], bytes(r[3]) if r[3] else b"") for r in rows]
+
+    def votes_of(self, items: Collection[tuple[str, str]]) -> list[Vote]:
+        out: list[Vote] = []
+        for part in chunks(sorted(items), 400):  # two bound parameters each
+            q = _SELECT_VOTES.where(tuple_(V.c.key_id, V.c.voter).in_(part))
+            out += [_vote(r) for r in self._c.execute(q)]
+        return out
 
     def votes_under(self, voter: str | None, prefixes: Collection[str]) -> list[Vote]:
         fixed = [] if voter is None else [("vote.voter", voter)]

@@ -264,6 +264,10 @@ class DigestTransaction(Protocol):
         `prefixes`."""
         ...
 
+    def votes_of(self, items: Collection[tuple[str, str]]) -> list[Vote]:
+        """The votes held for these (key id, voter) pairs: each one's row, by primary key."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class StoredMember:

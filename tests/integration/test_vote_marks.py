@@ -12,9 +12,11 @@ from collections.abc import Iterator
 import pytest
 
 from factnode.api.v1 import factnode_pb2 as pb
-from factnode.core import Submission
+from factnode.core import Key, Submission, ids
+from factnode.core.consensus import Vote
 from factnode.federation._index import index_of
 from factnode.federation.sync import RoundResult
+from factnode.store import SqlRepository
 from factnode.testing import Fleet
 
 IDS = [f"m{i}" for i in range(8)]
@@ -151,3 +153,19 @@ async def test_a_pull_answer_names_the_wanted_votes_and_leaves_out_the_alike(
     assert sorted(reply.wanted_votes) == sorted([changed, lacking])
     assert [f"{v.key.namespace}" for v in reply.votes] == ["marks:test"]
     assert reply.votes[0].voter == changed.rsplit("/", 1)[1]
+
+
+def test_the_store_reads_votes_by_item_on_each_backend(repository: SqlRepository) -> None:
+    """`votes_of` returns exactly the votes held for the (key id, voter) pairs asked for,
+    across more pairs than one statement binds, and nothing for pairs it does not hold."""
+    keys = [Key("marks:test", f"s{i}", "lives_in") for i in range(300)]
+    voters = ("a", "b", "c")
+    with repository.write() as tx:
+        tx.put_votes([Vote(v, k, None, "", 0, 0, 1, 1, seq=1) for k in keys for v in voters])
+    asked = {(ids.key_id(k), v) for k in keys for v in ("a", "c")}
+    asked |= {(ids.key_id(keys[0]), "nobody"), ("0" * 64, "a")}
+    with repository.read() as tx:
+        got = tx.votes_of(asked)
+    assert sorted((ids.key_id(v.key), v.voter) for v in got) == sorted(
+        (ids.key_id(k), v) for k in keys for v in ("a", "c")
+    )

@@ -170,6 +170,7 @@ class FederationEndpoint:
                 )
         have = set(request.have_ids)
         marks = _vote_marks(request.have_ids)
+        unlike = self._unlike_votes(caller, request.buckets, marks) if marks else None
         out = pb.Delta()
         items = size = 0
         work = collections.deque((ref.set, ref.prefix) for ref in request.buckets)
@@ -191,7 +192,7 @@ class FederationEndpoint:
             if items and items + count > self.max_delta_items:
                 work.appendleft((s, prefix))
                 break
-            piece, left_out = self._piece(caller, s, prefix, have, marks)
+            piece, left_out = self._piece(s, prefix, have, unlike)
             piece_size = piece.ByteSize()
             if piece_size > self.max_delta_bytes and len(prefix) < DEPTH and count > 1:
                 # Too many bytes for one answer: its children, one at a time, fit better.
@@ -217,21 +218,38 @@ class FederationEndpoint:
         _vouch(out, self.roster)
         return out
 
+    def _unlike_votes(
+        self, caller: str, refs: Sequence[pb.BucketRef], marks: dict[str, str]
+    ) -> dict[str, list[Vote]]:
+        """The signed votes under the requested VOTES buckets that the caller's marks do not
+        show it holding alike, by leaf bucket: read from the store in one go, not bucket by
+        bucket (a busy pull names a bucket for nearly every key)."""
+        prefixes = [r.prefix for r in refs if r.set == VOTES]
+        if not prefixes:
+            return {}
+        digest = self._digest(caller, VOTES)
+        with index_of(self.ledger).lock:
+            items = [i for i in digest.ids_under(prefixes) if not _marked_alike(i, marks, digest)]
+        by_leaf: dict[str, list[Vote]] = collections.defaultdict(list)
+        for v in self.ledger.offer_votes([_item(i) for i in items]) if items else []:
+            by_leaf[signed_vote_id(v)[:DEPTH]].append(v)
+        return by_leaf
+
     def _piece(
-        self, caller: str, s: pb.DigestSet, prefix: str, have: set[str], marks: dict[str, str]
+        self,
+        s: pb.DigestSet,
+        prefix: str,
+        have: set[str],
+        unlike: dict[str, list[Vote]] | None,
     ) -> tuple[pb.Delta, bool]:
         """The items under one bucket, and whether evidence was left out of it (a leaf
-        bucket larger than one answer). Signed votes the caller marked alike are left out."""
+        bucket larger than one answer). Signed votes: `unlike`'s, when the caller marked
+        what it holds."""
         if s == MEMBERS:
             records = self.roster.records_under([prefix]) if self.roster is not None else []
             return pb.Delta(members=[wire.member_record_pb(r) for r in records]), False
-        if s == VOTES and marks:
-            digest = self._digest(caller, s)
-            with index_of(self.ledger).lock:
-                unlike = [
-                    i for i in digest.ids_under([prefix]) if not _marked_alike(i, marks, digest)
-                ]
-            votes = self.ledger.offer_votes([_item(i) for i in unlike]) if unlike else []
+        if s == VOTES and unlike is not None:
+            votes = [v for leaf, vs in unlike.items() if leaf.startswith(prefix) for v in vs]
             return pb.Delta(votes=[wire.vote_pb(v) for v in votes]), False
         tombstones, evidence, votes = self.ledger.offer({_PULLED[s]: [prefix]}, have)
         bounds = self.ledger.offer_bounds([prefix], have) if s == TOMBSTONES else []

@@ -1,6 +1,10 @@
 """A fleet converging from one seed each: rounds against N, bytes per member per round.
 
     python bench/fleet.py [--sizes 10,30,100] [--keys 200] [--tally-rounds 30] [--quick]
+    python bench/fleet.py --merge RUN.json [RUN.json ...]
+
+`--merge` takes the JSON lines of earlier runs (sizes measured apart, e.g. N=100 alone) and
+fits, checks and draws their sizes together, as one run over all of them would.
 
 Runs `factnode.testing.Fleet`: N in-process members, each a real ledger on in-memory
 SQLite with a real certificate from one CA and a roster, syncing through the real sync
@@ -307,7 +311,15 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="sizes 10,30 and 100 keys")
     parser.add_argument("--no-svg", action="store_true", help="do not write docs/fleet-rounds.svg")
+    parser.add_argument(
+        "--merge", nargs="+", type=Path, metavar="RUN_JSON",
+        help="files holding earlier runs' JSON lines: fit and draw their sizes together",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.merge:
+        results, keys = merged(args.merge)
+        conclude(results, keys, svg_wanted=not args.no_svg)
+        return
     sizes = [10, 30] if args.quick else [int(s) for s in args.sizes.split(",")]
     keys = 100 if args.quick else args.keys
     say(f"fleet: sizes {sizes}, {keys} keys, fanout {FANOUT}, one seed each, seed {SEED}")
@@ -315,17 +327,43 @@ def main() -> None:
     for n in sizes:
         fig = asyncio.run(run_size(n, keys, args.tally_rounds))
         results.append(fig)
-        say(
-            f"N={n:>4}: {fig['rounds']} rounds until every member holds every record and "
-            f"all {fig['evidence']} pieces of evidence; then {fig['vote_sets_held_at_convergence']:.0%} "
-            f"of (member, voter) vote sets held; every vote held and every tally alike at "
-            f"round {fig['rounds_until_every_vote_held'] or f'> {args.tally_rounds} more'}; "
-            f"bytes/member/round busy median {fig['busy_bytes_median']:,} max "
-            f"{fig['busy_bytes_max']:,}, idle median {fig['idle_bytes_median']} max "
-            f"{fig['idle_bytes_max']} ({fig['idle_member_rounds']} idle member-rounds); vote "
-            f"rows/member median {fig['vote_rows_median']:,} max {fig['vote_rows_max']:,} "
-            f"({fig['seconds']} s)"
-        )
+        report(fig)
+    conclude(results, keys, svg_wanted=not args.no_svg and not args.quick)
+
+
+def merged(paths: list[Path]) -> tuple[list[dict[str, Any]], int]:
+    """The sizes of earlier runs' JSON lines (one per file's last line), by N; every run must
+    have used the same keys and fanout."""
+    runs = [json.loads(p.read_text().strip().splitlines()[-1]) for p in paths]
+    settings = {(r["keys"], r["fanout"]) for r in runs}
+    if len(settings) != 1:
+        raise SystemExit(f"--merge: runs with different keys or fanout: {sorted(settings)}")
+    by_n = {f["n"]: f for r in runs for f in r["sizes"]}
+    results = [by_n[n] for n in sorted(by_n)]
+    say(f"fleet: merged sizes {sorted(by_n)} from {len(paths)} runs, {runs[0]['keys']} keys")
+    for fig in results:
+        report(fig)
+    return results, runs[0]["keys"]
+
+
+def report(fig: dict[str, Any]) -> None:
+    """One size's figures, on one line."""
+    tried = fig["tally_rounds_tried"]
+    say(
+        f"N={fig['n']:>4}: {fig['rounds']} rounds until every member holds every record and "
+        f"all {fig['evidence']} pieces of evidence; then {fig['vote_sets_held_at_convergence']:.0%} "
+        f"of (member, voter) vote sets held; every vote held and every tally alike at "
+        f"round {fig['rounds_until_every_vote_held'] or f'> {tried} more'}; "
+        f"bytes/member/round busy median {fig['busy_bytes_median']:,} max "
+        f"{fig['busy_bytes_max']:,}, idle median {fig['idle_bytes_median']} max "
+        f"{fig['idle_bytes_max']} ({fig['idle_member_rounds']} idle member-rounds); vote "
+        f"rows/member median {fig['vote_rows_median']:,} max {fig['vote_rows_max']:,} "
+        f"({fig['seconds']} s)"
+    )
+
+
+def conclude(results: list[dict[str, Any]], keys: int, svg_wanted: bool) -> None:
+    """The fits over every size, the idle check, the picture and the JSON line."""
     points = [(f["n"], f["rounds"]) for f in results]
     fit = fit_log(points) if len(points) > 1 else (float(points[0][1]), 0.0, 1.0)
     say(f"records and evidence: rounds = {fit[0]:.2f} + {fit[1]:.2f} ln N (R^2 {fit[2]:.3f})")
@@ -348,7 +386,7 @@ def main() -> None:
         f"idle bytes per member-round, largest N / smallest N: {idle_ratio:.2f} "
         f"({'flat' if idle_ok else 'GROWS'}; limit {IDLE_LIMIT})"
     )
-    if not args.no_svg and not args.quick:
+    if svg_wanted:
         series: list[Series] = [("records and evidence", "#888888", points, fit)]
         if tally_fit is not None:
             series.append(("every vote held, tallies alike", "#1f5fa8", agreed, tally_fit))

@@ -238,13 +238,10 @@ class PeerInput(Component):
         before wrote."""
         now = self.clock.now()
         signing = self._serving.signing
-        # A vote held here exactly as sent, its signature too, was checked when it first came:
-        # taken as held, not checked again (a busy fleet brings each vote by several members).
-        fresh = self._not_held(votes) if signing.verify_vote is not None else votes
         screened = screen_delta(
             tombstones,
             evidence,
-            fresh,
+            votes,
             peer_id=peer_id,
             node_id=self.node_id,
             policy=self.policy,
@@ -253,7 +250,7 @@ class PeerInput(Component):
             verify_evidence=signing.verify_evidence,
             verify_vote=signing.verify_vote,
         )
-        accepted = screened.own_votes + len(votes) - len(fresh)
+        accepted = screened.own_votes
         refused = list(screened.refused)
         fx = Committed()
         with self.repo.write() as tx:
@@ -271,14 +268,6 @@ class PeerInput(Component):
             # As after a local erase: the erased bytes must not linger in the WAL or old pages.
             self.repo.after_erase()
         return _received(accepted, refused)
-
-    def _not_held(self, votes: Sequence[Vote]) -> Sequence[Vote]:
-        """The votes not held here exactly as they are."""
-        if not votes:
-            return votes
-        with self.repo.read() as tx:
-            held = set(tx.votes_of({(ids.key_id(v.key), v.voter) for v in votes}))
-        return [v for v in votes if v not in held]
 
     def _receive_tombstones(
         self,

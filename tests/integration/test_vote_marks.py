@@ -8,24 +8,20 @@ wants, and the caller pushes only those. A peer that predates marks gets everyth
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 
-from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import Key, Submission, ids
 from factnode.core.consensus import Vote
-from factnode.core.signed import Signature
 from factnode.federation._index import index_of
 from factnode.federation.sync import RoundResult
 from factnode.store import SqlRepository
-from factnode.testing import Federation, Fleet
+from factnode.testing import Fleet
 
 IDS = [f"m{i}" for i in range(8)]
 RING = {n: [Fleet.address(IDS[i - 1])] for i, n in enumerate(IDS)}
 ROUNDS = 12
-KEY = ("marks:test", "ana", "lives_in")
 
 
 @pytest.fixture
@@ -173,32 +169,3 @@ def test_the_store_reads_votes_by_item_on_each_backend(repository: SqlRepository
     assert sorted((ids.key_id(v.key), v.voter) for v in got) == sorted(
         (ids.key_id(k), v) for k in keys for v in ("a", "c")
     )
-
-
-def test_a_vote_held_exactly_as_sent_is_not_checked_again(fed: Federation) -> None:
-    """b's signed vote reaches c twice: its signature is checked the first time only, and
-    the second delivery is taken as held. The same vote with other signature bytes is not
-    held as sent: it is checked, and refused."""
-    fed.ledgers["b"].submit(Submission(*KEY, "Lisbon", "agent_observed", "agent:b", 0.5, 0.9))
-    vote = next(v for v in fed.ledgers["b"].offer({"votes": [""]})[2] if v.voter == "b")
-    assert fed.credentials is not None
-    certificate = fed.credentials.nodes["b"][0]
-    c = fed.ledgers["c"]
-    checked: list[Vote] = []
-    verify = c.signing.verify_vote
-    assert verify is not None
-
-    def counting(v: Vote) -> Signature:
-        checked.append(v)
-        return verify(v)
-
-    c.signing = replace(c.signing, verify_vote=counting)
-    for _ in range(2):
-        delta = pb.Delta(votes=[wire.vote_pb(vote)], certificates=[certificate])
-        reply = fed.endpoints["c"].push_delta("a", delta)
-        assert reply.accepted == 1 and not reply.rejected
-    assert checked == [vote]
-    forged = replace(vote, signature=bytes(len(vote.signature)))
-    reply = fed.endpoints["c"].push_delta("a", pb.Delta(votes=[wire.vote_pb(forged)]))
-    assert reply.accepted == 0 and len(reply.rejected) == 1
-    assert checked == [vote, forged]

@@ -347,7 +347,12 @@ def _items(delta: pb.Delta) -> int:
 
 def vote_mark(item: str, h: int) -> str:
     """A signed-vote item as its holder holds it, for DeltaRequest.have_ids: "<item>#<hash>"."""
-    return f"{item}#{h:032x}"
+    return f"{item}#{_hex(h)}"
+
+
+def _hex(h: int) -> str:
+    """An item hash as a vote mark writes it: 32 hex digits."""
+    return f"{h:032x}"
 
 
 def _vote_marks(have_ids: Collection[str]) -> dict[str, str]:
@@ -363,7 +368,7 @@ def _vote_marks(have_ids: Collection[str]) -> dict[str, str]:
 def _marked_alike(item: str, marks: dict[str, str], digest: SetDigest) -> bool:
     """Whether the caller's mark of `item` is this node's: the same signed bytes."""
     h = digest.get(item)
-    return h is not None and marks.get(item) == f"{h:032x}"
+    return h is not None and marks.get(item) == _hex(h)
 
 
 def _item(item: str) -> tuple[str, str]:
@@ -867,7 +872,7 @@ class _VoteWants:
         h = mine.get(item)
         if h is not None and self.received.get(item) == h:
             return False
-        return item in self.items or h is None or self.marks.get(item) != f"{h:032x}"
+        return item in self.items or h is None or self.marks.get(item) != _hex(h)
 
 
 class ClockSkew(Exception):

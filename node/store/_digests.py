@@ -25,6 +25,7 @@ from factnode.store._rows import (
     _vote,
 )
 from factnode.store._sqltext import select_in, select_under
+from factnode.store._votes import vote_query
 from factnode.store.repository import Tombstone
 
 
@@ -90,7 +91,7 @@ class SqlDigests(TransactionPart):
         wanted = set(items)
         key_ids: dict[Key, str] = {}
         out = []
-        for row in select_in(self._c, _SELECT_VOTES, "vote.key_id", {k for k, _ in wanted}):
+        for row in select_in(self._c, *vote_query({k for k, _ in wanted})):
             v = _vote(row)
             key_id = key_ids.get(v.key) or key_ids.setdefault(v.key, ids.key_id(v.key))
             if (key_id, v.voter) in wanted:

@@ -265,7 +265,8 @@ class DigestTransaction(Protocol):
         ...
 
     def votes_of(self, items: Collection[tuple[str, str]]) -> list[Vote]:
-        """The votes held for these (key id, voter) pairs: each one's row, by primary key."""
+        """The votes held for these (key id, voter) pairs (their keys' votes read, the others
+        left out)."""
         ...
 
 

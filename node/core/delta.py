@@ -26,7 +26,7 @@ from factnode.core.consensus import Vote, newer
 from factnode.core.decide import Ruling
 from factnode.core.peer_checks import ErasureRecord, latest_per_key, tombstone_problem, vote_problem
 from factnode.core.policy import Policy
-from factnode.core.signed import Signature, refusal
+from factnode.core.signed import Signature, refusal, vote_payload
 from factnode.core.validation import describe_violations, quoted, relayed_violations, text_problem
 
 T = TypeVar("T", bound=ErasureRecord)
@@ -53,8 +53,8 @@ class Screened(Generic[T]):
     tombstones: tuple[T, ...]
     evidence: tuple[Evidence, ...]
     votes: tuple[Vote, ...]
-    # This node's own votes relayed back: taken as held, never replacing its own.
-    own_votes: int
+    # This node's own votes relayed back: never replacing its own (`own_votes_to_recast`).
+    own_votes: tuple[Vote, ...]
     refused: tuple[Refusal, ...]
 
 
@@ -92,7 +92,7 @@ def screen_delta(
     )
     good_votes, own = _screen_votes(votes, peer_id, node_id, policy, now, verify_vote, refused)
     return Screened(
-        tuple(good_tombstones), tuple(good_evidence), tuple(good_votes), own, tuple(refused)
+        tuple(good_tombstones), tuple(good_evidence), tuple(good_votes), tuple(own), tuple(refused)
     )
 
 
@@ -126,17 +126,17 @@ def _screen_votes(
     now: Instant,
     verify: Callable[[Vote], Signature] | None,
     refused: list[Refusal],
-) -> tuple[list[Vote], int]:
-    """The votes that may be kept, and how many of this node's own came back; refusals go to
+) -> tuple[list[Vote], list[Vote]]:
+    """The votes that may be kept, and this node's own that came back; refusals go to
     `refused`. A node that checks signatures takes a vote from any relay when its voter
     signed it; one that does not takes only the link's own votes."""
     good: list[Vote] = []
-    own = 0
+    own: list[Vote] = []
     for v in votes:
         if v.voter == node_id and verify is not None:
-            # This node's own vote coming back through a relay: it holds its own votes
-            # already, and no relay's copy replaces them.
-            own += 1
+            # This node's own vote coming back through a relay: no relay's copy replaces
+            # what it holds (`own_votes_to_recast` says when it must outnumber the copy).
+            own.append(v)
             continue
         if verify is not None:
             problem, signature = _checked(verify(v))
@@ -315,6 +315,29 @@ def plan_peer_votes(votes: Sequence[Vote], load: PeerVotesLoad, policy: Policy) 
         else:
             taken.append(v)
     return PeerVotesPlan(tuple(taken), tuple(refused))
+
+
+def own_votes_to_recast(
+    returned: Iterable[Vote], held: Mapping[Key, Vote], keys_held: Collection[Key]
+) -> tuple[Key, ...]:
+    """The keys on which this node must cast its vote again, numbered after the copy of its
+    own vote a relay sent back (`returned`; `held`: its own vote on each key held here;
+    `keys_held`: the keys holding evidence here). A copy it holds alike, or one its held
+    vote outnumbers, needs nothing: the held vote replaces it wherever it goes. Any other
+    copy would stay on the members that hold it, since only a higher number replaces a
+    signed vote: one cast before an erasure here and relayed late, after new evidence
+    arrived for its key, or one this node signed before a restore from an older backup.
+    Without evidence for the key nothing is cast (the peers that erased it would refuse the
+    vote); the copy returns once the evidence has, and is outnumbered then."""
+    keys: dict[Key, None] = {}
+    for r in returned:
+        mine = held.get(r.key)
+        if mine is None:
+            if r.key in keys_held:
+                keys[r.key] = None
+        elif not mine.equivocated and r.seq >= mine.seq and vote_payload(r) != vote_payload(mine):
+            keys[r.key] = None
+    return tuple(keys)
 
 
 def withdrawn_keys(peer_id: str, sent: Iterable[Vote], held: Iterable[Vote]) -> frozenset[Key]:

@@ -12,6 +12,7 @@ from factnode.core.consensus import Vote, hour_of
 from factnode.core.delta import (
     PeerVotesLoad,
     Refusal,
+    own_votes_to_recast,
     peer_evidence_outcome,
     plan_peer_evidence,
     plan_peer_votes,
@@ -36,6 +37,7 @@ from factnode.core.signed import (
     marked,
     proofs_among,
     tombstone_payload,
+    withdrawn,
 )
 from factnode.ledger._forgetting import Forgetting
 from factnode.ledger._model import Committed, Received
@@ -250,7 +252,7 @@ class PeerInput(Component):
             verify_evidence=signing.verify_evidence,
             verify_vote=signing.verify_vote,
         )
-        accepted = screened.own_votes
+        accepted = len(screened.own_votes)
         refused = list(screened.refused)
         fx = Committed()
         with self.repo.write() as tx:
@@ -264,6 +266,7 @@ class PeerInput(Component):
             ):
                 accepted += n
                 refused += r
+            self._recast_own(tx, screened.own_votes, now, fx)
         if fx.erasures_added:
             # As after a local erase: the erased bytes must not linger in the WAL or old pages.
             self.repo.after_erase()
@@ -351,6 +354,27 @@ class PeerInput(Component):
         fx.votes_put.extend(changes.put)
         self._serving.refresh(tx, tx.key_states(changes.recount), now, fx, votes_before=before)
         return plan.accepted, plan.refused
+
+    def _recast_own(
+        self, tx: Transaction, returned: Sequence[Vote], now: Instant, fx: Committed
+    ) -> None:
+        """Casts again, numbered after the copies relayed back, this node's votes on the keys
+        `core.delta.own_votes_to_recast` names: its held vote there, or a withdrawal where it
+        holds none, so the copy is replaced on every member that holds it."""
+        if not returned:
+            return
+        items = {(ids.key_id(v.key), self.node_id) for v in returned}
+        held = {v.key: v for v in tx.votes_of(items)}
+        keys_held = tx.keys_held({v.key for v in returned if v.key not in held})
+        keys = own_votes_to_recast(returned, held, keys_held)
+        if not keys:
+            return
+        copies = {v.key: v for v in returned}
+        again = [held[k] if k in held else withdrawn(copies[k], now) for k in keys]
+        put = self._serving.numbered(tx, again, after=max(v.seq for v in returned))
+        tx.put_votes(put)
+        fx.votes_put.extend(put)
+        self._serving.refresh(tx, tx.key_states(keys), now, fx)
 
     def _load_votes(self, tx: Transaction, votes: Sequence[Vote]) -> PeerVotesLoad:
         """What deciding the screened votes reads: the evidence they name, the keys their

@@ -335,10 +335,12 @@ class Serving:
         tx.replace_beliefs(changes, now)
         tx.add_decisions(transitions)
 
-    def numbered(self, tx: Transaction, votes: Sequence[Vote]) -> list[Vote]:
+    def numbered(self, tx: Transaction, votes: Sequence[Vote], after: int = 0) -> list[Vote]:
         """This node's new votes, numbered after every vote it cast before (on any key, so a
-        vote cast again after its key was erased still outnumbers the old one) and signed."""
-        last = int(tx.meta(VOTE_SEQ_META) or 0)
+        vote cast again after its key was erased still outnumbers the old one) and after
+        `after` (a number of its own a relay showed it, perhaps signed before a restore from
+        an older backup), and signed."""
+        last = max(int(tx.meta(VOTE_SEQ_META) or 0), after)
         out = []
         for seq, v in enumerate(votes, start=last + 1):
             numbered = replace(v, seq=seq)

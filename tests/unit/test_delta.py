@@ -14,6 +14,7 @@ from factnode.core.delta import (
     Refusal,
     Screened,
     VoteChanges,
+    own_votes_to_recast,
     peer_evidence_outcome,
     plan_peer_evidence,
     plan_peer_votes,
@@ -67,7 +68,7 @@ def _key_id(key: Key) -> str:
 def test_screening_refuses_each_malformed_or_badly_signed_item_and_names_it() -> None:
     """A tombstone of an unknown scope, evidence whose signature does not verify, a vote
     whose signer is unknown: each refused with its reason and its failed check; the good
-    ones pass, in order; this node's own vote relayed back is taken as held."""
+    ones pass, in order; this node's own vote relayed back is set apart, never taken."""
     good_t, bad_t = _tombstone(1), _tombstone(2, scope="galaxy")
     good_e, bad_e = fact("Lisbon", cap="user_stated"), fact("Porto", day=2, cap="user_stated")
     mine, theirs, stranger = _vote("n1", good_e), _vote("n3", good_e), _vote("n9", good_e)
@@ -87,7 +88,7 @@ def test_screening_refuses_each_malformed_or_badly_signed_item_and_names_it() ->
         tombstones=(good_t,),
         evidence=(good_e,),
         votes=(theirs,),
-        own_votes=1,
+        own_votes=(mine,),
         refused=(
             Refusal(bad_t.erasure_id, "unknown erasure scope 'galaxy'", "tombstone"),
             Refusal(
@@ -117,7 +118,7 @@ def test_a_node_that_checks_no_signatures_takes_only_the_links_own_votes() -> No
         [], [], [relayed, own, future], peer_id="n2", node_id="n1", policy=POLICY, now=NOW
     )
     assert screened.votes == (own,)
-    assert screened.own_votes == 0
+    assert screened.own_votes == ()
     assert screened.refused == (
         Refusal(_key_id(LIVES_IN), "a vote of n3 relayed by n2, unsigned here", "vote"),
         Refusal(_key_id(WORKS_AT), "cast_at lies in this node's future", "vote"),
@@ -323,3 +324,32 @@ def test_only_votes_newer_than_those_held_are_put_one_per_voter_and_key() -> Non
     )
     only_older = plan_vote_changes([older], held)
     assert only_older == VoteChanges(put=(), recount=frozenset())
+
+
+def test_a_copy_of_its_own_vote_is_outnumbered_only_where_it_would_stay() -> None:
+    """n1's own votes relayed back: a copy of the vote it holds, or of an older one, needs
+    nothing; a copy on a key where it holds no vote (deleted by an erasure, the copy relayed
+    late) is outnumbered by a new vote where the key holds evidence, and left where it does
+    not; a copy numbered at or after its held vote with other content (signed before a
+    restore from an older backup) is outnumbered too; a vote proven equivocated is never
+    re-cast."""
+    lisbon, porto, acme = fact("Lisbon"), fact("Porto", day=2), fact("ACME", key=WORKS_AT)
+    held = {
+        LIVES_IN: _vote("n1", porto, seq=5),
+        WORKS_AT: _vote("n1", acme, seq=3),
+    }
+    assert (
+        own_votes_to_recast(
+            [held[LIVES_IN], _vote("n1", lisbon, seq=4), _vote("n1", None, key=SPEAKS, seq=2)],
+            held,
+            keys_held=set(),
+        )
+        == ()
+    )
+    assert own_votes_to_recast(
+        [_vote("n1", None, key=SPEAKS, seq=2)], held, keys_held={SPEAKS}
+    ) == (SPEAKS,)
+    restored = [_vote("n1", lisbon, seq=5), _vote("n1", None, key=WORKS_AT, seq=9)]
+    assert own_votes_to_recast(restored, held, keys_held=set()) == (LIVES_IN, WORKS_AT)
+    proven = {LIVES_IN: replace(held[LIVES_IN], equivocated=True)}
+    assert own_votes_to_recast([_vote("n1", lisbon, seq=7)], proven, keys_held={LIVES_IN}) == ()

@@ -8,6 +8,7 @@ node, an in-process link in simulations and benchmarks).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import logging
 import random
@@ -178,7 +179,10 @@ class FederationEndpoint:
             s, prefix = work.popleft()
             digest = self._digest(caller, s)
             with index_of(self.ledger).lock:
-                count = digest.bucket(prefix)[1]
+                if s == VOTES and unlike is not None:
+                    count = unlike.count(prefix)  # only the votes it would send count
+                else:
+                    count = digest.bucket(prefix)[1]
                 split = (
                     [c for c, _d, _n in digest.children(prefix, 1)]
                     if count > self.max_delta_items and len(prefix) < DEPTH
@@ -192,6 +196,10 @@ class FederationEndpoint:
             if items and items + count > self.max_delta_items:
                 work.appendleft((s, prefix))
                 break
+            if s == VOTES and unlike is not None:
+                # Read with the next buckets' that fit this answer: one store read or a few.
+                later = [p for ws, p in work if ws == VOTES]
+                unlike.read_under(prefix, later, self.max_delta_items - items)
             piece, left_out = self._piece(s, prefix, have, unlike)
             piece_size = piece.ByteSize()
             if piece_size > self.max_delta_bytes and len(prefix) < DEPTH and count > 1:
@@ -220,27 +228,25 @@ class FederationEndpoint:
 
     def _unlike_votes(
         self, caller: str, refs: Sequence[pb.BucketRef], marks: dict[str, str]
-    ) -> dict[str, list[Vote]]:
+    ) -> _UnlikeVotes:
         """The signed votes under the requested VOTES buckets that the caller's marks do not
-        show it holding alike, by leaf bucket: read from the store in one go, not bucket by
-        bucket (a busy pull names a bucket for nearly every key)."""
+        show it holding alike: named from the digest now, read as the answer takes them."""
         prefixes = [r.prefix for r in refs if r.set == VOTES]
-        if not prefixes:
-            return {}
         digest = self._digest(caller, VOTES)
-        with index_of(self.ledger).lock:
-            items = [i for i in digest.ids_under(prefixes) if not _marked_alike(i, marks, digest)]
-        by_leaf: dict[str, list[Vote]] = collections.defaultdict(list)
-        for v in self.ledger.offer_votes([_item(i) for i in items]) if items else []:
-            by_leaf[signed_vote_id(v)[:DEPTH]].append(v)
-        return by_leaf
+        by_leaf: dict[str, list[str]] = collections.defaultdict(list)
+        if prefixes:
+            with index_of(self.ledger).lock:
+                for i in digest.ids_under(prefixes):
+                    if not _marked_alike(i, marks, digest):
+                        by_leaf[i[:DEPTH]].append(i)
+        return _UnlikeVotes(by_leaf, self.ledger.offer_votes)
 
     def _piece(
         self,
         s: pb.DigestSet,
         prefix: str,
         have: set[str],
-        unlike: dict[str, list[Vote]] | None,
+        unlike: _UnlikeVotes | None,
     ) -> tuple[pb.Delta, bool]:
         """The items under one bucket, and whether evidence was left out of it (a leaf
         bucket larger than one answer). Signed votes: `unlike`'s, when the caller marked
@@ -249,8 +255,7 @@ class FederationEndpoint:
             records = self.roster.records_under([prefix]) if self.roster is not None else []
             return pb.Delta(members=[wire.member_record_pb(r) for r in records]), False
         if s == VOTES and unlike is not None:
-            votes = [v for leaf, vs in unlike.items() if leaf.startswith(prefix) for v in vs]
-            return pb.Delta(votes=[wire.vote_pb(v) for v in votes]), False
+            return pb.Delta(votes=[wire.vote_pb(v) for v in unlike.under(prefix)]), False
         tombstones, evidence, votes = self.ledger.offer({_PULLED[s]: [prefix]}, have)
         bounds = self.ledger.offer_bounds([prefix], have) if s == TOMBSTONES else []
         piece = pb.Delta(
@@ -844,6 +849,59 @@ class Syncer:
             result.evidence_sent += len(evidence)
             result.votes_sent += len(votes)
             result.rejected.extend((r.id, r.reason) for r in reply.rejected)
+
+
+class _UnlikeVotes:
+    """A marked pull's signed votes that differ from the caller's marks, by leaf bucket:
+    counted from the digest, read from the store only for the buckets an answer takes (an
+    answer that read all of them would read again, at each of the caller's re-asks, the
+    ones that did not fit, quadratic where the caller holds few votes and the peer many)."""
+
+    def __init__(
+        self,
+        by_leaf: dict[str, list[str]],
+        read: Callable[[list[tuple[str, str]]], list[Vote]],
+    ) -> None:
+        self._ids = by_leaf
+        self._leaves = sorted(by_leaf)
+        self._read = read
+        self._votes: dict[str, list[Vote]] = {}
+
+    def _leaves_under(self, prefix: str) -> list[str]:
+        at = bisect.bisect_left(self._leaves, prefix)
+        out = []
+        while at < len(self._leaves) and self._leaves[at].startswith(prefix):
+            out.append(self._leaves[at])
+            at += 1
+        return out
+
+    def count(self, prefix: str) -> int:
+        return sum(len(self._ids[leaf]) for leaf in self._leaves_under(prefix))
+
+    def read_under(self, prefix: str, later: Sequence[str], budget: int) -> None:
+        """Reads the votes under `prefix` not read yet, with those under the `later` buckets
+        while they fit in `budget` items: one store read for what an answer can carry."""
+        wanted = [leaf for leaf in self._leaves_under(prefix) if leaf not in self._votes]
+        if not wanted:
+            return  # read with an earlier bucket's
+        taken = set(wanted)
+        n = sum(len(self._ids[leaf]) for leaf in wanted)
+        for p in later:
+            more = [x for x in self._leaves_under(p) if x not in self._votes and x not in taken]
+            extra = sum(len(self._ids[leaf]) for leaf in more)
+            if n + extra > budget:
+                break
+            wanted += more
+            taken.update(more)
+            n += extra
+        for leaf in wanted:
+            self._votes[leaf] = []
+        for v in self._read([_item(i) for leaf in wanted for i in self._ids[leaf]]):
+            self._votes[signed_vote_id(v)[:DEPTH]].append(v)
+
+    def under(self, prefix: str) -> list[Vote]:
+        """The votes read under `prefix` (`read_under` first)."""
+        return [v for leaf in self._leaves_under(prefix) for v in self._votes.get(leaf, ())]
 
 
 @dataclass

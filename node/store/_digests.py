@@ -7,7 +7,7 @@ from collections.abc import Collection, Iterator
 
 from sqlalchemy import select
 
-from factnode.core import Evidence, Key, ids
+from factnode.core import Evidence
 from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.store._part import TransactionPart
@@ -24,8 +24,7 @@ from factnode.store._rows import (
     _evidence,
     _vote,
 )
-from factnode.store._sqltext import select_in, select_under
-from factnode.store._votes import vote_query
+from factnode.store._sqltext import select_in, select_pairs, select_under
 from factnode.store.repository import Tombstone
 
 
@@ -86,17 +85,13 @@ class SqlDigests(TransactionPart):
         return [ErasureBound(r[0], r[1], r[2], bytes(r[3]) if r[3] else b"") for r in rows]
 
     def votes_of(self, items: Collection[tuple[str, str]]) -> list[Vote]:
-        # The keys' votes read by key id at driver level (`select_in`, the hot path's read),
-        # then kept by voter: cheaper than SQLAlchemy's row handling of a pair-wise IN.
-        wanted = set(items)
-        key_ids: dict[Key, str] = {}
-        out = []
-        for row in select_in(self._c, *vote_query({k for k, _ in wanted})):
-            v = _vote(row)
-            key_id = key_ids.get(v.key) or key_ids.setdefault(v.key, ids.key_id(v.key))
-            if (key_id, v.voter) in wanted:
-                out.append(v)
-        return out
+        # By primary key, one index search per pair (`select_pairs`): a pull's answer wants
+        # a few voters' votes on each key, and a key holds every member's.
+        pairs = {(voter, key_id) for key_id, voter in items}
+        return [
+            _vote(row)
+            for row in select_pairs(self._c, _SELECT_VOTES, "vote", ("voter", "key_id"), pairs)
+        ]
 
     def votes_under(self, voter: str | None, prefixes: Collection[str]) -> list[Vote]:
         fixed = [] if voter is None else [("vote.voter", voter)]

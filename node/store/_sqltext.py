@@ -390,6 +390,38 @@ def select_in(
 
 
 @functools.lru_cache(maxsize=64)
+def _pairs_sql(dialect: Dialect, head: ClauseElement, table: str, columns: str, n: int) -> str:
+    """`head` (a SELECT from `table` without parameters) joined to `n` positional pairs of
+    `columns` (two names, comma-separated): a search of the table's index on them per pair."""
+    a, b = columns.split(",")
+    mark = _mark(dialect)
+    values = ", ".join([f"({mark}, {mark})"] * n)
+    return (
+        f"WITH wanted({a}, {b}) AS (VALUES {values}) {head.compile(dialect=dialect)} "
+        f"JOIN wanted ON {table}.{a} = wanted.{a} AND {table}.{b} = wanted.{b}"
+    )
+
+
+def select_pairs(
+    conn: Connection,
+    head: ClauseElement,
+    table: str,
+    columns: tuple[str, str],
+    pairs: Collection[tuple[str, str]],
+) -> Iterator[Any]:
+    """The rows of `head` (a SELECT from `table`) whose two `columns` hold one of `pairs`,
+    read in chunks at driver level, each padded to a power of two (as `select_in` pads, so
+    a handful of statement texts serve every size) with empty pairs, which no row holds.
+    Where rows are wanted by a composite key, reading by one of its columns and filtering
+    reads every row that shares it."""
+    for part in chunks(sorted(pairs), 256):
+        n = 1 << (len(part) - 1).bit_length()
+        params = tuple(x for pair in part for x in pair) + ("", "") * (n - len(part))
+        sql = _pairs_sql(conn.dialect, head, table, ",".join(columns), n)
+        yield from _fetch_all(conn, sql, params)
+
+
+@functools.lru_cache(maxsize=64)
 def _page_sql(
     dialect: Dialect, head: ClauseElement, conditions: tuple[str, ...], order: tuple[str, ...]
 ) -> str:

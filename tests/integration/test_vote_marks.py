@@ -169,3 +169,51 @@ def test_the_store_reads_votes_by_item_on_each_backend(repository: SqlRepository
     assert sorted((ids.key_id(v.key), v.voter) for v in got) == sorted(
         (ids.key_id(k), v) for k in keys for v in ("a", "c")
     )
+
+
+async def test_a_marked_answer_reads_from_the_store_only_the_votes_it_can_send(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """m3 marks one vote of the 240 m4 holds and asks for all of them, 20 to an answer: each
+    answer reads only the votes it sends, not every vote m3 lacks (which it would read
+    again at each of m3's re-asks, quadratic in what m3 lacks)."""
+    for i in range(30):
+        fleet.ledgers["m0"].submit(
+            Submission("marks:test", f"p{i}", "lives_in", "Porto", "agent_observed", "agent:m0")
+        )
+    for _ in range(ROUNDS):
+        await fleet.round()
+        if _votes_alike_everywhere(fleet, 30 * len(IDS)):
+            break
+    else:
+        raise AssertionError("votes not alike")
+    endpoint, ledger = fleet.endpoints["m4"], fleet.ledgers["m4"]
+    endpoint.max_delta_items = 20
+    read: list[int] = []
+    offer_votes = ledger.offer_votes
+
+    def counted(items: list[tuple[str, str]]) -> list[Vote]:
+        read.append(len(items))
+        return offer_votes(items)
+
+    monkeypatch.setattr(ledger, "offer_votes", counted)
+    votes = index_of(ledger).signed_votes
+    first = votes.ids_under([""])[0]
+    have = [f"{first}#{votes.get(first):032x}"]
+    buckets = [pb.BucketRef(set=pb.DIGEST_SET_VOTES, prefix="")]
+    sent = answers = 0
+    while buckets:
+        reply = endpoint.pull_delta("m3", pb.DeltaRequest(buckets=buckets, have_ids=have))
+        answers += 1
+        assert len(reply.votes) <= 20
+        sent += len(reply.votes)
+        buckets = list(reply.unanswered)
+        assert answers < 100
+    assert sent == 30 * len(IDS) - 1
+    assert sum(read) == sent
+    assert answers >= sent // 20
+
+
+def _votes_alike_everywhere(fleet: Fleet, count: int) -> bool:
+    roots = {index_of(ledger).signed_votes.bucket("") for ledger in fleet.ledgers.values()}
+    return len(roots) == 1 and next(iter(roots))[1] == count

@@ -279,7 +279,7 @@ def fit_log(points: list[tuple[int, int]]) -> tuple[float, float, float]:
 Series = tuple[str, str, list[tuple[int, int]], tuple[float, float, float]]
 
 
-def svg(series: list[Series]) -> str:
+def svg(series: list[Series], keys: int) -> str:
     """Rounds against N (log axis): each series' measured points and fitted a + b ln N."""
     width, height, left, bottom, top, right = 560, 340, 60, 50, 30, 20
     lo, hi = math.log(5), math.log(200)
@@ -296,7 +296,7 @@ def svg(series: list[Series]) -> str:
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{width / 2}" y="18" text-anchor="middle">Rounds until the fleet agrees '
-        f"(fanout {FANOUT}, one seed each)</text>",
+        f"(fanout {FANOUT}, one seed each, {keys} keys)</text>",
         f'<line x1="{left}" y1="{y(0)}" x2="{width - right}" y2="{y(0)}" stroke="black"/>',
         f'<line x1="{left}" y1="{y(0)}" x2="{left}" y2="{top}" stroke="black"/>',
         f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">members N (log scale)</text>',
@@ -430,7 +430,7 @@ def conclude(results: list[dict[str, Any]], keys: int, svg_wanted: bool) -> None
         series: list[Series] = [("records and evidence", "#888888", points, fit)]
         if tally_fit is not None:
             series.append(("every vote held, tallies alike", "#1f5fa8", agreed, tally_fit))
-        SVG.write_text(svg(series))
+        SVG.write_text(svg(series, keys))
         say(f"wrote {SVG}")
     print(
         json.dumps(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
+from typing import Any
 
 from sqlalchemy import select
 
@@ -11,23 +12,41 @@ from factnode.core.serving import Pin
 from factnode.store._part import TransactionPart
 from factnode.store._rows import P
 from factnode.store._sqltext import insert_rows, select_in
+from factnode.store.cache import Pins
 
 _SELECT_PINS = select(P.c.key_id, P.c.version_id, P.c.pinned_at)
 _PIN_COLUMNS = ("key_id", "version_id", "operator", "reason", "pinned_at")
+
+
+def pin_query(key_ids: Collection[str]) -> tuple[Any, str, Collection[str]]:
+    """What pins are read from (`select_in` arguments)."""
+    return _SELECT_PINS, "pin.key_id", key_ids
 
 
 class SqlPins(TransactionPart):
     """The pin part of a transaction."""
 
     def pins(self, keys: Collection[Key]) -> dict[Key, Pin]:
-        """The pin of each key that has one: its version and when it was recorded."""
+        """The pin of each key that has one: its version and when it was recorded. A write
+        transaction reads them through its key cache (a review key's every batch asks)."""
+        if self._cache is None:
+            held = self._load_pins(keys)
+        else:
+            held = self._cache.pins.read(keys, self._load_pins)
+        return {k: pins[0] for k, pins in held.items() if pins}
+
+    def _load_pins(
+        self, keys: Collection[Key], rows: Iterable[Any] | None = None
+    ) -> dict[Key, Pins]:
+        """Each key's pin, as a tuple of at most one; `rows` is the answer of `pin_query`
+        when the caller already read it."""
         by_id = {ids.key_id(k): k for k in keys}
-        return {
-            by_id[key_id]: Pin(version_id, pinned_at)
-            for key_id, version_id, pinned_at in select_in(
-                self._c, _SELECT_PINS, "pin.key_id", by_id
-            )
-        }
+        out: dict[Key, Pins] = dict.fromkeys(keys, ())
+        if rows is None:
+            rows = select_in(self._c, *pin_query(by_id))
+        for key_id, version_id, pinned_at in rows:
+            out[by_id[key_id]] = (Pin(version_id, pinned_at),)
+        return out
 
     def put_pin(self, key: Key, version_id: str, operator: str, reason: str, at: Instant) -> None:
         """Pins `version_id` for `key`, replacing an earlier pin."""
@@ -38,3 +57,5 @@ class SqlPins(TransactionPart):
             [(ids.key_id(key), version_id, operator, reason, at)],
             ("key_id",),
         )
+        if self._cache is not None:
+            self._cache.pins.set(key, (Pin(version_id, at),))

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from factnode.core import Arbitrated, Evidence, Key, KeyState
 from factnode.core.consensus import Vote
+from factnode.core.serving import Pin
 from factnode.store.repository import StoredBelief
 
 V = TypeVar("V")
@@ -126,13 +127,50 @@ class _TxFacet(Generic[V]):
             self.committed.apply(self.staged)
 
 
+class _TxMeta:
+    """The node's named values as one transaction sees them: committed under staged. A few
+    names, written only by write transactions, one at a time: a batch that signs votes
+    reads its last vote number from here, not from the database (on PostgreSQL a round
+    trip in the middle of every such batch)."""
+
+    __slots__ = ("cleared", "committed", "staged")
+
+    def __init__(self, committed: dict[str, str | None]) -> None:
+        self.committed = committed
+        self.staged: dict[str, str | None] = {}
+        self.cleared = False
+
+    def read(self, name: str, load: Callable[[str], str | None]) -> str | None:
+        """The value of `name`, loaded (and kept, as staged) if not known."""
+        if name in self.staged:
+            return self.staged[name]
+        if not self.cleared and name in self.committed:
+            return self.committed[name]
+        value = self.staged[name] = load(name)
+        return value
+
+    def set(self, name: str, value: str) -> None:
+        self.staged[name] = value
+
+    def clear(self) -> None:
+        self.staged.clear()
+        self.cleared = True
+
+    def commit(self) -> None:
+        if self.cleared:
+            self.committed.clear()
+        self.committed.update(self.staged)
+
+
 Beliefs = tuple[StoredBelief, ...]
 Votes = tuple[Vote, ...]
+# A key's pin as a tuple of at most one: empty where the key has none (None means unknown).
+Pins = tuple[Pin, ...]
 
 
 class KeyCache:
-    """The committed entries of each hot key's four facets (state, served rows, votes, last
-    arbitration); see the module docstring."""
+    """The committed entries of each hot key's five facets (state, served rows, votes, last
+    arbitration, pin); see the module docstring."""
 
     def __init__(self, capacity: int = DEFAULT_CACHE_KEYS) -> None:
         if capacity < 0:
@@ -142,12 +180,16 @@ class KeyCache:
         self.beliefs: _Facet[Beliefs] = _Facet(capacity)
         self.votes: _Facet[Votes] = _Facet(capacity)
         self.arbitrated: _Facet[Arbitrated] = _Facet(capacity)
+        self.pins: _Facet[Pins] = _Facet(capacity)
+        # The node's named values (`node_meta`) as last read or written, None where absent.
+        self.meta: dict[str, str | None] = {}
         # The database generation these entries belong to (None: not yet known).
         self.generation: str | None = None
 
     def clear(self) -> None:
-        for facet in (self.states, self.beliefs, self.votes, self.arbitrated):
+        for facet in (self.states, self.beliefs, self.votes, self.arbitrated, self.pins):
             facet.entries.clear()
+        self.meta.clear()
 
     def begin(self) -> TxCache:
         return TxCache(self)
@@ -162,16 +204,23 @@ class TxCache:
         self.beliefs = _TxFacet(cache.beliefs)
         self.votes = _TxFacet(cache.votes)
         self.arbitrated = _TxFacet(cache.arbitrated)
+        self.pins = _TxFacet(cache.pins)
+        self.meta = _TxMeta(cache.meta)
+
+    def _facets(self) -> tuple[_TxFacet[Any], ...]:
+        return (self.states, self.beliefs, self.votes, self.arbitrated, self.pins)
 
     def commit(self) -> None:
         """Called once the database commit has succeeded."""
-        for facet in (self.states, self.beliefs, self.votes, self.arbitrated):
+        for facet in self._facets():
             facet.commit()
+        self.meta.commit()
 
     def clear(self) -> None:
         """A write the cache cannot follow: forget everything, now and at commit."""
-        for facet in (self.states, self.beliefs, self.votes, self.arbitrated):
+        for facet in self._facets():
             facet.clear()
+        self.meta.clear()
 
     # -- following the transaction's writes ----------------------------------
 

@@ -33,9 +33,9 @@ from factnode.store._engine import (
 from factnode.store._evidence import SqlEvidence, state_queries
 from factnode.store._export import SqlExport
 from factnode.store._members import SqlMembers
-from factnode.store._meta import META_QUERY, SqlMeta
+from factnode.store._meta import GENERATION_META, META_QUERY, SqlMeta
 from factnode.store._notify import notify_commit
-from factnode.store._pins import SqlPins
+from factnode.store._pins import SqlPins, pin_query
 from factnode.store._rows import _SELECT_EVIDENCE_ID
 from factnode.store._rows import _evidence_row as _evidence_row  # the bench builds rows with it
 from factnode.store._signatures import SqlSignatures
@@ -53,9 +53,6 @@ from factnode.store.migrations import upgrade
 from factnode.store.repository import CommitWatcher, RefusedData, StorageFull, Touched, TouchLog
 
 __all__ = ["SqlRepository", "SqlTransaction", "make_engine"]
-
-# The node_meta row whose value changes with every write transaction.
-_GENERATION = "write_generation"
 
 
 class SqlTransaction(
@@ -79,13 +76,13 @@ class SqlTransaction(
         evidence_ids: Collection[str] = (),
         also: Sequence[tuple[str, tuple[Any, ...]]] = (),
     ) -> None:
-        """Reads ahead what a write is about to read: the states, served rows and votes of
-        `keys` that the key cache lacks (kept in the cache as their own reads would keep
+        """Reads ahead what a write is about to read: the states, served rows, votes and pins
+        of `keys` that the key cache lacks (kept in the cache as their own reads would keep
         them), whether `evidence_ids` are stored, whether anything was ever erased, and
         the driver-level reads `also` (`driver_form`). What is already read ahead, and keys
         the cache holds, are not read again: then it may send nothing.
 
-        On PostgreSQL these go out as one text, one round trip instead of six. Every wait
+        On PostgreSQL these go out as one text, one round trip instead of seven. Every wait
         for an answer gives up the GIL, and under load getting it back from the event loop
         took most of a write batch's time (bench/README.md). Elsewhere, and in a
         transaction without the cache, it does nothing."""
@@ -95,12 +92,14 @@ class SqlTransaction(
         states = cache.states.missing(keys)
         beliefs = cache.beliefs.missing(keys)
         votes = cache.votes.missing(keys)
-        own, against, served, voted = select_in_together(
+        pins = cache.pins.missing(keys)
+        own, against, served, voted, pinned = select_in_together(
             self._c,
             [
                 *state_queries({ids.key_id(k) for k in states}),
                 belief_query({ids.key_id(k) for k in beliefs}),
                 vote_query({ids.key_id(k) for k in votes}),
+                pin_query({ids.key_id(k) for k in pins}),
             ],
             ahead=[
                 *in_statements(self._c, _SELECT_EVIDENCE_ID, "evidence.evidence_id", evidence_ids),
@@ -111,6 +110,7 @@ class SqlTransaction(
         cache.states.keep(self._load_states(states, (own, against)))
         cache.beliefs.keep({k: tuple(bs) for k, bs in self._load_beliefs(beliefs, served).items()})
         cache.votes.keep({k: by_voter(vs) for k, vs in self._load_votes(votes, voted).items()})
+        cache.pins.keep(self._load_pins(pins, pinned))
 
     def touch_log(self, after: int | None) -> TouchLog | None:
         """The log of what every replica's writes changed past `after` (`store._checked`);
@@ -254,8 +254,10 @@ class SqlRepository:
                 if keys:
                     # With the lock and the generation: on PostgreSQL one round trip. What
                     # it reads stays valid if the generation moved; the rest is dropped.
-                    tx.preload(keys, evidence_ids, [driver_form(conn, META_QUERY, (_GENERATION,))])
-                seen = tx.meta(_GENERATION)
+                    tx.preload(
+                        keys, evidence_ids, [driver_form(conn, META_QUERY, (GENERATION_META,))]
+                    )
+                seen = tx.meta(GENERATION_META)
                 elsewhere = seen != cache.generation
                 if elsewhere:
                     cache.clear()  # written by someone else since our last write
@@ -269,7 +271,7 @@ class SqlRepository:
                         notify_commit(conn)
                 touched.every = touched.every or elsewhere
                 generation = uuid.uuid4().hex
-                tx.set_meta(_GENERATION, generation)
+                tx.set_meta(GENERATION_META, generation)
                 # Before the commit too: a read filling from the old rows meanwhile is refused.
                 for watcher in self._watchers:
                     watcher.forget(touched)

@@ -40,6 +40,7 @@ from factnode.core import (
 )
 from factnode.core.consensus import Vote
 from factnode.ledger import Ledger, NotFound, NotUnderReview
+from factnode.ledger._serving import VOTE_SEQ_META
 from factnode.store import SqlRepository, Tombstone
 from factnode.store.cache import KeyCache
 from factnode.store.repository import StoredBelief
@@ -265,6 +266,8 @@ def assert_cache_agrees(repo: SqlRepository, keys: Sequence[Key] = KEYS) -> None
         held_beliefs = dict(cache.beliefs.entries)
         held_votes = dict(cache.votes.entries)
         held_memos = dict(cache.arbitrated.entries)
+        held_pins = dict(cache.pins.entries)
+        held_meta = dict(cache.meta)
         if held_states:
             assert norm_states(held_states) == norm_states(tx._load_states(list(held_states)))
         if held_beliefs:
@@ -272,6 +275,10 @@ def assert_cache_agrees(repo: SqlRepository, keys: Sequence[Key] = KEYS) -> None
             assert {k: list(bs) for k, bs in held_beliefs.items()} == loaded_beliefs
         if held_votes:
             assert norm_votes(held_votes) == norm_votes(tx._load_votes(list(held_votes)))
+        if held_pins:
+            assert held_pins == tx._load_pins(list(held_pins))
+        for name, value in held_meta.items():
+            assert tx._read_meta(name) == value, name
         if held_memos:
             truth = tx._load_states(list(held_memos))
             for key, memo in held_memos.items():
@@ -283,6 +290,14 @@ def assert_cache_agrees(repo: SqlRepository, keys: Sequence[Key] = KEYS) -> None
         assert norm_votes(tx.votes(keys)) == norm_votes(tx._load_votes(keys))
         for key, memo in tx.remembered(keys).items():
             assert memo_is_true(memo, loaded[key]), key
+        assert_pins_and_meta_true(tx, keys)
+
+
+def assert_pins_and_meta_true(tx: SqlTransaction, keys: Sequence[Key]) -> None:
+    """The transaction's pins and named values, read through the cache, are the database's."""
+    assert tx.pins(keys) == {k: p[0] for k, p in tx._load_pins(keys).items() if p}
+    for name in (VOTE_SEQ_META, "node_id", "never_set"):
+        assert tx.meta(name) == tx._read_meta(name), name
 
 
 # -- two ledgers driven alike -----------------------------------------------------------------
@@ -468,7 +483,12 @@ def abort_after_staging(repo: SqlRepository, e: Evidence, now: int) -> None:
             now,
         )
         tx.put_votes([Vote("ghost", key, e.version_id, e.evidence_id, 90, 500, now, now)])
+        tx.pins([key])
+        tx.put_pin(key, e.version_id, "op", "doomed", now)
+        tx.set_meta(VOTE_SEQ_META, "999")
         # The transaction sees its own staged changes.
+        assert tx.pins([key])[key].version_id == e.version_id
+        assert tx.meta(VOTE_SEQ_META) == "999"
         staged = tx.key_states([key])[key]
         assert e in staged.evidence
         assert [v.voter for v in tx.votes([key])[key]].count("ghost") == 1
@@ -740,6 +760,12 @@ def test_each_store_write_keeps_the_cache_true(tmp_path: Path) -> None:
             lambda tx: tx.delete_votes_on_evidence([porto.evidence_id]),
             lambda tx: tx.put_votes([peer_vote]),
             lambda tx: tx.delete_votes_on_keys([LIVES_IN]),
+            lambda tx: tx.put_pin(LIVES_IN, lisbon.version_id, "op", "checked", now),
+            lambda tx: tx.put_pin(LIVES_IN, porto.version_id, "op", "re-checked", now + 1),
+            lambda tx: tx.set_meta(VOTE_SEQ_META, "41"),
+            lambda tx: tx.set_meta(VOTE_SEQ_META, "42"),
+            # Erasure drops the key's pin in SQL the cache does not follow: it starts over.
+            lambda tx: tx.erase([porto.evidence_id], {LIVES_IN}, {LIVES_IN}),
         ]
         for write in writes:
             with repo.write() as tx:
@@ -748,8 +774,11 @@ def test_each_store_write_keeps_the_cache_true(tmp_path: Path) -> None:
                 states = tx.key_states(KEYS)
                 tx.beliefs(KEYS)
                 tx.votes(KEYS)
+                tx.pins(KEYS)
+                tx.meta(VOTE_SEQ_META)
                 tx.remember({k: arbitrated_of(st) for k, st in states.items()})
                 write(tx)
+                assert_pins_and_meta_true(tx, KEYS)
                 # The transaction's own view already agrees with the database.
                 assert norm_states(tx.key_states(KEYS)) == norm_states(tx._load_states(KEYS))
                 assert tx.beliefs(KEYS) == tx._load_beliefs(KEYS)
@@ -771,12 +800,19 @@ def test_a_failed_write_leaves_the_cache_and_the_database_as_they_were(tmp_path:
     try:
         ledger = Ledger(repo, POLICY, NODE, clock)
         first = ledger.submit(Submission(NS, "ana", "lives_in", "Porto", "user_stated", "ana"))
+        with repo.write() as tx:
+            tx.pins([LIVES_IN])  # no pin, known as such
         assert LIVES_IN in repo._cache.states.entries  # the key is hot
+        assert repo._cache.pins.entries[LIVES_IN] == ()
+        seq = repo._cache.meta[VOTE_SEQ_META]
+        assert seq is not None  # the node's own vote was numbered
         before_entries = (
             repo._cache.states.entries[LIVES_IN],
             repo._cache.beliefs.entries.get(LIVES_IN),
             repo._cache.votes.entries.get(LIVES_IN),
             repo._cache.arbitrated.entries.get(LIVES_IN),
+            repo._cache.pins.entries.get(LIVES_IN),
+            repo._cache.meta.get(VOTE_SEQ_META),
         )
         generation = repo._cache.generation
         newer = ledger.evidence_of(
@@ -793,6 +829,8 @@ def test_a_failed_write_leaves_the_cache_and_the_database_as_they_were(tmp_path:
             cache.beliefs.entries.get(LIVES_IN),
             cache.votes.entries.get(LIVES_IN),
             cache.arbitrated.entries.get(LIVES_IN),
+            cache.pins.entries.get(LIVES_IN),
+            cache.meta.get(VOTE_SEQ_META),
         ) == before_entries
         with repo.write() as tx:
             # Still answered from the cache, and as the database answers.
@@ -805,6 +843,8 @@ def test_a_failed_write_leaves_the_cache_and_the_database_as_they_were(tmp_path:
             assert [v.voter for v in tx.votes([LIVES_IN])[LIVES_IN]] == [NODE]
             assert tx.beliefs([LIVES_IN]) == tx._load_beliefs([LIVES_IN])
             assert all(memo_is_true(m, state) for m in tx.remembered([LIVES_IN]).values())
+            assert tx.pins([LIVES_IN]) == {}
+            assert tx.meta(VOTE_SEQ_META) == seq == tx._read_meta(VOTE_SEQ_META)
         # And the ledger carries on as if the failed write never happened.
         again = ledger.submit(Submission(NS, "ana", "lives_in", "Lisbon", "user_stated", "ana"))
         # The same statement as the failed write's: stored now, not a duplicate, and tied with
@@ -871,6 +911,18 @@ def test_a_write_by_another_repository_clears_the_cache_at_the_next_write(tmp_pa
         }
         assert final.belief is not None and final.belief.object == "Faro"
         assert final.belief == ledger.belief(LIVES_IN)
+
+        # A pin and a named value, hot here, written there: read anew at my next write.
+        with mine.write() as tx:
+            assert tx.pins([LIVES_IN]) == {}
+            mine_seq = tx.meta(VOTE_SEQ_META)
+        assert mine._cache.pins.entries[LIVES_IN] == ()
+        with theirs.write() as tx:
+            tx.put_pin(LIVES_IN, final.version_id, "op", "theirs", clock.now())
+            tx.set_meta(VOTE_SEQ_META, str(int(mine_seq or 0) + 100))
+        with mine.write() as tx:
+            assert tx.pins([LIVES_IN])[LIVES_IN].version_id == final.version_id
+            assert tx.meta(VOTE_SEQ_META) == str(int(mine_seq or 0) + 100)
         assert_cache_agrees(mine)
         assert_cache_agrees(theirs)
     finally:

@@ -9,7 +9,9 @@ whose size is known when the item is refused."""
 
 from __future__ import annotations
 
-from typing import cast
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, cast
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import FieldViolation, InvalidInput, Key, Rule, ids
@@ -90,6 +92,29 @@ class ReplyBudget:
         if self.used + size > self.limit:
             raise ReplyTooLarge(index, self.limit)
         self.used += size
+
+
+# What of a refused stream's remainder is still read, at most (`drain_refused`).
+DRAIN_ITEMS = 100_000
+DRAIN_SECONDS = 5.0
+
+
+async def drain_refused(requests: AsyncIterator[Any]) -> None:
+    """Reads and drops what a refused stream's client still sends: up to DRAIN_ITEMS more
+    items, for up to DRAIN_SECONDS. Refused while the client is still writing, a grpc.aio
+    client whose next write fails after the refusal arrived reports INTERNAL ("Internal
+    error from Core") instead of the refusal (grpc/grpc#36066); once its writes are read it
+    gets the refusal as sent. Bounded, so a client that goes on sending cannot keep the call
+    open: past either bound the refusal goes out anyway."""
+    read = 0
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in requests:
+                read += 1
+                if read >= DRAIN_ITEMS:
+                    return
+    except TimeoutError:
+        return
 
 
 def items_that_fit(max_reply_bytes: int, key: Key) -> int:

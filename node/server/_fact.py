@@ -17,7 +17,7 @@ from factnode.server._auth import (
     require_write,
     require_write_submission,
 )
-from factnode.server._bulk import ReplyBudget
+from factnode.server._bulk import ReplyBudget, ReplyTooLarge, drain_refused
 from factnode.server._context import (
     STREAM_BATCH,
     NodeContext,
@@ -100,6 +100,10 @@ class FactServicer(pb_grpc.FactServiceServicer):
                 )
                 self.ctx.changes.notify()
         except Exception as exc:
+            if isinstance(exc, ReplyTooLarge):
+                # Refused while the client may still be sending: what it sends is read first
+                # (within bounds), so that it gets this refusal, not INTERNAL.
+                await drain_refused(request_iterator)
             # What was not committed is dropped. Every item before it was decided or refused,
             # and the status says how many of each; nothing from it on was written.
             written = pending[0][0] if pending else index

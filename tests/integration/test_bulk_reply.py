@@ -16,6 +16,7 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.config import Settings
 from factnode.core import Key
+from factnode.server import _bulk
 from factnode.server._bulk import MAX_SUBMISSION_DETAIL_CHARS, items_that_fit
 from factnode.server.app import Node
 
@@ -126,3 +127,50 @@ async def test_a_short_stream_is_reported_whole(tmp_path: Path, n: int) -> None:
     reply, _, decisions = await stream(tmp_path, numbered(n))
     assert isinstance(reply, pb.SubmitFactsResponse), reply
     assert len(reply.results) == n == decisions
+
+
+async def test_a_refused_stream_that_stops_sending_gets_its_refusal_after_the_drain_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node reads what a refused stream still sends (so a grpc.aio client gets the
+    refusal, not INTERNAL), but not forever: a client that neither sends nor half-closes
+    gets the refusal once DRAIN_SECONDS have passed, and nothing is written."""
+    monkeypatch.setattr(_bulk, "DRAIN_SECONDS", 0.5)
+    held_open = asyncio.Event()
+
+    async def items() -> AsyncIterator[pb.SubmitFactRequest]:
+        for i in range(LIMIT + 1):
+            yield item(i)
+        await held_open.wait()  # never set: the stream stays open until the node ends it
+
+    started = asyncio.get_running_loop().time()
+    err, evidence, decisions = await stream(tmp_path, items)
+    took = asyncio.get_running_loop().time() - started
+    assert isinstance(err, grpc.aio.AioRpcError), "the stream was accepted"
+    assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "max_message_bytes" in (err.details() or "")
+    assert (evidence, decisions) == (0, 0)
+    assert took < WAIT / 2, took  # the drain's bound ended it, not the call's deadline
+
+
+async def test_a_refused_stream_that_goes_on_sending_is_ended_after_the_drain_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past DRAIN_ITEMS more items the node stops reading and ends the call: a client that
+    keeps sending cannot hold it open, and nothing is written."""
+    monkeypatch.setattr(_bulk, "DRAIN_ITEMS", 10)
+    sent = 0
+
+    async def items() -> AsyncIterator[pb.SubmitFactRequest]:
+        nonlocal sent
+        for i in range(LIMIT * 100):
+            sent += 1
+            yield item(i)
+
+    err, evidence, decisions = await stream(tmp_path, items)
+    assert isinstance(err, grpc.aio.AioRpcError), "the stream was accepted"
+    # The refusal, or INTERNAL where grpc.aio's failed write overwrote it (grpc/grpc#36066):
+    # that is what the bound trades for ending the call.
+    assert err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INTERNAL)
+    assert sent < LIMIT * 100  # the client was stopped, not let to send everything
+    assert (evidence, decisions) == (0, 0)

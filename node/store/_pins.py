@@ -6,6 +6,7 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.sql.expression import ClauseElement
 
 from factnode.core import Instant, Key, ids
 from factnode.core.serving import Pin
@@ -18,7 +19,7 @@ _SELECT_PINS = select(P.c.key_id, P.c.version_id, P.c.pinned_at)
 _PIN_COLUMNS = ("key_id", "version_id", "operator", "reason", "pinned_at")
 
 
-def pin_query(key_ids: Collection[str]) -> tuple[Any, str, Collection[str]]:
+def pin_query(key_ids: Collection[str]) -> tuple[ClauseElement, str, Collection[str]]:
     """What pins are read from (`select_in` arguments)."""
     return _SELECT_PINS, "pin.key_id", key_ids
 

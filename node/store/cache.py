@@ -14,7 +14,7 @@ Values are immutable (tuples) so that what a caller holds can never change under
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from factnode.core import Arbitrated, Evidence, Key, KeyState
@@ -22,6 +22,7 @@ from factnode.core.consensus import Vote
 from factnode.core.serving import Pin
 from factnode.store.repository import StoredBelief
 
+K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 # Staged in place of an entry the transaction has made stale.
@@ -32,16 +33,16 @@ _DROPPED: Any = object()
 DEFAULT_CACHE_KEYS = 20_000
 
 
-class _Facet(Generic[V]):
-    """One kind of per-key entry, bounded to `capacity` keys, least recently written out first."""
+class _Facet(Generic[K, V]):
+    """One kind of entry by key, bounded to `capacity` keys, least recently written out first."""
 
     __slots__ = ("capacity", "entries")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.entries: dict[Key, V] = {}
+        self.entries: dict[K, V] = {}
 
-    def apply(self, staged: dict[Key, V]) -> None:
+    def apply(self, staged: dict[K, V]) -> None:
         entries = self.entries
         # Re-inserted, so the most recently used go last (dict operations in C, not a loop).
         for key in staged.keys() & entries.keys():
@@ -56,28 +57,26 @@ class _Facet(Generic[V]):
                 del entries[key]
 
 
-class _TxFacet(Generic[V]):
+class _TxFacet(Generic[K, V]):
     """A facet as one transaction sees it: committed entries under its staged ones."""
 
     __slots__ = ("cleared", "committed", "staged")
 
-    def __init__(self, committed: _Facet[V]) -> None:
+    def __init__(self, committed: _Facet[K, V]) -> None:
         self.committed = committed
-        self.staged: dict[Key, V] = {}
+        self.staged: dict[K, V] = {}
         self.cleared = False
 
-    def get(self, key: Key) -> V | None:
+    def get(self, key: K) -> V | None:
         found = self.staged.get(key)
         if found is None and not self.cleared:
             found = self.committed.entries.get(key)
         return None if found is _DROPPED else found
 
-    def read(
-        self, keys: Collection[Key], load: Callable[[list[Key]], dict[Key, V]]
-    ) -> dict[Key, V]:
+    def read(self, keys: Collection[K], load: Callable[[list[K]], dict[K, V]]) -> dict[K, V]:
         """Each key's entry, loading the missing ones (and keeping them, as staged)."""
-        out: dict[Key, V] = {}
-        missing: list[Key] = []
+        out: dict[K, V] = {}
+        missing: list[K] = []
         staged = self.staged
         committed = {} if self.cleared else self.committed.entries
         for key in keys:
@@ -96,24 +95,24 @@ class _TxFacet(Generic[V]):
             out = {key: out[key] for key in keys}
         return out
 
-    def missing(self, keys: Collection[Key]) -> list[Key]:
+    def missing(self, keys: Collection[K]) -> list[K]:
         """The keys `read` would load."""
         return [key for key in keys if self.get(key) is None]
 
-    def keep(self, loaded: Mapping[Key, V]) -> None:
+    def keep(self, loaded: Mapping[K, V]) -> None:
         """Entries loaded from the database by the caller, kept as `read` keeps its own."""
         self.staged.update(loaded)
 
-    def change(self, key: Key, update: Callable[[V], V]) -> None:
+    def change(self, key: K, update: Callable[[V], V]) -> None:
         """Changes a key's entry where it is known; unknown keys are loaded when next read."""
         found = self.get(key)
         if found is not None:
             self.staged[key] = update(found)
 
-    def set(self, key: Key, value: V) -> None:
+    def set(self, key: K, value: V) -> None:
         self.staged[key] = value
 
-    def drop(self, key: Key) -> None:
+    def drop(self, key: K) -> None:
         self.staged[key] = _DROPPED
 
     def clear(self) -> None:
@@ -127,69 +126,36 @@ class _TxFacet(Generic[V]):
             self.committed.apply(self.staged)
 
 
-class _TxMeta:
-    """The node's named values as one transaction sees them: committed under staged. A few
-    names, written only by write transactions, one at a time: a batch that signs votes
-    reads its last vote number from here, not from the database (on PostgreSQL a round
-    trip in the middle of every such batch)."""
-
-    __slots__ = ("cleared", "committed", "staged")
-
-    def __init__(self, committed: dict[str, str | None]) -> None:
-        self.committed = committed
-        self.staged: dict[str, str | None] = {}
-        self.cleared = False
-
-    def read(self, name: str, load: Callable[[str], str | None]) -> str | None:
-        """The value of `name`, loaded (and kept, as staged) if not known."""
-        if name in self.staged:
-            return self.staged[name]
-        if not self.cleared and name in self.committed:
-            return self.committed[name]
-        value = self.staged[name] = load(name)
-        return value
-
-    def set(self, name: str, value: str) -> None:
-        self.staged[name] = value
-
-    def clear(self) -> None:
-        self.staged.clear()
-        self.cleared = True
-
-    def commit(self) -> None:
-        if self.cleared:
-            self.committed.clear()
-        self.committed.update(self.staged)
-
-
 Beliefs = tuple[StoredBelief, ...]
 Votes = tuple[Vote, ...]
 # A key's pin as a tuple of at most one: empty where the key has none (None means unknown).
 Pins = tuple[Pin, ...]
+# A named value of the node (`node_meta`) the same way: empty where it was never set.
+Named = tuple[str, ...]
 
 
 class KeyCache:
     """The committed entries of each hot key's five facets (state, served rows, votes, last
-    arbitration, pin); see the module docstring."""
+    arbitration, pin) and of the node's named values; see the module docstring."""
 
     def __init__(self, capacity: int = DEFAULT_CACHE_KEYS) -> None:
         if capacity < 0:
             raise ValueError("cache capacity must not be negative")
         self.capacity = capacity
-        self.states: _Facet[KeyState] = _Facet(capacity)
-        self.beliefs: _Facet[Beliefs] = _Facet(capacity)
-        self.votes: _Facet[Votes] = _Facet(capacity)
-        self.arbitrated: _Facet[Arbitrated] = _Facet(capacity)
-        self.pins: _Facet[Pins] = _Facet(capacity)
-        # The node's named values (`node_meta`) as last read or written, None where absent.
-        self.meta: dict[str, str | None] = {}
+        self.states: _Facet[Key, KeyState] = _Facet(capacity)
+        self.beliefs: _Facet[Key, Beliefs] = _Facet(capacity)
+        self.votes: _Facet[Key, Votes] = _Facet(capacity)
+        self.arbitrated: _Facet[Key, Arbitrated] = _Facet(capacity)
+        self.pins: _Facet[Key, Pins] = _Facet(capacity)
+        # The node's named values by name: a batch that signs votes reads its last vote
+        # number here, not from the database (on PostgreSQL a round trip mid-batch).
+        self.meta: _Facet[str, Named] = _Facet(capacity)
         # The database generation these entries belong to (None: not yet known).
         self.generation: str | None = None
 
     def clear(self) -> None:
-        for facet in (self.states, self.beliefs, self.votes, self.arbitrated, self.pins):
+        for facet in (self.states, self.beliefs, self.votes, self.arbitrated, self.pins, self.meta):
             facet.entries.clear()
-        self.meta.clear()
 
     def begin(self) -> TxCache:
         return TxCache(self)
@@ -205,22 +171,20 @@ class TxCache:
         self.votes = _TxFacet(cache.votes)
         self.arbitrated = _TxFacet(cache.arbitrated)
         self.pins = _TxFacet(cache.pins)
-        self.meta = _TxMeta(cache.meta)
+        self.meta = _TxFacet(cache.meta)
 
-    def _facets(self) -> tuple[_TxFacet[Any], ...]:
-        return (self.states, self.beliefs, self.votes, self.arbitrated, self.pins)
+    def _facets(self) -> tuple[_TxFacet[Any, Any], ...]:
+        return (self.states, self.beliefs, self.votes, self.arbitrated, self.pins, self.meta)
 
     def commit(self) -> None:
         """Called once the database commit has succeeded."""
         for facet in self._facets():
             facet.commit()
-        self.meta.commit()
 
     def clear(self) -> None:
         """A write the cache cannot follow: forget everything, now and at commit."""
         for facet in self._facets():
             facet.clear()
-        self.meta.clear()
 
     # -- following the transaction's writes ----------------------------------
 

@@ -267,7 +267,7 @@ def assert_cache_agrees(repo: SqlRepository, keys: Sequence[Key] = KEYS) -> None
         held_votes = dict(cache.votes.entries)
         held_memos = dict(cache.arbitrated.entries)
         held_pins = dict(cache.pins.entries)
-        held_meta = dict(cache.meta)
+        held_meta = dict(cache.meta.entries)
         if held_states:
             assert norm_states(held_states) == norm_states(tx._load_states(list(held_states)))
         if held_beliefs:
@@ -278,7 +278,7 @@ def assert_cache_agrees(repo: SqlRepository, keys: Sequence[Key] = KEYS) -> None
         if held_pins:
             assert held_pins == tx._load_pins(list(held_pins))
         for name, value in held_meta.items():
-            assert tx._read_meta(name) == value, name
+            assert tx._read_meta(name) == (value[0] if value else None), name
         if held_memos:
             truth = tx._load_states(list(held_memos))
             for key, memo in held_memos.items():
@@ -804,15 +804,16 @@ def test_a_failed_write_leaves_the_cache_and_the_database_as_they_were(tmp_path:
             tx.pins([LIVES_IN])  # no pin, known as such
         assert LIVES_IN in repo._cache.states.entries  # the key is hot
         assert repo._cache.pins.entries[LIVES_IN] == ()
-        seq = repo._cache.meta[VOTE_SEQ_META]
-        assert seq is not None  # the node's own vote was numbered
+        numbered = repo._cache.meta.entries[VOTE_SEQ_META]
+        assert numbered  # the node's own vote was numbered
+        seq = numbered[0]
         before_entries = (
             repo._cache.states.entries[LIVES_IN],
             repo._cache.beliefs.entries.get(LIVES_IN),
             repo._cache.votes.entries.get(LIVES_IN),
             repo._cache.arbitrated.entries.get(LIVES_IN),
             repo._cache.pins.entries.get(LIVES_IN),
-            repo._cache.meta.get(VOTE_SEQ_META),
+            repo._cache.meta.entries.get(VOTE_SEQ_META),
         )
         generation = repo._cache.generation
         newer = ledger.evidence_of(
@@ -830,7 +831,7 @@ def test_a_failed_write_leaves_the_cache_and_the_database_as_they_were(tmp_path:
             cache.votes.entries.get(LIVES_IN),
             cache.arbitrated.entries.get(LIVES_IN),
             cache.pins.entries.get(LIVES_IN),
-            cache.meta.get(VOTE_SEQ_META),
+            cache.meta.entries.get(VOTE_SEQ_META),
         ) == before_entries
         with repo.write() as tx:
             # Still answered from the cache, and as the database answers.

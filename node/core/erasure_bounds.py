@@ -20,7 +20,7 @@ Pure: times come in as arguments.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from factnode.core._model import Instant
@@ -78,6 +78,23 @@ def lowest_bounds(bounds: Mapping[str, Instant], more: Mapping[str, Instant]) ->
     for node, at in more.items():
         out[node] = at if node not in out else min(out[node], at)
     return out
+
+
+def lowered_bounds(
+    held: Mapping[str, Mapping[str, Instant]], bounds: Sequence[ErasureBound]
+) -> list[ErasureBound]:
+    """Of `bounds`, those that change what is held (`held`: each erasure's bounds by node),
+    one per erasure and node: the lowest, where it is new or lower than the one held."""
+    changed: dict[tuple[str, str], ErasureBound] = {}
+    for b in bounds:
+        before = changed.get((b.erasure_id, b.node))
+        mine = held.get(b.erasure_id, {})
+        if lowest_bounds(mine, {b.node: b.bound_at}) == mine or (
+            before is not None and before.bound_at <= b.bound_at
+        ):
+            continue
+        changed[(b.erasure_id, b.node)] = b
+    return list(changed.values())
 
 
 def bound_problem(b: ErasureBound) -> str:

@@ -74,8 +74,6 @@ class IngestPlan:
     refresh: frozenset[Key]
     states: Mapping[Key, KeyState]
     arbitrated: Mapping[Key, Arbitrated]
-    # Active evidence added (what peers compare and are offered).
-    evidence_added: frozenset[str]
 
 
 class _Batch:
@@ -108,7 +106,6 @@ def plan_ingest(
     touched: set[Key] = set()  # keys whose served belief or own vote may have moved
     grown: set[Key] = set()  # keys with new evidence
     across: list[tuple[Key, Evidence]] = []
-    added: set[str] = set()
     for e, idem in items:
         retry = idem is not None and idem in by_idempotency
         duplicate = e.evidence_id in stored or retry
@@ -129,8 +126,6 @@ def plan_ingest(
                 (e, EvidenceStatus.ACTIVE if ruling.candidate else EvidenceStatus.REJECTED, idem)
             )
             stored.add(e.evidence_id)
-            if ruling.candidate:  # peers compare, and are offered, active evidence only
-                added.add(e.evidence_id)
             if idem is not None:
                 by_idempotency[idem] = e.evidence_id
         if ruling.candidate:
@@ -149,7 +144,6 @@ def plan_ingest(
         refresh=frozenset(touched),
         states={k: batch.state(k) for k in touched},
         arbitrated={k: batch.known[k] for k in touched if k in batch.known},
-        evidence_added=frozenset(added),
     )
 
 

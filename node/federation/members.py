@@ -44,7 +44,7 @@ from factnode.federation.trust import (
     signed_by,
 )
 from factnode.ledger import Ledger, Signing
-from factnode.store import StoredMember, Tombstone
+from factnode.store import StoredMember, Tombstone, Writes
 
 log = logging.getLogger("factnode.federation")
 
@@ -178,7 +178,7 @@ class Roster:
         pems = b"".join(i.pem for ring in self._earlier.values() for i in ring.values())
         if pems != self._earlier_saved:
             with self._ledger.repo.write() as tx:
-                tx.set_meta(_EARLIER_META, pems.decode("ascii"))
+                tx.apply(Writes(meta={_EARLIER_META: pems.decode("ascii")}))
             self._earlier_saved = pems
 
     def earlier_certificates(self, node_id: str) -> list[Identity]:
@@ -353,7 +353,7 @@ class Roster:
             return
         rows = [StoredMember(r, self.is_revoked(r.node_id)) for r in records]
         with self._ledger.repo.write() as tx:
-            tx.put_member_records(rows)
+            tx.apply(Writes(members=rows))
 
     def _check(self, record: MemberRecord, now: dt.datetime) -> tuple[Identity | None, str]:
         """The record's certificate's identity, or why the record is refused."""

@@ -51,7 +51,15 @@ from factnode.ledger._reading import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Reading
 from factnode.ledger._review import Review
 from factnode.ledger._serving import Serving
 from factnode.ledger._writing import Writing, isolating
-from factnode.store import BeliefChange, Counts, LoggedDecision, RefusedData, Repository, Tombstone
+from factnode.store import (
+    BeliefChange,
+    Counts,
+    LoggedDecision,
+    RefusedData,
+    Repository,
+    Tombstone,
+    Writes,
+)
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -369,7 +377,7 @@ def ensure_node_id(repo: Repository, configured: str | None, fresh: str) -> str:
     with repo.write() as tx:
         stored = tx.meta("node_id")
         if stored is None:
-            tx.set_meta("node_id", configured or fresh)
+            tx.apply(Writes(meta={"node_id": configured or fresh}))
             return configured or fresh
     if configured and configured != stored:
         raise ValueError(

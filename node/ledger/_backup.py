@@ -34,11 +34,11 @@ from factnode.core import (
     Key,
     Policy,
 )
-from factnode.core.erasure_bounds import ErasureBound
+from factnode.core.erasure_bounds import ErasureBound, lowered_bounds
 from factnode.core.policy import policy_fingerprint
 from factnode.core.validation import relayed_violations
 from factnode.ledger._model import Committed, NotFound, NotUnderReview
-from factnode.store import Tombstone
+from factnode.store import Tombstone, Writes
 
 if TYPE_CHECKING:
     from factnode.ledger import Ledger
@@ -480,11 +480,9 @@ def _replay_erasure(
     fx = Committed()
     with replay.repo.write() as tx:
         replay.serving.announce(tx, fx)
-        fx.bounds_put.extend(
-            tx.put_erasure_bounds(
-                [ErasureBound(t.erasure_id, node, at) for node, at in sorted(bounds.items())]
-            )
-        )
+        listed = [ErasureBound(t.erasure_id, node, at) for node, at in sorted(bounds.items())]
+        lowered = lowered_bounds(tx.erasure_bounds([t.erasure_id]), listed)
+        replay.serving.apply(tx, Writes(erasure_bounds=lowered), fx)
         covered = tx.evidence_covered(t)
         replay.forgetting.apply_erasure(tx, t, covered, fx)
     return bool(covered)
@@ -501,4 +499,4 @@ def _replay_pin(replay: Ledger, clock: _ReplayClock, p: _Pin) -> None:
         )
     except (NotUnderReview, NotFound, InvalidInput):
         with replay.repo.write() as tx:
-            tx.put_pin(p.key, p.version_id, p.operator, p.reason, p.pinned_at)
+            tx.apply(Writes(pins=[(p.key, p.version_id, p.operator, p.reason, p.pinned_at)]))

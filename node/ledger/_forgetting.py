@@ -8,7 +8,6 @@ from dataclasses import replace
 
 from factnode.core import (
     Evidence,
-    EvidenceStatus,
     FieldViolation,
     Instant,
     InvalidInput,
@@ -27,7 +26,7 @@ from factnode.core.validation import (
 from factnode.ledger._model import Committed, DecayReport, ErasureReport
 from factnode.ledger._serving import Component, bearing_on
 from factnode.store import Tombstone
-from factnode.store.repository import Transaction
+from factnode.store.repository import Transaction, Writes
 
 
 class Forgetting(Component):
@@ -124,14 +123,7 @@ class Forgetting(Component):
             plan = plan_erasure(tombstone.scope, named, load, extra_keys or ())
         # Read before erasing: belief rows resting on erased evidence no longer join to it.
         current = tx.beliefs(list(plan.refresh))
-        tx.delete_votes_on_evidence(plan.evidence_ids)
-        if plan.forget:
-            tx.delete_votes_on_keys(plan.forget)
-        tx.erase(plan.evidence_ids, plan.held_by, plan.forget)
-        tx.add_tombstone(tombstone)
-        fx.votes_removed.extend(plan.votes_removed)
-        fx.evidence_removed.update(plan.evidence_ids)
-        fx.erasures_added.add(tombstone.erasure_id)
+        self._serving.apply(tx, Writes(erasure=plan, tombstone=tombstone), fx)
         # The states after the erasure are read back: the store destroyed the rows.
         self._serving.refresh(
             tx,
@@ -165,7 +157,6 @@ class Forgetting(Component):
             with self.repo.write() as tx:
                 self._serving.announce(tx, fx)
                 keys = plan.keys | bearing_on(tx, plan.cold)
-                tx.set_status(cold, EvidenceStatus.DECAYED)
-                fx.evidence_removed.update(cold)  # decayed evidence leaves sync too
+                self._serving.apply(tx, Writes(decayed=cold), fx)
                 self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
         return DecayReport(decayed, tombstoned)

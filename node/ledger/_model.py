@@ -11,6 +11,7 @@ from factnode.core import (
     Comparison,
     Decision,
     Evidence,
+    EvidenceStatus,
     Instant,
     Key,
     Rule,
@@ -20,6 +21,7 @@ from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.serving import Answer
 from factnode.core.signed import Equivocation, Signature
 from factnode.store import StoredBelief, Tombstone
+from factnode.store.repository import Writes
 
 T = TypeVar("T")
 
@@ -147,6 +149,22 @@ class Committed:
     equivocations: list[Equivocation] = field(default_factory=list)
     # Erasure bounds this write stored or lowered (they gossip with the tombstones).
     bounds_put: list[ErasureBound] = field(default_factory=list)
+
+    def note(self, changes: Writes) -> None:
+        """Adds what `changes`, applied in this transaction, change in the sets peers compare."""
+        self.evidence_added.update(
+            e.evidence_id for e, status, _ in changes.evidence if status is EvidenceStatus.ACTIVE
+        )
+        self.evidence_removed.update(changes.decayed)  # decayed evidence leaves sync too
+        if changes.erasure is not None:
+            self.evidence_removed.update(changes.erasure.evidence_ids)
+            self.votes_removed.extend(changes.erasure.votes_removed)
+        if changes.tombstone is not None:
+            self.erasures_added.add(changes.tombstone.erasure_id)
+        self.bounds_put.extend(changes.erasure_bounds)
+        self.equivocations.extend(changes.equivocations)
+        self.votes_removed.extend((v, k) for v, keys in changes.votes_removed.items() for k in keys)
+        self.votes_put.extend(changes.votes)
 
 
 def served_of(row: StoredBelief | None) -> Served | None:

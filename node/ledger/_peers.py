@@ -24,7 +24,12 @@ from factnode.core.delta import (
     voters_waiting,
     withdrawn_keys,
 )
-from factnode.core.erasure_bounds import ErasureBound, bound_on_arrival, bound_problem
+from factnode.core.erasure_bounds import (
+    ErasureBound,
+    bound_on_arrival,
+    bound_problem,
+    lowered_bounds,
+)
 from factnode.core.peer_checks import (
     ACCEPT_ALL_ERASURES,
     ErasureGrant,
@@ -44,7 +49,7 @@ from factnode.ledger._model import Committed, Received
 from factnode.ledger._serving import Component, Serving
 from factnode.ledger._writing import Writing, isolating
 from factnode.store import RefusedData, Tombstone
-from factnode.store.repository import Transaction
+from factnode.store.repository import Transaction, Writes
 
 # How much of a peer erasure's operator and reason its decision quotes: the peer chose them.
 _LOGGED = 200
@@ -321,7 +326,7 @@ class PeerInput(Component):
         accepted, refused, signatures = peer_evidence_outcome(
             self._writing.ingest_in(tx, plan.items, fx)[0]
         )
-        tx.put_evidence_signatures(signatures)
+        self._serving.apply(tx, Writes(signatures=signatures), fx)
         return plan.held + accepted, refused
 
     def _receive_votes(
@@ -347,11 +352,7 @@ class PeerInput(Component):
         before = tx.votes(recount) if recount else {}
         before.update((k, held_votes[k]) for k in proven)  # as before the markers
         changes = plan_vote_changes(good, before, withdrawn, proven)
-        if withdrawn:
-            tx.delete_votes(peer_id, withdrawn)
-            fx.votes_removed.extend((peer_id, k) for k in withdrawn)
-        tx.put_votes(changes.put)
-        fx.votes_put.extend(changes.put)
+        self._serving.apply(tx, Writes(votes_removed={peer_id: withdrawn}, votes=changes.put), fx)
         self._serving.refresh(tx, tx.key_states(changes.recount), now, fx, votes_before=before)
         return plan.accepted, plan.refused
 
@@ -371,9 +372,7 @@ class PeerInput(Component):
             return
         copies = {v.key: v for v in returned}
         again = [held[k] if k in held else withdrawn(copies[k], now) for k in keys]
-        put = self._serving.numbered(tx, again, after=max(v.seq for v in returned))
-        tx.put_votes(put)
-        fx.votes_put.extend(put)
+        self._serving.cast(tx, again, fx, after=max(v.seq for v in returned))
         self._serving.refresh(tx, tx.key_states(keys), now, fx)
 
     def _load_votes(self, tx: Transaction, votes: Sequence[Vote]) -> PeerVotesLoad:
@@ -417,7 +416,8 @@ class PeerInput(Component):
                     for b in good
                     if b.erasure_id not in held
                 ]
-                fx.bounds_put.extend(tx.put_erasure_bounds(kept))
+                lowered = lowered_bounds(tx.erasure_bounds({b.erasure_id for b in kept}), kept)
+                self._serving.apply(tx, Writes(erasure_bounds=lowered), fx)
                 accepted += len(kept)
         return _received(
             accepted, [replace(r, reason=f"erasure bound: {r.reason}") for r in refused]
@@ -445,12 +445,7 @@ class PeerInput(Component):
         }
         proofs = proofs_among(good, {p: o for p, o in current.items() if not o.equivocated}, kept)
         barred |= {(p.voter, p.key) for p in proofs}
-        for p in proofs:
-            tx.put_equivocation(p)
-            marker = marked(p)
-            tx.put_votes([marker])
-            fx.votes_put.append(marker)
-            fx.equivocations.append(p)
+        self._serving.apply(tx, Writes(equivocations=proofs, votes=[marked(p) for p in proofs]), fx)
         left = [v for v in good if (v.voter, v.key) not in barred]
         return left, {p.key for p in proofs}, held
 
@@ -472,14 +467,14 @@ class PeerInput(Component):
         later write, and the bound gossips, so every node judges that evidence alike."""
         bound = bound_on_arrival(t.erased_at, now, self.policy.clock_skew_micros)
         if bound is not None:
-            fx.bounds_put.extend(
-                tx.put_erasure_bounds([ErasureBound(t.erasure_id, self.node_id, bound)])
-            )
+            mine = [ErasureBound(t.erasure_id, self.node_id, bound)]
+            lowered = lowered_bounds(tx.erasure_bounds([t.erasure_id]), mine)
+            self._serving.apply(tx, Writes(erasure_bounds=lowered), fx)
         covered = tx.evidence_covered(t)
         self._forgetting.apply_erasure(tx, t, covered, fx)
         namespaces = sorted({e.key.namespace for e in covered})
-        tx.add_decisions(
-            [
+        decided = Writes(
+            decisions=[
                 Decision(
                     # Hashes only: a key or subject erasure leaves no key text behind.
                     key=Key(
@@ -499,6 +494,7 @@ class PeerInput(Component):
                 )
             ]
         )
+        self._serving.apply(tx, decided, fx)
 
     def reconsider_if_hour_changed(self) -> bool:
         """Vote weights move with the UTC hour: recount every voted key once per hour."""
@@ -531,16 +527,12 @@ class PeerInput(Component):
             unsigned = [v for v in tx.all_votes() if not v.signature]
             own = [v for v in unsigned if v.voter == self.node_id]
             if own:
-                signed = self._serving.numbered(tx, own)
-                tx.put_votes(signed)
-                fx.votes_put.extend(signed)
+                self._serving.cast(tx, own, fx)
             theirs: dict[str, set[Key]] = {}
             for v in unsigned:
                 if v.voter != self.node_id:
                     theirs.setdefault(v.voter, set()).add(v.key)
-            for voter, keys in theirs.items():
-                tx.delete_votes(voter, keys)
-                fx.votes_removed.extend((voter, k) for k in keys)
+            self._serving.apply(tx, Writes(votes_removed=theirs), fx)
             if theirs:
                 recount = set().union(*theirs.values())
                 self._serving.refresh(tx, tx.key_states(recount), self.clock.now(), fx)
@@ -558,16 +550,14 @@ class PeerInput(Component):
         with self.repo.write() as tx:
             self._serving.announce(tx, fx)
             held = tx.meta(_VOTES_SIGNED_WITH)
-            tx.set_meta(_VOTES_SIGNED_WITH, signing_certificate)
+            self._serving.apply(tx, Writes(meta={_VOTES_SIGNED_WITH: signing_certificate}), fx)
             if held is None or held == signing_certificate:
                 return 0
             own = [
                 v for v in tx.votes_under(self.node_id, [""]) if v.signature and not v.equivocated
             ]
             if own:
-                signed = self._serving.numbered(tx, own)
-                tx.put_votes(signed)
-                fx.votes_put.extend(signed)
+                self._serving.cast(tx, own, fx)
         return len(own)
 
     def stop_counting(self, voter: str) -> int:
@@ -578,8 +568,7 @@ class PeerInput(Component):
             self._serving.announce(tx, fx)
             keys = {v.key for v in tx.votes_under(voter, [""])}
             if keys:
-                tx.delete_votes(voter, keys)
-                fx.votes_removed.extend((voter, k) for k in keys)
+                self._serving.apply(tx, Writes(votes_removed={voter: keys}), fx)
                 self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
         return len(keys)
 

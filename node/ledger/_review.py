@@ -31,6 +31,7 @@ from factnode.ledger._model import (
 )
 from factnode.ledger._serving import Component, check_key_input
 from factnode.store import StoredBelief
+from factnode.store.repository import Writes
 
 
 class Review(Component):
@@ -61,8 +62,8 @@ class Review(Component):
             if plan.settled:
                 raise NotUnderReview(plan.settled)
             assert plan.decision is not None
-            tx.put_pin(key, chosen, operator, reason, now)
-            tx.add_decisions([plan.decision])
+            pin = (key, chosen, operator, reason, now)
+            self._serving.apply(tx, Writes(pins=[pin], decisions=[plan.decision]), fx)
             served = self._serving.refresh(tx, {key: load.state}, now, fx)
             rows = served.get(key, [])
             held = {e.evidence_id: e for e in plan.held}

@@ -36,7 +36,7 @@ from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_ke
 from factnode.ledger._memory import CheckedMemory, ServedMemory
 from factnode.ledger._model import Belief, Committed, Signing, belief_from_rows, served_of
 from factnode.store import Repository, StoredBelief
-from factnode.store.repository import Transaction
+from factnode.store.repository import Transaction, Writes
 
 # The node_meta entry holding the highest sequence number this node signed a vote with.
 VOTE_SEQ_META = "vote_seq"
@@ -151,6 +151,11 @@ class Serving:
                 observer(committed)
 
         tx.after_commit(tell)
+
+    def apply(self, tx: Transaction, changes: Writes, fx: Committed) -> None:
+        """Writes `changes` in `tx` and notes in `fx` what they change that peers compare."""
+        tx.apply(changes)
+        fx.note(changes)
 
     def refresh(
         self,
@@ -325,21 +330,28 @@ class Serving:
     ) -> None:
         """Stores what a refresh decided: this node's votes (numbered and signed), the
         served rows that changed and the decisions that log it."""
-        if removed:
-            tx.delete_votes(self.node_id, removed)
-            fx.votes_removed.extend((self.node_id, k) for k in removed)
-        if put:
-            put = self.numbered(tx, put)
-            tx.put_votes(put)
-            fx.votes_put.extend(put)
-        tx.replace_beliefs(changes, now)
-        tx.add_decisions(transitions)
+        numbered, last = self.numbered(tx, put) if put else ([], "")
+        self.apply(
+            tx,
+            Writes(
+                meta={VOTE_SEQ_META: last} if last else {},
+                votes_removed={self.node_id: removed} if removed else {},
+                votes=numbered,
+                beliefs=changes,
+                decisions=transitions,
+                changed_at=now,
+            ),
+            fx,
+        )
 
-    def numbered(self, tx: Transaction, votes: Sequence[Vote], after: int = 0) -> list[Vote]:
+    def numbered(
+        self, tx: Transaction, votes: Sequence[Vote], after: int = 0
+    ) -> tuple[list[Vote], str]:
         """This node's new votes, numbered after every vote it cast before (on any key, so a
         vote cast again after its key was erased still outnumbers the old one) and after
         `after` (a number of its own a relay showed it, perhaps signed before a restore from
-        an older backup), and signed."""
+        an older backup), and signed; beside the last number, which the write keeps
+        (`VOTE_SEQ_META`)."""
         last = max(int(tx.meta(VOTE_SEQ_META) or 0), after)
         out = []
         for seq, v in enumerate(votes, start=last + 1):
@@ -347,8 +359,12 @@ class Serving:
             if self.sign is not None:
                 numbered = replace(numbered, signature=self.sign(vote_payload(numbered)))
             out.append(numbered)
-        tx.set_meta(VOTE_SEQ_META, str(last + len(votes)))
-        return out
+        return out, str(last + len(votes))
+
+    def cast(self, tx: Transaction, votes: Sequence[Vote], fx: Committed, after: int = 0) -> None:
+        """Stores this node's `votes`, numbered and signed (`numbered`)."""
+        numbered, last = self.numbered(tx, votes, after)
+        self.apply(tx, Writes(meta={VOTE_SEQ_META: last}, votes=numbered), fx)
 
     def peer_votes_counted(self, votes: Iterable[Vote], state: KeyState) -> list[Vote]:
         """The peers' votes on a key as this node counts them: each weighed from the key's

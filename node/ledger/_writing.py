@@ -25,7 +25,7 @@ from factnode.core.plan import IngestLoad, IngestPlan, plan_ingest
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger._model import Belief, Committed, NotFound, Submitted, belief_from_rows
 from factnode.ledger._serving import Component, bearing_on, check_key_input
-from factnode.store.repository import RefusedData, StoredBelief, Transaction
+from factnode.store.repository import RefusedData, StoredBelief, Transaction, Writes
 
 
 @contextmanager
@@ -131,39 +131,44 @@ class Writing(Component):
         """Everything deciding `items` reads, read before any of it is decided."""
         # A `contradicts`, or a correction of one, changes the other key too.
         keys = {e.key for e, _ in items} | bearing_on(tx, [e for e, _ in items])
-        tx.preload(keys, [e.evidence_id for e, _ in items])
-        votes = tx.votes(keys)
+        loaded = tx.load(keys, items)
         return IngestLoad(
-            states=tx.key_states(keys),
-            remembered=tx.remembered(keys),
-            stored=frozenset(tx.stored_evidence_ids([e.evidence_id for e, _ in items])),
-            by_idempotency=tx.evidence_for_idempotency_keys([k for _, k in items if k]),
-            erased=frozenset(tx.erased([e for e, _ in items])),
-            peer_voted=frozenset(k for k, held in votes.items() if self._serving.peer_voted(held)),
+            states=loaded.states,
+            remembered=loaded.remembered,
+            stored=loaded.stored,
+            by_idempotency=loaded.by_idempotency,
+            erased=loaded.erased,
+            peer_voted=frozenset(
+                k for k, held in loaded.votes.items() if self._serving.peer_voted(held)
+            ),
         )
 
     def _apply(self, tx: Transaction, plan: IngestPlan, fx: Committed) -> dict[Key, Belief]:
         """Writes what `plan` says, recomputes the keys it names (`Serving.refresh`) and
         returns their served beliefs."""
-        tx.add_evidence(plan.evidence)
-        tx.bears_on(plan.bears_on)
-        tx.remember(plan.remember)
-        tx.add_decisions(plan.decisions)
-        fx.evidence_added.update(plan.evidence_added)
+        self._serving.apply(
+            tx,
+            Writes(
+                evidence=plan.evidence,
+                bears_on=plan.bears_on,
+                arbitrated=plan.remember,
+                decisions=plan.decisions,
+            ),
+            fx,
+        )
         now = self.clock.now()
         current = tx.beliefs(list(plan.refresh))
         served = self._serving.refresh(
             tx, dict(plan.states), now, fx, current=current, known=plan.arbitrated
         )
-        tx.add_decisions(
-            [
-                d
-                for key in sorted({k for k, _ in plan.bears_on})
-                for d in _contradicted(
-                    key, current.get(key, []), served.get(key, []), plan.bears_on, now
-                )
-            ]
-        )
+        contradicted = [
+            d
+            for key in sorted({k for k, _ in plan.bears_on})
+            for d in _contradicted(
+                key, current.get(key, []), served.get(key, []), plan.bears_on, now
+            )
+        ]
+        self._serving.apply(tx, Writes(decisions=contradicted), fx)
         beliefs: dict[Key, Belief] = {}
         for key, served_rows in served.items():
             if served_rows:

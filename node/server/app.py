@@ -45,6 +45,7 @@ from factnode.store import (
     SqlRepository,
     StoreInUse,
     StoreLock,
+    Writes,
     replica_name,
 )
 
@@ -175,7 +176,7 @@ class Node:
 
         def save(der: bytes) -> None:
             with repo.write() as tx:
-                tx.set_meta(REVOCATION_META, base64.b64encode(der).decode())
+                tx.apply(Writes(meta={REVOCATION_META: base64.b64encode(der).decode()}))
 
         # Votes are signed with the certificate's key and checked against their voter's
         # (specification §7); votes stored unsigned by an older version are signed now.

@@ -1,9 +1,10 @@
 """Persistence: the repository interface and its SQLModel implementation.
 
 What lives here:
-- `repository`: the interface the ledger needs (`Repository`, and `Transaction` composed of
-  one Protocol per aggregate: evidence, decisions, beliefs, votes, pins, tombstones, digests,
-  members, meta) and the stored value types (`StoredBelief`, `Tombstone`, ...).
+- `repository`: the interface the ledger needs (`Repository`, and `Transaction`: one Protocol
+  of queries per aggregate (evidence, decisions, beliefs, votes, pins, tombstones, digests,
+  members, meta), plus `load`, what a write batch reads before it decides, and `apply`, which
+  writes a `Writes`) and the stored value types (`StoredBelief`, `Tombstone`, ...).
 - `sql`: `SqlRepository` and `SqlTransaction`, composed of one part per aggregate
   (`_evidence`, `_decisions`, `_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_meta`)
   over the shared connection and key cache (`_part`, `cache`); each write tells the
@@ -33,6 +34,7 @@ from factnode.store.repository import (
     StoredMember,
     Tombstone,
     Transaction,
+    Writes,
 )
 from factnode.store.sql import SqlRepository, make_engine
 
@@ -52,6 +54,7 @@ __all__ = [
     "StoredMember",
     "Tombstone",
     "Transaction",
+    "Writes",
     "make_engine",
     "replica_name",
 ]

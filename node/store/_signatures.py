@@ -77,16 +77,6 @@ class SqlSignatures(TransactionPart):
             ("voter", "key_id"),
         )
 
-    def equivocators(self, keys: Collection[Key]) -> dict[Key, set[str]]:
-        """The voters proven to equivocate on each of `keys` (keys without any left out)."""
-        by_id = {ids.key_id(k): k for k in keys}
-        out: dict[Key, set[str]] = {}
-        for part in chunks(sorted(by_id)):
-            q = select(EQ.c.key_id, EQ.c.voter).where(EQ.c.key_id.in_(part))
-            for key_id, voter in self._c.execute(q):
-                out.setdefault(by_id[key_id], set()).add(voter)
-        return out
-
     def equivocations_under(self, prefixes: Collection[str]) -> list[tuple[Vote, Vote]]:
         """The proofs held on keys whose id starts with one of `prefixes`."""
         rows = select_under(self._c, _SELECT_EQUIVOCATIONS, "equivocation.key_id", prefixes)

@@ -12,7 +12,7 @@ from factnode.core import (
     Key,
     ids,
 )
-from factnode.core.erasure_bounds import ErasureBound, covers_recorded, lowest_bounds
+from factnode.core.erasure_bounds import ErasureBound, covers_recorded
 from factnode.store._part import TransactionPart
 from factnode.store._rows import (
     _SELECT_EVIDENCE,
@@ -210,33 +210,24 @@ class SqlTombstones(TransactionPart):
                 out.setdefault(erasure_id, {})[node_id] = bound_at
         return out
 
-    def put_erasure_bounds(self, bounds: Sequence[ErasureBound]) -> list[ErasureBound]:
-        """Keeps each node's lowest bound of each erasure; returns the bounds that changed
-        what is held (new, or lower than the one held)."""
+    def put_erasure_bounds(self, bounds: Sequence[ErasureBound]) -> None:
+        """Stores each bound as its erasure's and node's (one per pair; which bounds change
+        what is held is `core.erasure_bounds.lowered_bounds`)."""
         held = self.erasure_bounds({b.erasure_id for b in bounds})
-        changed: dict[tuple[str, str], ErasureBound] = {}
         for b in bounds:
-            before = changed.get((b.erasure_id, b.node))
-            mine = held.get(b.erasure_id, {})
-            lowest = lowest_bounds(mine, {b.node: b.bound_at})
-            if lowest == mine or (before is not None and before.bound_at <= b.bound_at):
-                continue
-            changed[(b.erasure_id, b.node)] = b
-        for (erasure_id, node), b in changed.items():
-            if node in held.get(erasure_id, {}):
+            if b.node in held.get(b.erasure_id, {}):
                 self._c.execute(
                     update(EB)
-                    .where(EB.c.erasure_id == erasure_id, EB.c.node_id == node)
+                    .where(EB.c.erasure_id == b.erasure_id, EB.c.node_id == b.node)
                     .values(bound_at=b.bound_at, signature=b.signature or None)
                 )
             else:
                 self._c.execute(
                     insert(EB),
                     {
-                        "erasure_id": erasure_id,
-                        "node_id": node,
+                        "erasure_id": b.erasure_id,
+                        "node_id": b.node,
                         "bound_at": b.bound_at,
                         "signature": b.signature or None,
                     },
                 )
-        return list(changed.values())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from factnode.core import (
@@ -21,6 +21,7 @@ from factnode.core import (
 from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord
+from factnode.core.plan import ErasurePlan
 from factnode.core.serving import Pin
 from factnode.core.signed import Equivocation
 
@@ -112,22 +113,12 @@ class Counts:
 
 
 class EvidenceTransaction(Protocol):
-    """Evidence (assertions and retractions): key states, lookups by id and idempotency key,
-    lineage, the decay sweep."""
+    """Evidence (assertions and retractions): key states, lookups by id, lineage, the decay
+    sweep."""
 
     def key_states(self, keys: Collection[Key]) -> dict[Key, KeyState]: ...
 
-    def remembered(self, keys: Collection[Key]) -> dict[Key, Arbitrated]: ...
-
-    def remember(self, arbitrated: Mapping[Key, Arbitrated]) -> None: ...
-
     def stored_evidence_ids(self, evidence_ids: Collection[str]) -> set[str]: ...
-
-    def evidence_for_idempotency_keys(self, keys: Collection[str]) -> dict[str, str]: ...
-
-    def add_evidence(self, rows: Sequence[tuple[Evidence, EvidenceStatus, str | None]]) -> None: ...
-
-    def bears_on(self, pairs: Sequence[tuple[Key, Evidence]]) -> None: ...
 
     def evidence(self, evidence_ids: Collection[str]) -> dict[str, Evidence]: ...
 
@@ -137,13 +128,9 @@ class EvidenceTransaction(Protocol):
         self, attributions: Collection[str], after: str, limit: int
     ) -> list[Evidence]: ...
 
-    def set_status(self, evidence_ids: Collection[str], status: EvidenceStatus) -> None: ...
-
 
 class DecisionTransaction(Protocol):
     """The decision log and the feed of served-belief changes."""
-
-    def add_decisions(self, decisions: Sequence[Decision]) -> None: ...
 
     def decisions(
         self, key: Key | None, namespace: str | None, after_seq: int, limit: int
@@ -160,10 +147,6 @@ class BeliefTransaction(Protocol):
     """Served beliefs: by key, in pages, and counted for status."""
 
     def beliefs(self, keys: Collection[Key]) -> dict[Key, list[StoredBelief]]: ...
-
-    def replace_beliefs(
-        self, changes: Sequence[tuple[Key, Sequence[StoredBelief], bool]], changed_at: Instant
-    ) -> None: ...
 
     def list_beliefs(
         self,
@@ -185,10 +168,6 @@ class VoteTransaction(Protocol):
 
     def votes(self, keys: Collection[Key]) -> dict[Key, list[Vote]]: ...
 
-    def put_votes(self, votes: Sequence[Vote]) -> None: ...
-
-    def delete_votes(self, voter: str, keys: Collection[Key]) -> None: ...
-
     def votes_on_evidence(self, evidence_ids: Collection[str]) -> list[Vote]: ...
 
     def voted_keys_in_scope(self, scope: str, scope_hash: str) -> set[Key]: ...
@@ -197,35 +176,19 @@ class VoteTransaction(Protocol):
 
     def keys_held(self, keys: Collection[Key]) -> set[Key]: ...
 
-    def delete_votes_on_evidence(self, evidence_ids: Collection[str]) -> None: ...
-
-    def delete_votes_on_keys(self, keys: Collection[Key]) -> None: ...
-
 
 class PinTransaction(Protocol):
     """Operators' pins on keys under review."""
 
     def pins(self, keys: Collection[Key]) -> dict[Key, Pin]: ...
 
-    def put_pin(
-        self, key: Key, version_id: str, operator: str, reason: str, at: Instant
-    ) -> None: ...
-
 
 class TombstoneTransaction(Protocol):
-    """Erasure and the tombstones it leaves."""
-
-    def erased(self, evidence: Sequence[Evidence]) -> set[str]: ...
+    """What erasures left: tombstones, the evidence in an erasure's scope, erasure bounds."""
 
     def evidence_in_scope(
         self, scope: str, evidence_id: str | None, key: Key | None, subject: tuple[str, str] | None
     ) -> list[Evidence]: ...
-
-    def erase(
-        self, evidence_ids: Collection[str], held_by: Collection[Key], forget_keys: Collection[Key]
-    ) -> None: ...
-
-    def add_tombstone(self, tombstone: Tombstone) -> None: ...
 
     def erased_ids(self, evidence_ids: Collection[str]) -> set[str]: ...
 
@@ -236,8 +199,6 @@ class TombstoneTransaction(Protocol):
     def evidence_covered(self, tombstone: Tombstone) -> list[Evidence]: ...
 
     def erasure_bounds(self, erasure_ids: Collection[str]) -> dict[str, dict[str, Instant]]: ...
-
-    def put_erasure_bounds(self, bounds: Sequence[ErasureBound]) -> list[ErasureBound]: ...
 
 
 class DigestTransaction(Protocol):
@@ -283,21 +244,11 @@ class MemberTransaction(Protocol):
 
     def member_records(self) -> list[StoredMember]: ...
 
-    def put_member_records(self, members: Sequence[StoredMember]) -> None: ...
-
 
 class SignatureTransaction(Protocol):
     """Signatures kept beside what they sign: relayed evidence's, and equivocation proofs."""
 
     def evidence_signatures(self, evidence_ids: Collection[str]) -> dict[str, bytes]: ...
-
-    def put_evidence_signatures(self, signatures: Mapping[str, bytes]) -> None: ...
-
-    def delete_evidence_signatures(self, evidence_ids: Collection[str]) -> None: ...
-
-    def put_equivocation(self, proof: Equivocation) -> None: ...
-
-    def equivocators(self, keys: Collection[Key]) -> dict[Key, set[str]]: ...
 
     def equivocations_under(self, prefixes: Collection[str]) -> list[tuple[Vote, Vote]]: ...
 
@@ -308,8 +259,6 @@ class MetaTransaction(Protocol):
     """Named values the node keeps about itself."""
 
     def meta(self, name: str) -> str | None: ...
-
-    def set_meta(self, name: str, value: str) -> None: ...
 
 
 class Touched:
@@ -355,6 +304,63 @@ class ExportTransaction(Protocol):
     def exported_pins(self) -> list[tuple[Key, str, str, str, Instant]]: ...
 
 
+# A pin as stored: the key, the chosen version, the operator, the reason and when.
+PinRow = tuple[Key, str, str, str, Instant]
+
+
+@dataclass(frozen=True, slots=True)
+class Writes:
+    """What one step of a write transaction writes, as data: `Transaction.apply` writes it in
+    the order of these fields, and the ledger announces it once committed. Every field
+    defaults to nothing written."""
+
+    # Named values the node keeps about itself.
+    meta: Mapping[str, str] = field(default_factory=dict)
+    members: Sequence[StoredMember] = ()
+    # Erasure bounds, each the lowest now known for its erasure and node (`erasure_bounds`).
+    erasure_bounds: Sequence[ErasureBound] = ()
+    # What an erasure destroys: its evidence, the votes resting on it and every vote and log
+    # row of the keys it forgets (`core.plan.plan_erasure`); and the tombstone it leaves.
+    erasure: ErasurePlan | None = None
+    tombstone: Tombstone | None = None
+    evidence: Sequence[tuple[Evidence, EvidenceStatus, str | None]] = ()
+    # Evidence that counts as a retraction on another key (`contradicts`, corrections).
+    bears_on: Sequence[tuple[Key, Evidence]] = ()
+    # Keys' states as they now stand in this transaction, arbitrated: the store may keep
+    # them for the next write's load (`Loaded.remembered`).
+    arbitrated: Mapping[Key, Arbitrated] = field(default_factory=dict)
+    # Evidence whose confidence decayed below the floor.
+    decayed: Collection[str] = ()
+    # Relayed evidence's origin signatures, by evidence id.
+    signatures: Mapping[str, bytes] = field(default_factory=dict)
+    equivocations: Sequence[Equivocation] = ()
+    # Votes removed: each voter's votes on these keys.
+    votes_removed: Mapping[str, Collection[Key]] = field(default_factory=dict)
+    votes: Sequence[Vote] = ()
+    pins: Sequence[PinRow] = ()
+    # Served rows replaced: (key, its rows now, whether the change is logged for watchers).
+    beliefs: Sequence[tuple[Key, Sequence[StoredBelief], bool]] = ()
+    decisions: Sequence[Decision] = ()
+    # When the served rows changed (the change log's time).
+    changed_at: Instant = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What a write batch reads before it decides anything (`Transaction.load`)."""
+
+    states: dict[Key, KeyState]
+    # How each key's state was last arbitrated, where the store still knows it unchanged.
+    remembered: dict[Key, Arbitrated]
+    # Which of the batch's evidence ids are stored already (in any status).
+    stored: frozenset[str]
+    # The evidence first stored under each of the batch's idempotency keys.
+    by_idempotency: dict[str, str]
+    # The batch's evidence ids an erasure covers.
+    erased: frozenset[str]
+    votes: dict[Key, list[Vote]]
+
+
 class Transaction(
     EvidenceTransaction,
     DecisionTransaction,
@@ -369,10 +375,20 @@ class Transaction(
     ExportTransaction,
     Protocol,
 ):
-    """One unit of work, every aggregate's part over one connection; a write transaction
-    holds the store's write lock."""
+    """One unit of work over one connection: the queries of every aggregate, and for a write
+    transaction (which holds the store's write lock) `load` and `apply`."""
 
-    def preload(self, keys: Collection[Key], evidence_ids: Collection[str] = ()) -> None: ...
+    def load(
+        self, keys: Collection[Key], evidence: Sequence[tuple[Evidence, str | None]]
+    ) -> Loaded:
+        """Everything deciding `evidence` (with its idempotency keys) on `keys` reads, in as
+        few round trips as the store can."""
+        ...
+
+    def apply(self, changes: Writes) -> None:
+        """Writes `changes`, in the order of its fields; what this transaction reads later
+        sees them."""
+        ...
 
     def after_commit(self, then: Callable[[Touched], None]) -> None: ...
 
@@ -384,7 +400,7 @@ class Repository(Protocol):
     `watch`er is told what every write touched around its commit; a write transaction's
     `after_commit` callbacks run once it has committed, before the next write can begin.
     A write given the `keys` and `evidence_ids` it is about to decide may read them ahead
-    (`Transaction.preload`) as it opens. `cache_keys` is how many hot keys its caches keep
+    (what `Transaction.load` will read) as it opens. `cache_keys` is how many hot keys its caches keep
     (0: none), the bound a watcher's memory follows too; `unwatch` stops telling one."""
 
     @property

@@ -17,7 +17,8 @@ from typing import Any
 import sqlalchemy.exc
 from sqlalchemy import Connection
 
-from factnode.core import Key, ids
+from factnode.core import Evidence, EvidenceStatus, Key, ids
+from factnode.core.plan import ErasurePlan
 from factnode.store._beliefs import SqlBeliefs, belief_query
 from factnode.store._checked import log_touched, read_touch_log
 from factnode.store._checkpoints import WAL_LIMIT_BYTES, Checkpoints
@@ -50,7 +51,15 @@ from factnode.store._tombstones import ANY_ERASURE, SqlTombstones
 from factnode.store._votes import SqlVotes, vote_query
 from factnode.store.cache import DEFAULT_CACHE_KEYS, KeyCache, by_voter
 from factnode.store.migrations import upgrade
-from factnode.store.repository import CommitWatcher, RefusedData, StorageFull, Touched, TouchLog
+from factnode.store.repository import (
+    CommitWatcher,
+    Loaded,
+    RefusedData,
+    StorageFull,
+    Touched,
+    TouchLog,
+    Writes,
+)
 
 __all__ = ["SqlRepository", "SqlTransaction", "make_engine"]
 
@@ -69,6 +78,64 @@ class SqlTransaction(
     SqlExport,
 ):
     """A unit of work on one connection; a write transaction also keeps the key cache."""
+
+    def load(
+        self, keys: Collection[Key], evidence: Sequence[tuple[Evidence, str | None]]
+    ) -> Loaded:
+        """What deciding `evidence` on `keys` reads (`Transaction.load`): on PostgreSQL in one
+        round trip where the key cache lacks them (`preload`)."""
+        evidence_ids = [e.evidence_id for e, _ in evidence]
+        self.preload(keys, evidence_ids)
+        return Loaded(
+            states=self.key_states(keys),
+            remembered=self.remembered(keys),
+            stored=frozenset(self.stored_evidence_ids(evidence_ids)),
+            by_idempotency=self.evidence_for_idempotency_keys([k for _, k in evidence if k]),
+            erased=frozenset(self.erased([e for e, _ in evidence])),
+            votes=self.votes(keys),
+        )
+
+    def apply(self, changes: Writes) -> None:
+        """Writes `changes` in the order of its fields (`Transaction.apply`)."""
+        for name, value in changes.meta.items():
+            self.set_meta(name, value)
+        if changes.members:
+            self.put_member_records(changes.members)
+        if changes.erasure_bounds:
+            self.put_erasure_bounds(changes.erasure_bounds)
+        if changes.erasure is not None:
+            self._erase(changes.erasure)
+        if changes.tombstone is not None:
+            self.add_tombstone(changes.tombstone)
+        if changes.evidence:
+            self.add_evidence(changes.evidence)
+        if changes.bears_on:
+            self.bears_on(changes.bears_on)
+        self.remember(changes.arbitrated)
+        if changes.decayed:
+            self.set_status(changes.decayed, EvidenceStatus.DECAYED)
+        if changes.signatures:
+            self.put_evidence_signatures(changes.signatures)
+        for proof in changes.equivocations:
+            self.put_equivocation(proof)
+        for voter, keys in changes.votes_removed.items():
+            if keys:
+                self.delete_votes(voter, keys)
+        if changes.votes:
+            self.put_votes(changes.votes)
+        for pin in changes.pins:
+            self.put_pin(*pin)
+        if changes.beliefs:
+            self.replace_beliefs(changes.beliefs, changes.changed_at)
+        if changes.decisions:
+            self.add_decisions(changes.decisions)
+
+    def _erase(self, erasure: ErasurePlan) -> None:
+        """Destroys the evidence, the votes resting on it and the forgotten keys' votes."""
+        self.delete_votes_on_evidence(erasure.evidence_ids)
+        if erasure.forget:
+            self.delete_votes_on_keys(erasure.forget)
+        self.erase(erasure.evidence_ids, erasure.held_by, erasure.forget)
 
     def preload(
         self,

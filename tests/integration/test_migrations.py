@@ -15,11 +15,11 @@ from sqlmodel import SQLModel
 
 import factnode.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 from factnode.core import Key, Policy, Submission, ids
-from factnode.core.erasure_bounds import ErasureBound
+from factnode.core.erasure_bounds import ErasureBound, lowered_bounds
 from factnode.core.members import MemberRecord
 from factnode.core.signed import Signature
 from factnode.ledger import Ledger, NotFound, ensure_node_id
-from factnode.store import SqlRepository, StoredMember
+from factnode.store import SqlRepository, StoredMember, Writes
 from factnode.store.migrations import alembic_config, upgrade
 from factnode.store.repository import Transaction
 from factnode.testing import Credentials, FakeClock
@@ -469,7 +469,7 @@ def test_0009_members_adds_the_member_record_table_and_reverses(tmp_path: Path) 
         f"sqlite:///{tmp_path / 'members.db'}",
         "member_record",
         "0008",
-        lambda tx: tx.put_member_records([StoredMember(record, revoked=True)]),
+        lambda tx: tx.apply(Writes(members=[StoredMember(record, revoked=True)])),
         lambda tx: tx.member_records(),
         [StoredMember(record, revoked=True)],
         [],
@@ -482,8 +482,12 @@ def test_r27_adds_the_erasure_bound_table_and_reverses(tmp_path: Path) -> None:
     restores an empty table."""
 
     def put(tx: Transaction) -> None:
-        tx.put_erasure_bounds([ErasureBound("e" * 32, "b", 7, b"\x01")])
-        assert tx.put_erasure_bounds([ErasureBound("e" * 32, "b", 9, b"\x02")]) == []
+        for bound in (
+            ErasureBound("e" * 32, "b", 7, b"\x01"),
+            ErasureBound("e" * 32, "b", 9, b"\x02"),
+        ):
+            lowered = lowered_bounds(tx.erasure_bounds([bound.erasure_id]), [bound])
+            tx.apply(Writes(erasure_bounds=lowered))
 
     _adds_a_table_and_reverses(
         f"sqlite:///{tmp_path / 'bounds.db'}",

@@ -17,6 +17,7 @@ from factnode.core.erasure_bounds import (
     bound_problem,
     covers_recorded,
     effective_erased_at,
+    lowered_bounds,
     lowest_bounds,
 )
 from factnode.core.signed import bound_payload
@@ -134,3 +135,26 @@ def test_a_malformed_bound_is_refused(bound: ErasureBound, problem: str) -> None
     """A bound must name a well-formed erasure id, a node, and a time in range."""
     found = bound_problem(bound)
     assert (found == "") if not problem else problem in found
+
+
+def test_only_bounds_new_or_lower_than_those_held_are_written_one_per_erasure_and_node() -> None:
+    """What a write stores of offered bounds (the store writes exactly these): a node's first
+    bound of an erasure, or one lower than it holds; of several offered for one erasure and
+    node, the lowest; a bound no lower than the one held, nothing."""
+    e, f = "e" * 32, "f" * 32
+    held = {e: {"n1": 50, "n2": 10}}
+    offered = [
+        ErasureBound(e, "n1", 60),  # higher than held: nothing
+        ErasureBound(e, "n1", 40),  # lower: kept
+        ErasureBound(e, "n1", 45),  # lower than held, not than the 40 offered first
+        ErasureBound(e, "n2", 10),  # the same as held: nothing
+        ErasureBound(e, "n3", 30),
+        ErasureBound(e, "n3", 20, b"\x01"),  # lower than the 30 offered: replaces it
+        ErasureBound(f, "n1", 70),  # an erasure with no bounds held
+    ]
+    assert lowered_bounds(held, offered) == [
+        ErasureBound(e, "n1", 40),
+        ErasureBound(e, "n3", 20, b"\x01"),
+        ErasureBound(f, "n1", 70),
+    ]
+    assert lowered_bounds(held, []) == []

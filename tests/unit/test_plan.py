@@ -61,7 +61,6 @@ def test_a_first_fact_on_an_empty_key_is_one_row_one_decision_and_one_key_to_ser
     assert plan.bears_on == ()
     assert plan.refresh == {LIVES_IN}
     assert list(plan.states[LIVES_IN].evidence) == [e]
-    assert plan.evidence_added == {e.evidence_id}
     assert set(plan.remember) == {LIVES_IN}
     assert plan.remember[LIVES_IN].verdict is not None
     assert plan.remember[LIVES_IN].verdict.version_id == e.version_id
@@ -120,7 +119,7 @@ def test_duplicates_by_id_and_by_idempotency_key_write_only_their_decisions() ->
             detail="this evidence is already stored",
         ),
     )
-    assert plan.refresh == frozenset() and plan.evidence_added == frozenset()
+    assert plan.refresh == frozenset()
     assert plan.remember == {}
 
 
@@ -151,7 +150,7 @@ def test_a_rejection_is_stored_rejected_and_moves_nothing() -> None:
             detail="confidence 0.100 is below min_confidence 0.400",
         ),
     )
-    assert plan.refresh == frozenset() and plan.evidence_added == frozenset()
+    assert plan.refresh == frozenset()
 
 
 def test_erased_evidence_is_logged_under_a_hashed_key_and_not_stored() -> None:

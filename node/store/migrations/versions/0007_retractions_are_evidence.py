@@ -49,6 +49,34 @@ def _bump_generation(conn: sa.Connection) -> None:
 
 def upgrade() -> None:
     conn = op.get_bind()
+    _add_contradicts_key_id(conn)
+    rows = _retraction_evidence(conn)
+    held = {r[0] for r in conn.execute(sa.text("SELECT evidence_id FROM evidence"))}
+    fresh = [r for eid, r in rows.items() if eid not in held]
+    if fresh:
+        conn.execute(
+            sa.text(
+                "INSERT INTO evidence (evidence_id, key_id, namespace, subject, predicate, "
+                "object, version_id, attribution, source, worth_milli, confidence_milli, "
+                "valid_from, valid_from_defaulted, recorded_at, origin_node, status, "
+                "subject_id, retracts) VALUES (:evidence_id, :key_id, :namespace, :subject, "
+                ":predicate, :object, :version_id, :attribution, :source, :worth_milli, "
+                ":confidence_milli, :valid_from, :valid_from_defaulted, :recorded_at, "
+                ":origin_node, :status, :subject_id, :retracts)"
+            ),
+            fresh,
+        )
+    with op.batch_alter_table("retraction", schema=None) as batch_op:
+        batch_op.drop_index("ix_retraction_key_id")
+    op.drop_table("retraction")
+    # The default only filled the rows already there; the node always writes the column.
+    with op.batch_alter_table("evidence", schema=None) as batch_op:
+        batch_op.alter_column("retracts", server_default=None)
+    _bump_generation(conn)
+
+
+def _add_contradicts_key_id(conn: sa.Connection) -> None:
+    """The new columns and indexes, and each contradiction's key id filled in."""
     with op.batch_alter_table("evidence", schema=None) as batch_op:
         batch_op.add_column(
             sa.Column("retracts", sa.Boolean(), nullable=False, server_default=sa.false())
@@ -76,6 +104,9 @@ def upgrade() -> None:
             ],
         )
 
+
+def _retraction_evidence(conn: sa.Connection) -> dict[str, dict[str, object]]:
+    """Each retraction row that still ends something, as the evidence row it becomes (by id)."""
     node = conn.execute(sa.text("SELECT value FROM node_meta WHERE name = 'node_id'")).scalar()
     keys = {
         kid: (ns, s, p)
@@ -93,69 +124,59 @@ def upgrade() -> None:
     ):
         if key_id not in keys or (version_id is not None and version_id not in objects):
             continue  # nothing here for it to end
-        ns, s, p = keys[key_id]
         obj = objects[version_id] if version_id is not None else ""
-        eid = _digest(
-            "retraction/1",
-            ns,
-            s,
-            p,
-            obj,
-            _MIGRATED_ANCHOR,
-            _MIGRATED_SOURCE,
-            str(at),
-            "1000",
-            "1000",
-            "",
-            "",
-            "",
-            "",
-        )
-        rows.setdefault(
-            eid,
-            {
-                "evidence_id": eid,
-                "key_id": key_id,
-                "namespace": ns,
-                "subject": s,
-                "predicate": p,
-                "object": obj,
-                "version_id": version_id or "",
-                "attribution": _MIGRATED_ANCHOR,
-                "source": _MIGRATED_SOURCE,
-                "worth_milli": 1000,
-                "confidence_milli": 1000,
-                "valid_from": at,
-                "valid_from_defaulted": False,
-                "recorded_at": recorded_at,
-                "origin_node": node or "",
-                "status": "ACTIVE",
-                "subject_id": _digest("subject", ns, s),
-                "retracts": True,
-            },
-        )
-    held = {r[0] for r in conn.execute(sa.text("SELECT evidence_id FROM evidence"))}
-    fresh = [r for eid, r in rows.items() if eid not in held]
-    if fresh:
-        conn.execute(
-            sa.text(
-                "INSERT INTO evidence (evidence_id, key_id, namespace, subject, predicate, "
-                "object, version_id, attribution, source, worth_milli, confidence_milli, "
-                "valid_from, valid_from_defaulted, recorded_at, origin_node, status, "
-                "subject_id, retracts) VALUES (:evidence_id, :key_id, :namespace, :subject, "
-                ":predicate, :object, :version_id, :attribution, :source, :worth_milli, "
-                ":confidence_milli, :valid_from, :valid_from_defaulted, :recorded_at, "
-                ":origin_node, :status, :subject_id, :retracts)"
-            ),
-            fresh,
-        )
-    with op.batch_alter_table("retraction", schema=None) as batch_op:
-        batch_op.drop_index("ix_retraction_key_id")
-    op.drop_table("retraction")
-    # The default only filled the rows already there; the node always writes the column.
-    with op.batch_alter_table("evidence", schema=None) as batch_op:
-        batch_op.alter_column("retracts", server_default=None)
-    _bump_generation(conn)
+        row = _evidence_row(key_id, keys[key_id], obj, version_id, at, recorded_at, node or "")
+        rows.setdefault(str(row["evidence_id"]), row)
+    return rows
+
+
+def _evidence_row(
+    key_id: str,
+    key: tuple[str, str, str],
+    obj: str,
+    version_id: str | None,
+    at: int,
+    recorded_at: int,
+    node: str,
+) -> dict[str, object]:
+    """A retraction row as retraction evidence (the module's docstring says how)."""
+    ns, s, p = key
+    eid = _digest(
+        "retraction/1",
+        ns,
+        s,
+        p,
+        obj,
+        _MIGRATED_ANCHOR,
+        _MIGRATED_SOURCE,
+        str(at),
+        "1000",
+        "1000",
+        "",
+        "",
+        "",
+        "",
+    )
+    return {
+        "evidence_id": eid,
+        "key_id": key_id,
+        "namespace": ns,
+        "subject": s,
+        "predicate": p,
+        "object": obj,
+        "version_id": version_id or "",
+        "attribution": _MIGRATED_ANCHOR,
+        "source": _MIGRATED_SOURCE,
+        "worth_milli": 1000,
+        "confidence_milli": 1000,
+        "valid_from": at,
+        "valid_from_defaulted": False,
+        "recorded_at": recorded_at,
+        "origin_node": node,
+        "status": "ACTIVE",
+        "subject_id": _digest("subject", ns, s),
+        "retracts": True,
+    }
 
 
 def downgrade() -> None:

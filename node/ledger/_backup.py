@@ -34,7 +34,7 @@ from factnode.core import (
     Key,
     Policy,
 )
-from factnode.core.erasure_bounds import ErasureBound, lowered_bounds
+from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.policy import policy_fingerprint
 from factnode.core.validation import relayed_violations
 from factnode.ledger._model import Committed, NotFound, NotUnderReview
@@ -481,8 +481,7 @@ def _replay_erasure(
     with replay.repo.write() as tx:
         replay.serving.announce(tx, fx)
         listed = [ErasureBound(t.erasure_id, node, at) for node, at in sorted(bounds.items())]
-        lowered = lowered_bounds(tx.erasure_bounds([t.erasure_id]), listed)
-        replay.serving.apply(tx, Writes(erasure_bounds=lowered), fx)
+        replay.serving.put_bounds(tx, listed, fx)
         covered = tx.evidence_covered(t)
         replay.forgetting.apply_erasure(tx, t, covered, fx)
     return bool(covered)

@@ -28,7 +28,6 @@ from factnode.core.erasure_bounds import (
     ErasureBound,
     bound_on_arrival,
     bound_problem,
-    lowered_bounds,
 )
 from factnode.core.peer_checks import (
     ACCEPT_ALL_ERASURES,
@@ -416,8 +415,7 @@ class PeerInput(Component):
                     for b in good
                     if b.erasure_id not in held
                 ]
-                lowered = lowered_bounds(tx.erasure_bounds({b.erasure_id for b in kept}), kept)
-                self._serving.apply(tx, Writes(erasure_bounds=lowered), fx)
+                self._serving.put_bounds(tx, kept, fx)
                 accepted += len(kept)
         return _received(
             accepted, [replace(r, reason=f"erasure bound: {r.reason}") for r in refused]
@@ -467,9 +465,7 @@ class PeerInput(Component):
         later write, and the bound gossips, so every node judges that evidence alike."""
         bound = bound_on_arrival(t.erased_at, now, self.policy.clock_skew_micros)
         if bound is not None:
-            mine = [ErasureBound(t.erasure_id, self.node_id, bound)]
-            lowered = lowered_bounds(tx.erasure_bounds([t.erasure_id]), mine)
-            self._serving.apply(tx, Writes(erasure_bounds=lowered), fx)
+            self._serving.put_bounds(tx, [ErasureBound(t.erasure_id, self.node_id, bound)], fx)
         covered = tx.evidence_covered(t)
         self._forgetting.apply_erasure(tx, t, covered, fx)
         namespaces = sorted({e.key.namespace for e in covered})

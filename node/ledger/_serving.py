@@ -30,6 +30,7 @@ from factnode.core.consensus import (
     tally,
     transition,
 )
+from factnode.core.erasure_bounds import ErasureBound, lowered_bounds
 from factnode.core.serving import counted_votes, own_vote, peer_voted, serve
 from factnode.core.signed import vote_payload, withdrawn
 from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_key, check_text
@@ -156,6 +157,12 @@ class Serving:
         """Writes `changes` in `tx` and notes in `fx` what they change that peers compare."""
         tx.apply(changes)
         fx.note(changes)
+
+    def put_bounds(self, tx: Transaction, bounds: Sequence[ErasureBound], fx: Committed) -> None:
+        """Keeps each of `bounds` that is new or lower than the bound held for its erasure and
+        node (`core.erasure_bounds.lowered_bounds`)."""
+        held = tx.erasure_bounds({b.erasure_id for b in bounds})
+        self.apply(tx, Writes(erasure_bounds=lowered_bounds(held, bounds)), fx)
 
     def refresh(
         self,

@@ -128,9 +128,7 @@ def test_sign_in_sets_a_strict_http_only_expiring_cookie_and_acts_with_that_toke
     pages then show the key, the operator's actions and who is signed in."""
     url, value = fact(grpc_client)
     with console(node.address, PUBLIC, session_seconds=3600.0) as c:
-        answer = c.post(
-            "/login", data={"token": OPERATOR, "next": url}, headers={"Origin": PUBLIC}
-        )
+        answer = c.post("/login", data={"token": OPERATOR, "next": url}, headers={"Origin": PUBLIC})
         assert answer.status_code == 303 and answer.headers["location"] == url
         cookie = answer.headers["set-cookie"]
         attributes = {a.strip().lower() for a in cookie.split(";")}

@@ -355,8 +355,16 @@ def health(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def console(sub: Any, common: argparse.ArgumentParser) -> None:
     # No --json: it serves web pages and prints nothing else.
+    common = _common(json=False)  # this command's own copy: its --token means less here
+    for action in common._actions:
+        if "--token" in action.option_strings:
+            action.help = (
+                "the console's own bearer token (env FACTNODE_TOKEN), used only to follow "
+                "WatchBeliefs so open log pages update at once; never to read or act for a "
+                "browser: each user signs in with their own token"
+            )
     p = sub.add_parser(
-        "console", parents=[_common(json=False)], help="serve the operators' web console for a node"
+        "console", parents=[common], help="serve the operators' web console for a node"
     )
     p.add_argument(
         "--listen",

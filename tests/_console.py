@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 
 from factnode.client import Client
@@ -45,17 +46,19 @@ def chromium_path() -> str | None:
 
 
 class InProcessNode:
-    """A Node on its own event-loop thread, with a reader and an operator token."""
+    """A Node on its own event-loop thread, with a reader and an operator token (or, with
+    `tokens=False`, none: every loopback caller is its operator)."""
 
-    def __init__(self, tmp: Path, policy: Policy | None = None) -> None:
+    def __init__(self, tmp: Path, policy: Policy | None = None, *, tokens: bool = True) -> None:
+        grants = {
+            READER: TokenGrant(frozenset({"reader"}), ("*",), "rita"),
+            OPERATOR: TokenGrant(frozenset({"operator"}), ("*",), "olga"),
+        }
         self.settings = Settings(
             listen="127.0.0.1:0",
             data_dir=tmp / "data",
             node_id="console-node",
-            tokens={
-                READER: TokenGrant(frozenset({"reader"}), ("*",), "rita"),
-                OPERATOR: TokenGrant(frozenset({"operator"}), ("*",), "olga"),
-            },
+            tokens=grants if tokens else {},
             grace_seconds=0.0,
             policy=policy or Policy(),
         )
@@ -110,6 +113,17 @@ class ConsoleServer:
         self.server.should_exit = True
         self.thread.join(timeout=STOP_TIMEOUT)
         assert not self.thread.is_alive(), "the console did not stop"
+
+
+def sign_in(http: httpx.Client, base: str, token: str, next_path: str = "/queue") -> None:
+    """Signs `http` (a TestClient or an httpx.Client, keeping cookies) in to the console at
+    `base` with `token`, as the login form would post it."""
+    answer = http.post(
+        f"{base}/login", data={"token": token, "next": next_path}, headers={"Origin": base},
+        follow_redirects=False,
+    )  # fmt: skip
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == next_path
 
 
 def tie(node: Client, namespace: str, subject: str, values: tuple[str, ...]) -> None:

@@ -117,8 +117,14 @@ def mcp(args: argparse.Namespace) -> int:
 
 
 def console(args: argparse.Namespace) -> int:
-    """Serves the web console on `--listen`, talking to the node at `--address`."""
-    from factnode.console import ConsoleSettings, serve
+    """Serves the web console on `--listen`, talking to the node at `--address`.
+
+    The rule of every face that listens (`is_loopback`, as for `serve` and `mcp --http`): a
+    non-loopback --listen needs credentials, and the console's are the node's own tokens,
+    which its users sign in with; a node that answers a call without a token has none, so
+    the console refuses to start in front of it."""
+    from factnode.config import is_loopback
+    from factnode.console import ConsoleSettings, host_names, node_without_tokens, serve
 
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit() or not host:
@@ -130,13 +136,38 @@ def console(args: argparse.Namespace) -> int:
             f"factnode console: --ca-cert {args.ca_cert!r} is not a readable file", file=sys.stderr
         )
         return EXIT_USAGE
-    # Host headers name an IPv6 address in brackets.
-    hosts = ("127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host,
-             *args.allow_host)  # fmt: skip
+    configured = [*os.environ.get("FACTNODE_CONSOLE_ALLOW_HOSTS", "").split(","), *args.allow_host]
+    hosts = host_names(host, configured)
+    if not hosts:
+        print(
+            f"factnode console: --listen {args.listen} names no host a browser would send: give "
+            "the names the console is reached by with --allow-host (or "
+            "FACTNODE_CONSOLE_ALLOW_HOSTS)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     settings = ConsoleSettings(
         args.address, token=args.token, ca_cert=args.ca_cert or None, timeout=args.timeout,
-        allowed_hosts=tuple(dict.fromkeys(hosts)),
+        allowed_hosts=hosts, listen=args.listen, session_seconds=args.session_hours * 3600,
     )  # fmt: skip
+    if not is_loopback(args.listen):
+        open_node = asyncio.run(node_without_tokens(settings))
+        if open_node is True:
+            print(
+                f"factnode console: --listen {args.listen} is not loopback, and the node at "
+                f"{args.address} has no client tokens configured (it answered a call without "
+                "one): configure the node's `tokens` setting (users sign in to the console "
+                "with them) or listen on 127.0.0.1",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        if open_node is not False:
+            # Not refused: no sign-in succeeds while the node takes calls without a token.
+            print(
+                f"factnode console: could not check that the node at {args.address} has "
+                f"tokens ({open_node.code}: {open_node}); each sign-in checks it again",
+                file=sys.stderr,
+            )
     # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler that
     # was in place before it: that one makes the exit a clean 0, as for Ctrl-C.
     signal.signal(signal.SIGTERM, _exit_ok)

@@ -41,6 +41,22 @@ def _seconds(text: str) -> float:
     return value
 
 
+MAX_SESSION_HOURS = 720.0
+
+
+def _hours(text: str) -> float:
+    """A sign-in's lifetime: more than 0 and at most MAX_SESSION_HOURS (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of hours") from None
+    if not 0 < value <= MAX_SESSION_HOURS:
+        raise argparse.ArgumentTypeError(
+            f"must be more than 0 and at most {MAX_SESSION_HOURS:g} hours, got {text!r}"
+        )
+    return value
+
+
 def _common(*, json: bool = True) -> argparse.ArgumentParser:
     """Options of every verb that talks to a node (`--json` where it prints a response)."""
     common = argparse.ArgumentParser(add_help=False)
@@ -339,8 +355,16 @@ def health(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def console(sub: Any, common: argparse.ArgumentParser) -> None:
     # No --json: it serves web pages and prints nothing else.
+    common = _common(json=False)  # this command's own copy: its --token means less here
+    for action in common._actions:
+        if "--token" in action.option_strings:
+            action.help = (
+                "the console's own bearer token (env FACTNODE_TOKEN), used only to follow "
+                "WatchBeliefs so open log pages update at once; never to read or act for a "
+                "browser: each user signs in with their own token"
+            )
     p = sub.add_parser(
-        "console", parents=[_common(json=False)], help="serve the operators' web console for a node"
+        "console", parents=[common], help="serve the operators' web console for a node"
     )
     p.add_argument(
         "--listen",
@@ -353,5 +377,16 @@ def console(sub: Any, common: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="another Host name the console answers to (e.g. behind a proxy); repeatable",
+        help="a Host name the console answers to besides the --listen host (e.g. localhost, "
+        "its DNS name, or behind a proxy); repeatable; FACTNODE_CONSOLE_ALLOW_HOSTS adds "
+        "comma-separated ones. No other name is accepted, loopback ones included",
+    )
+    p.add_argument(
+        "--session-hours",
+        type=_hours,
+        default=os.environ.get("FACTNODE_CONSOLE_SESSION_HOURS", "8"),
+        metavar="HOURS",
+        help="how long a sign-in lasts (env FACTNODE_CONSOLE_SESSION_HOURS; default "
+        "%(default)s). Users sign in with a token the node knows (operator or reader); a "
+        "non-loopback --listen refuses to start in front of a node without tokens",
     )

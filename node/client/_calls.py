@@ -6,13 +6,14 @@ in how they send it."""
 
 from __future__ import annotations
 
+import copy
 import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -128,6 +129,14 @@ class Connection:
         self._channel = self._open(address, creds, options)
         self._metadata = metadata(token)
         self._timeout = timeout
+
+    def with_token(self, token: str | None) -> Self:
+        """This connection sending `token` (None: no token) on the same channel, so one
+        channel serves many callers (the console's signed-in users). Closing either closes
+        the channel of both."""
+        other = copy.copy(self)
+        other._metadata = metadata(token)
+        return other
 
     def _open(
         self,

@@ -9,10 +9,37 @@ May import factnode.client and factnode.core; never the ledger, store, server or
 import socket
 from collections.abc import Callable
 
+from factnode.client import AsyncClient, ClientError, PermissionDenied
+
 from ._app import ConsoleSettings, create_app
+from ._auth import host_names, sign_in_optional
 from ._pictures import tally_svg, timeline_svg
 
-__all__ = ["ConsoleSettings", "create_app", "serve", "tally_svg", "timeline_svg"]
+__all__ = [
+    "ConsoleSettings",
+    "create_app",
+    "host_names",
+    "node_without_tokens",
+    "serve",
+    "sign_in_optional",
+    "tally_svg",
+    "timeline_svg",
+]
+
+
+async def node_without_tokens(settings: ConsoleSettings) -> bool | ClientError:
+    """Whether the node answers a call that carries no token (True: it has no tokens, so
+    no sign-in could mean anything); the error when it cannot be asked."""
+    async with AsyncClient(
+        settings.address, ca_cert=settings.ca_cert, timeout=settings.timeout, retries=0
+    ) as anonymous:
+        try:
+            await anonymous.decisions(page_size=1)
+        except PermissionDenied:
+            return False
+        except ClientError as err:
+            return err
+    return True
 
 
 def serve(

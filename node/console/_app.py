@@ -1,12 +1,13 @@
 """The console's web application: Starlette routes that call the node through the public
 gRPC API (factnode.client.AsyncClient) and render Jinja2 templates. No database access:
-the node's tokens and roles apply to everything the console shows or does."""
+every page and action is a call with the signed-in user's own token (`_auth`), so the
+node's tokens and roles apply to everything the console shows or does."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import secrets
-import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -47,6 +48,7 @@ from factnode.client import (
 from factnode.client._types import Tally
 from factnode.core import Key
 
+from . import _auth as auth
 from . import _forms as forms
 from ._pictures import DEFAULT_THRESHOLD, percent, tally_svg, timeline_svg
 
@@ -55,7 +57,6 @@ QUEUE_PAGE = 25
 DECISIONS_PAGE = 50
 SCAN_PAGE = 200  # decisions asked of the node per call while filtering
 MAX_SCANS = 10  # node pages read to fill one filtered page of the log
-ROLE_TTL_SECONDS = 10.0
 FLASHES = 256  # results kept for the page a plain form POST redirects to
 POLL_SECONDS = 5.0  # an open log page reads the log at least this often
 TICK_SECONDS = 1.0  # how soon an open event stream notices the console shutting down
@@ -65,38 +66,21 @@ MAX_WATCH_BACKOFF_SECONDS = 10.0
 
 @dataclass(frozen=True, slots=True)
 class ConsoleSettings:
-    """Where the node is, how to reach it, and which Host names the console answers to."""
+    """Where the node is and how to reach it, where the console listens, which Host names it
+    answers to, and how long a sign-in lasts.
+
+    `token` is the console's own: it only follows WatchBeliefs, to wake open log pages at
+    once; it never reads or acts for a browser (each user signs in with their own token).
+    `listen` decides whether a browser without a session may act as the local caller: only
+    on loopback (see `_auth.sign_in_optional`)."""
 
     address: str
     token: str | None = None
     ca_cert: str | None = None
     timeout: float = 10.0
-    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "[::1]")
-
-
-class Roles:
-    """Whether the console's token may act as an operator, learnt from the node.
-
-    The node has no "who am I" call; an operator-only call (GetStatus) that fails with
-    PERMISSION_DENIED means a reader (or writer) token, and the console shows no action
-    buttons. The answer is kept for ROLE_TTL_SECONDS."""
-
-    def __init__(self) -> None:
-        self._known: tuple[float, bool] | None = None
-        # The node's id, from that same GetStatus: None until an operator call succeeds.
-        self.node_id: str | None = None
-
-    async def operator(self, node: AsyncClient) -> bool:
-        now = time.monotonic()
-        if self._known is not None and now - self._known[0] < ROLE_TTL_SECONDS:
-            return self._known[1]
-        try:
-            self.node_id = (await node.status()).node_id
-            allowed = True
-        except PermissionDenied:
-            allowed = False
-        self._known = (now, allowed)
-        return allowed
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1",)
+    listen: str = "127.0.0.1:7480"
+    session_seconds: float = auth.SESSION_SECONDS
 
 
 class LogWatch:
@@ -179,60 +163,132 @@ def key_query(key: Key, **extra: str) -> str:
     )
 
 
-def same_origin(request: Request) -> bool:
-    """A POST from a page of this console: its Origin (or, lacking one, its Referer) names
-    the host and port the request was sent to. Requests carrying neither come from no
-    browser page (curl, scripts) and cannot be cross-site forgeries."""
-    claimed = request.headers.get("origin") or request.headers.get("referer")
-    if not claimed or claimed == "null":
-        return claimed is None
-    parts = urlsplit(claimed)
-    return parts.netloc == request.headers.get("host", "") and parts.scheme in ("http", "https")
+CROSS_SITE = "refused: this form was not posted from a page of this console (its Origin or Referer is missing or names another site)"
+MAX_TOKEN_CHARS = 1024
+
+# The user the request being served acts as (set by Console.signed_in for each request).
+_user: contextvars.ContextVar[auth.User] = contextvars.ContextVar("console_user")
 
 
 class Console:
-    """The routes, with the node client, the templates and the role cache they share."""
+    """The routes, with the node's channel, the templates and the sessions they share."""
 
     def __init__(self, settings: ConsoleSettings) -> None:
         self.settings = settings
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.globals["threshold"] = percent(DEFAULT_THRESHOLD)
-        self.roles = Roles()
+        self.sessions = auth.Sessions(settings.session_seconds)
         self.flashes = Flashes()
         self.watch = LogWatch()
         # Whether the server is shutting down (set by whoever serves the app): event
         # streams end then, so a shutdown need not wait for the browsers to leave.
         self.stopping: Callable[[], bool] = lambda: False
-        self._node: AsyncClient | None = None
+        self._channel: AsyncClient | None = None
+        self._local: auth.User | None = None  # the local caller, when sign-in is optional
+
+    @property
+    def channel(self) -> AsyncClient:
+        """The connection to the node, sending the console's own token (WatchBeliefs only)."""
+        assert self._channel is not None, "the console's lifespan has not started"
+        return self._channel
 
     @property
     def node(self) -> AsyncClient:
-        assert self._node is not None, "the console's lifespan has not started"
-        return self._node
+        """The node as the request's user: their token on the console's channel."""
+        return _user.get().node
+
+    @property
+    def roles(self) -> auth.Roles:
+        return _user.get().roles
+
+    # -- who a request acts as -------------------------------------------------
+
+    def user_of(self, request: Request) -> auth.User | None:
+        """The session's user; else the local caller where sign-in is optional; else None."""
+        user = self.sessions.user(request.cookies.get(auth.COOKIE))
+        if user is not None:
+            return user
+        if auth.sign_in_optional(self.settings.listen):
+            if self._local is None:
+                self._local = auth.User(self.channel.with_token(None), None)
+            return self._local
+        return None
+
+    def to_sign_in(self, request: Request, why: str = "") -> Response:
+        """A redirect to the sign-in page, coming back here afterwards; an event stream or a
+        POST gets it too (nothing was done), a stream as a plain 401."""
+        if request.url.path == "/decisions/live":
+            return PlainTextResponse("UNAUTHENTICATED: sign in first", 401)
+        back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        if request.method != "GET":
+            back = "/queue"
+        query = {"next": back, **({"why": why} if why else {})}
+        response = RedirectResponse("/login?" + urlencode(query), 303)
+        if request.cookies.get(auth.COOKIE):
+            response.delete_cookie(auth.COOKIE, path="/")
+        return response
+
+    def signed_in(
+        self, route: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """`route` run as the request's user; without one, a redirect to the sign-in page.
+
+        A token the node stops knowing (removed from its configuration), or a node that
+        wants a token from the local caller, ends in the sign-in page too."""
+
+        async def run(request: Request) -> Response:
+            if request.method == "POST" and not auth.same_origin(request.headers):
+                return PlainTextResponse(CROSS_SITE, 403)
+            user = self.user_of(request)
+            if user is None:
+                return self.to_sign_in(request)
+            request.state.user = user
+            bound = _user.set(user)
+            try:
+                response = await route(request)
+            except PermissionDenied as err:
+                if err.code != "UNAUTHENTICATED":
+                    raise
+                self.sessions.close(request.cookies.get(auth.COOKIE))
+                why = "expired" if user.signed_in else "needed"
+                return self.to_sign_in(request, why)
+            finally:
+                _user.reset(bound)
+            # Pages hold what the user may read: not kept by the browser after sign-out.
+            response.headers.setdefault("cache-control", "no-store")
+            return response
+
+        return run
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         s = self.settings
         # The channel belongs to the server's event loop, so it opens here, not at import.
-        self._node = AsyncClient(
+        self._channel = AsyncClient(
             s.address, token=s.token, ca_cert=s.ca_cert, timeout=s.timeout, retries=0
         )
-        follower = asyncio.create_task(self.watch.follow(self._node))
+        follower = asyncio.create_task(self.watch.follow(self._channel))
         try:
             yield
         finally:
             follower.cancel()
             with suppress(asyncio.CancelledError):
                 await follower
-            await self._node.close()
-            self._node = None
+            await self._channel.close()
+            self._channel = None
+            self._local = None
 
     # -- rendering -------------------------------------------------------------
 
     def page(
         self, request: Request, name: str, context: dict[str, Any], status: int = 200
     ) -> Response:
-        context = {"address": self.settings.address, "path": request.url.path, **context}
+        context = {
+            "address": self.settings.address,
+            "path": request.url.path,
+            "user": getattr(request.state, "user", None),
+            **context,
+        }
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
     def failure(self, request: Request, err: ClientError, title: str) -> Response:
@@ -254,6 +310,8 @@ class Console:
         try:
             return await render()
         except ClientError as err:
+            if err.code == "UNAUTHENTICATED":
+                raise  # the node wants a (valid) token: `signed_in` asks for a sign-in
             return self.failure(request, err, title)
 
     # -- pages -----------------------------------------------------------------
@@ -391,11 +449,6 @@ class Console:
     ) -> Response:
         """Runs an action from a form. With htmx the refreshed key page comes back at once;
         a plain form POST is redirected (303) to the key page, which shows the result."""
-        if not same_origin(request):
-            return PlainTextResponse(
-                "refused: this form was posted from another site (Origin does not match the console)",
-                403,
-            )
         form = await request.form()
         params = {k: v for k, v in form.items() if isinstance(v, str)}
         name = request.url.path.rsplit("/", 1)[-1]
@@ -409,8 +462,15 @@ class Console:
         except ClientError as err:
             if isinstance(err, Unavailable):
                 return self.failure(request, err, "Action")
+            if err.code == "UNAUTHENTICATED":
+                raise
             # Shown in the form that was sent, with what was typed there kept.
             refused = {**error_words(err), "action": name}
+            if err.code == "PERMISSION_DENIED":
+                refused["message"] = (
+                    f"the node refused to {name} with the token you signed in with: {err} "
+                    "(resolving, retracting and erasing need an operator's token)"
+                )
             # htmx swaps only 2xx answers; a plain POST gets the status that says what failed.
             status = 200 if htmx else http_status(err)
             return await self.guarded(
@@ -540,6 +600,7 @@ class Console:
         except InvalidFact as err:
             return PlainTextResponse(f"{err.code}: {err}", 400)
         rows = self.templates.get_template("_decision_rows.html")
+        node = self.node  # the stream runs after this returns, still as the request's user
 
         async def events() -> AsyncIterator[str]:
             cursor, seen, idle = int(after), self.watch.changes, 0.0
@@ -547,7 +608,7 @@ class Console:
             while not self.stopping():
                 if idle == 0.0:
                     try:
-                        page = await self.node.decisions(
+                        page = await node.decisions(
                             key=f.key, namespace=f.namespace, page_size=SCAN_PAGE,
                             page_token=tokens.seq_position(cursor) if cursor else "",
                         )  # fmt: skip
@@ -575,6 +636,89 @@ class Console:
             events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
         )
 
+    # -- signing in and out ----------------------------------------------------
+
+    def login_page(
+        self, request: Request, target: str, *, why: str = "",
+        error: dict[str, Any] | None = None, status: int = 200,
+    ) -> Response:  # fmt: skip
+        return self.page(
+            request,
+            "login.html",
+            {
+                "title": "Sign in",
+                "next": target,
+                "why": SIGN_IN_NOTES.get(why, ""),
+                "error": error,
+                "optional": auth.sign_in_optional(self.settings.listen),
+            },
+            status,
+        )
+
+    async def login_form(self, request: Request) -> Response:
+        q = request.query_params
+        return self.login_page(
+            request, auth.local_path(q.get("next", "/queue")), why=q.get("why", "")
+        )
+
+    async def login(self, request: Request) -> Response:
+        """Exchanges a token the node accepts for a session cookie (HttpOnly, SameSite=Strict,
+        expiring with the session), after checking the token by calling the node with it."""
+        if not auth.same_origin(request.headers):
+            return PlainTextResponse(CROSS_SITE, 403)
+        form = await request.form()
+        token = str(form.get("token") or "").strip()
+        target = auth.local_path(str(form.get("next") or "/queue"))
+        problem = auth.token_problem(token, MAX_TOKEN_CHARS)
+        if problem:
+            refused = {"code": "INVALID_ARGUMENT", "message": f"token: {problem}",
+                       "fields": [("token", problem)]}  # fmt: skip
+            return self.login_page(request, target, error=refused, status=400)
+        try:
+            user = await self.check_token(token)
+        except NodeWithoutTokens:
+            if auth.sign_in_optional(self.settings.listen):
+                return RedirectResponse(target, 303)  # nothing to sign in to: go on as local
+            refused = {"code": "FAILED_PRECONDITION", "message": OPEN_NODE, "fields": []}
+            return self.login_page(request, target, error=refused, status=403)
+        except ClientError as err:
+            refused = error_words(err)
+            if err.code == "UNAUTHENTICATED":
+                refused["message"] = "the node does not know this token"
+            elif err.code == "PERMISSION_DENIED":
+                refused["message"] = f"this token may neither read nor operate: {err}"
+            return self.login_page(request, target, error=refused, status=http_status(err))
+        self.sessions.close(request.cookies.get(auth.COOKIE))  # never two for one browser
+        response = RedirectResponse(target, 303)
+        response.set_cookie(
+            auth.COOKIE, self.sessions.open(user), max_age=int(self.sessions.lifetime),
+            path="/", httponly=True, samesite="strict", secure=request.url.scheme == "https",
+        )  # fmt: skip
+        return response
+
+    async def check_token(self, token: str) -> auth.User:
+        """The user of `token` as the node sees it (operator, or may read); raises the node's
+        refusal, or NodeWithoutTokens when the node takes calls without any token."""
+        try:
+            await self.channel.with_token(None).decisions(page_size=1)
+        except PermissionDenied:
+            pass  # the node wants a token: it has tokens configured, so it will check this one
+        else:
+            raise NodeWithoutTokens
+        user = auth.User(self.channel.with_token(token), token)
+        if not await user.roles.operator(user.node):
+            await user.node.decisions(page_size=1)  # may it read at least?
+        return user
+
+    async def logout(self, request: Request) -> Response:
+        """Ends the session here (its id stops working at once) and in the browser."""
+        if not auth.same_origin(request.headers):
+            return PlainTextResponse(CROSS_SITE, 403)
+        self.sessions.close(request.cookies.get(auth.COOKIE))
+        response = RedirectResponse("/login?why=signed-out", 303)
+        response.delete_cookie(auth.COOKIE, path="/")
+        return response
+
     # -- node and peers --------------------------------------------------------
 
     async def node_status(self, request: Request) -> Response:
@@ -586,6 +730,22 @@ class Console:
 
 
 ACTIONS = ("resolve", "retract", "erase")
+
+
+class NodeWithoutTokens(Exception):
+    """The node answers calls that carry no token: it has no `tokens` configured."""
+
+
+OPEN_NODE = (
+    "the node accepts calls without a token (it has no tokens configured), so a sign-in "
+    "would prove nothing; this console listens beyond loopback and acts for no one until "
+    "the node has tokens (the node's `tokens` setting)"
+)
+SIGN_IN_NOTES = {
+    "expired": "Your session ended, or the node no longer accepts its token: sign in again.",
+    "needed": "The node wants a token: sign in with yours.",
+    "signed-out": "You are signed out.",
+}
 
 OUTCOMES = (
     "ACCEPTED", "CORROBORATED", "SUPERSEDED", "HISTORICAL", "DISBELIEVED", "AMBIGUOUS",
@@ -676,17 +836,21 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     """The console for one node: routes, static files (htmx, vendored), Host checking and
     the security headers."""
     console = Console(settings)
+    user = console.signed_in  # every page and action runs as a signed-in (or local) user
     routes = [
         Route("/", console.home),
         Route("/favicon.ico", favicon),
-        Route("/queue", console.queue),
-        Route("/key", console.key),
-        Route("/key/resolve", console.resolve, methods=["POST"]),
-        Route("/key/retract", console.retract, methods=["POST"]),
-        Route("/key/erase", console.erase, methods=["POST"]),
-        Route("/decisions", console.decisions),
-        Route("/decisions/live", console.live),
-        Route("/node", console.node_status),
+        Route("/login", console.login_form),
+        Route("/login", console.login, methods=["POST"]),
+        Route("/logout", console.logout, methods=["POST"]),
+        Route("/queue", user(console.queue)),
+        Route("/key", user(console.key)),
+        Route("/key/resolve", user(console.resolve), methods=["POST"]),
+        Route("/key/retract", user(console.retract), methods=["POST"]),
+        Route("/key/erase", user(console.erase), methods=["POST"]),
+        Route("/decisions", user(console.decisions)),
+        Route("/decisions/live", user(console.live)),
+        Route("/node", user(console.node_status)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     # A Host header naming another site (DNS rebinding) is refused before any route runs.

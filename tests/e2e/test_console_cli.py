@@ -77,3 +77,73 @@ def test_console_on_a_taken_port_says_so(tmp_path: Path) -> None:
     assert done.returncode == EXIT_USAGE
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_wildcard_listen_without_host_names_refuses_to_start(tmp_path: Path) -> None:
+    """--listen 0.0.0.0 names no host a browser sends: without --allow-host the console exits
+    2 naming the option, before asking the node anything."""
+    done = subprocess.run(
+        factnode_command("console", "--listen", "0.0.0.0:0", "--address", "127.0.0.1:1"),
+        capture_output=True, text=True, timeout=CLI_TIMEOUT, stdin=subprocess.DEVNULL,
+        env=isolated_env(tmp_path / "home"),
+    )  # fmt: skip
+    assert done.returncode == EXIT_USAGE
+    assert "--allow-host" in done.stderr and "FACTNODE_CONSOLE_ALLOW_HOSTS" in done.stderr
+
+
+def test_a_public_listen_in_front_of_a_node_without_tokens_refuses_to_start(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Beyond loopback, in front of a node that answers without a token, the console exits 2
+    naming the node's `tokens` setting (it used to serve the node's operator rights)."""
+    done = subprocess.run(
+        factnode_command("console", "--address", server.address, "--listen", "0.0.0.0:0",
+                         "--allow-host", "console.example"),
+        capture_output=True, text=True, timeout=CLI_TIMEOUT, stdin=subprocess.DEVNULL,
+        env=isolated_env(tmp_path / "home"),
+    )  # fmt: skip
+    assert done.returncode == EXIT_USAGE
+    assert "0.0.0.0:0 is not loopback" in done.stderr and "`tokens`" in done.stderr
+
+
+@pytest.mark.parametrize("how", ["none", "flag", "env"])
+def test_on_loopback_the_host_check_accepts_only_configured_names(
+    how: str, server: ServerProcess, tmp_path: Path
+) -> None:
+    """A console on 127.0.0.1 answers `Host: localhost` only when that name is configured,
+    by --allow-host or FACTNODE_CONSOLE_ALLOW_HOSTS (it used to accept every loopback name)."""
+    env = isolated_env(tmp_path / "home")
+    extra = ["--allow-host", "localhost"] if how == "flag" else []
+    if how == "env":
+        env["FACTNODE_CONSOLE_ALLOW_HOSTS"] = "console.example, localhost"
+    proc = subprocess.Popen(
+        factnode_command("console", "--address", server.address, "--listen", "127.0.0.1:0",
+                         *extra),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        env=env,
+    )  # fmt: skip
+    try:
+        url = first_line(proc, START_TIMEOUT).split()[3]
+        own = httpx.get(f"{url}/node", timeout=CLI_TIMEOUT)
+        assert own.status_code == 200 and server.node_id in own.text
+        other = httpx.get(f"{url}/node", headers={"Host": "localhost"}, timeout=CLI_TIMEOUT)
+        assert other.status_code == (400 if how == "none" else 200)
+    finally:
+        code = stop_process(proc, signal.SIGTERM)
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
+    assert code == 0
+
+
+def test_a_session_lifetime_that_is_not_a_positive_number_of_hours_is_refused(
+    tmp_path: Path,
+) -> None:
+    """--session-hours 0 (or more than 720) exits 2 naming the option."""
+    for hours in ("0", "721", "soon"):
+        done = subprocess.run(
+            factnode_command("console", "--session-hours", hours), capture_output=True,
+            text=True, timeout=CLI_TIMEOUT, stdin=subprocess.DEVNULL,
+            env=isolated_env(tmp_path / "home"),
+        )  # fmt: skip
+        assert done.returncode == EXIT_USAGE and "--session-hours" in done.stderr, hours

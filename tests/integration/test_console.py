@@ -7,13 +7,22 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
 from urllib.parse import urlencode
 
 import httpx
 import pytest
-from _console import OPERATOR, READER, ConsoleServer, InProcessNode, screenshot_dir, tie
+from _console import (
+    OPERATOR,
+    READER,
+    ConsoleServer,
+    InProcessNode,
+    screenshot_dir,
+    sign_in,
+    tie,
+)
 from starlette.testclient import TestClient
 
 from factnode.client import Client
@@ -41,9 +50,15 @@ def grpc_client(node: InProcessNode) -> Iterator[Client]:
         yield c
 
 
-def _console(address: str, token: str | None) -> TestClient:
-    app = create_app(ConsoleSettings(address, token=token, timeout=5))
-    return TestClient(app, base_url=BASE, follow_redirects=False)
+@contextmanager
+def _console(address: str, token: str | None) -> Iterator[TestClient]:
+    """The console signed in with `token` (when the node answers); its POSTs carry this
+    console's Origin, as a browser's do."""
+    app = create_app(ConsoleSettings(address, timeout=5))
+    with TestClient(app, base_url=BASE, follow_redirects=False, headers={"Origin": BASE}) as c:
+        if token is not None:
+            sign_in(c, BASE, token)
+        yield c
 
 
 @pytest.fixture(scope="module")
@@ -265,18 +280,23 @@ def test_erase_needs_the_typed_key_then_the_value_is_gone_from_every_page(
 def test_cross_origin_posts_and_foreign_hosts_are_refused(
     operator: TestClient, grpc_client: Client
 ) -> None:
-    """A POST whose Origin is another site, or a request for another Host name, is refused
-    and changes nothing."""
+    """A POST whose Origin is another site, or that carries neither Origin nor Referer, or a
+    request for another Host name, is refused and changes nothing."""
     space = ns()
     tie(grpc_client, space, "ana", ("Porto", "Faro"))
     [version, *_] = version_ids(operator.get(key_url(space)).text)
     data = form(space, version_id=version, reason="forged")
     forged = operator.post("/key/resolve", data=data, headers={"Origin": "http://evil.example"})
     assert forged.status_code == 403 and "another site" in forged.text
-    via_referer = operator.post(
-        "/key/resolve", data=data, headers={"Referer": "http://evil.example/page"}
-    )
-    assert via_referer.status_code == 403
+    del operator.headers["origin"]  # the fixture's browser-like Origin, for these two
+    try:
+        via_referer = operator.post(
+            "/key/resolve", data=data, headers={"Referer": "http://evil.example/page"}
+        )
+        assert via_referer.status_code == 403
+        assert operator.post("/key/resolve", data=data).status_code == 403  # neither header
+    finally:
+        operator.headers["origin"] = BASE
     assert operator.get("/queue", headers={"Host": "evil.example"}).status_code == 400
     assert 'class="queued"' in operator.get("/queue", params={"namespace": space}).text
     same = operator.post("/key/resolve", data=data, headers={"Origin": BASE})
@@ -321,7 +341,7 @@ def test_node_page_shows_identity_counts_and_peers(operator: TestClient) -> None
 
 def test_an_unreachable_node_is_a_page_saying_so(tmp_path: Path) -> None:
     """With nothing listening at the address, every page says the node cannot be reached."""
-    with _console("127.0.0.1:1", OPERATOR) as console:
+    with _console("127.0.0.1:1", None) as console:  # no node to sign in to
         for path in ("/queue", key_url("user:x"), "/decisions", "/node"):
             page = console.get(path)
             assert page.status_code == 503, path
@@ -335,11 +355,13 @@ def test_decision_log_streams_new_decisions_live(node: InProcessNode, grpc_clien
     grpc_client.submit((space, "ana", "lives_in"), "Porto", "user_stated", source="ana")
     console = ConsoleServer(ConsoleSettings(node.address, token=OPERATOR, timeout=5))
     try:
-        page = httpx.get(f"{console.url}/decisions", params={"namespace": space}, timeout=10)
+        browser = httpx.Client(timeout=10)
+        sign_in(browser, console.url, READER)
+        page = browser.get(f"{console.url}/decisions", params={"namespace": space})
         [live] = re.findall(r'sse-connect="([^"]+)"', page.text)
         url = console.url + live.replace("&amp;", "&")
         seen = ""
-        with httpx.stream("GET", url, timeout=LIVE_TIMEOUT) as stream:
+        with browser.stream("GET", url, timeout=LIVE_TIMEOUT) as stream:
             lines = stream.iter_lines()
             assert next(lines) == ": connected"
             grpc_client.submit((space, "ana", "lives_in"), "Faro", "user_stated", source="bo",
@@ -349,6 +371,7 @@ def test_decision_log_streams_new_decisions_live(node: InProcessNode, grpc_clien
                 seen += next(lines) + "\n"
         assert "event: decision" in seen and "SUPERSEDED" in seen
         assert "ACCEPTED" not in seen  # only what is new since the page was drawn
+        browser.close()
     finally:
         console.close()
 

@@ -361,6 +361,7 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
             lines.append("no other value competes for this key.")
         for c in explained.comparisons:
             lines.append(f"{c.object!r} lost on {c.rule}: {c.reason}")
+        lines += [line for line in (explained.review, explained.believed_again) if line]
         return "\n".join(lines)
 
     @server.tool(

@@ -24,6 +24,7 @@ from factnode.core import (
 from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord
+from factnode.core.story import BelievedAgain
 from factnode.ledger import Belief
 from factnode.store import Tombstone
 
@@ -220,6 +221,8 @@ def history_pb(h: VersionHistory, evidence: dict[str, Evidence]) -> pb.VersionHi
         interval = msg.intervals.add(start=timestamp(iv.start))
         if iv.end is not None:
             interval.end.CopyFrom(timestamp(iv.end))
+    if h.served_until is not None:
+        msg.served_until.CopyFrom(timestamp(h.served_until))
     return msg
 
 
@@ -231,6 +234,19 @@ def comparison_pb(c: Comparison) -> pb.Comparison:
         reason=c.reason,
         winner_evidence=evidence_pb(c.winner),
         loser_evidence=evidence_pb(c.loser),
+        evidence_rule=c.evidence_rule.value if c.evidence_rule is not None else "",
+        evidence_reason=c.evidence_reason,
+    )
+
+
+def believed_again_pb(b: BelievedAgain) -> pb.BelievedAgain:
+    return pb.BelievedAgain(
+        key=key_pb(b.key),
+        version_id=b.version_id,
+        object=b.object,
+        cause=b.cause,
+        text=b.text,
+        ended_by=list(b.ended_by),
     )
 
 

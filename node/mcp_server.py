@@ -361,6 +361,7 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
             lines.append("no other value competes for this key.")
         for c in explained.comparisons:
             lines.append(f"{c.object!r} lost on {c.rule}: {c.reason}")
+        lines += [line for line in (explained.review, explained.believed_again) if line]
         return "\n".join(lines)
 
     @server.tool(
@@ -382,7 +383,10 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
             "same rules as facts (an llm_generated retraction cannot end a user_stated fact). "
             "The evidence stays in the audit trail. Name the value that stopped being true "
             "in 'object'; to retract every value the key has ever had (current, historical "
-            "and disbelieved alike) set 'every_value' to true instead."
+            "and disbelieved alike) set 'every_value' to true instead. Retracting the believed "
+            "value can make a value it had outranked believed again (e.g. 'Milan' once 'Rome', "
+            "which outranked it by trust_anchor, is retracted); the reply says so, and so does "
+            "'why' afterwards. An operator's erasure can do the same."
         )
     )
     async def forget(
@@ -431,7 +435,13 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
         text += f": {decision.detail}" if decision.detail else ""
         if not (belief.version_id or belief.values):  # nothing left for the key
             return f"{text}\nnow nothing is believed for {namespace}/{subject}/{predicate}."
-        return f"{text}\nnow: {belief_text(belief)}"
+        text += f"\nnow: {belief_text(belief)}"
+        if decision.outcome == "RETRACTED" and decision.evidence_id:
+            explained = await call(client.explain((namespace, subject, predicate)))
+            # The story names the retractions that ended the rival: this one, or an older one.
+            if decision.evidence_id in explained.believed_again:
+                text += f"\n{explained.believed_again}"
+        return text
 
     @server.resource(
         "factnode://belief/{namespace}/{subject}/{predicate}",

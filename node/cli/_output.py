@@ -123,7 +123,7 @@ def history(r: pb.GetHistoryResponse) -> str:
             (
                 quoted(v.object),
                 enum_name(pb.VersionStatus.DESCRIPTOR, v.status),
-                spans or "never believed",
+                spans or _unserved(v),
                 str(len(v.evidence)),
                 v.version_id[:12],
             )
@@ -131,6 +131,13 @@ def history(r: pb.GetHistoryResponse) -> str:
     out = table(rows, ("value", "status", "believed (event time)", "evidence", "version"))
     ended = [f"{quoted(v.object)} ended by {_ending(e)}" for v in r.versions for e in v.ended_by]
     return "\n".join([out, *ended])
+
+
+def _unserved(v: pb.VersionHistory) -> str:
+    """A version believed at no event time now: never, or until an operator's resolution."""
+    if v.HasField("served_until"):
+        return f"served until the resolution at {show_time(v.served_until)}"
+    return "never believed"
 
 
 def _ending(e: pb.Evidence) -> str:
@@ -152,13 +159,21 @@ def explanation(r: pb.ExplainResponse) -> str:
         lines.append("no other version competes")
     for cmp in r.comparisons:
         lines.append(f"  beats {quoted(cmp.object)} by {safe(cmp.rule)}: {safe(cmp.reason)}")
+    if r.review:
+        lines.append(safe(r.review))
+    if r.HasField("believed_again"):
+        lines.append(safe(r.believed_again.text))
     return "\n".join(lines)
 
 
 def retracted(r: pb.RetractResponse) -> str:
     """The retraction's decision (RETRACTED, or DISBELIEVED naming what outranked it)."""
-    line = f"{outcome(r.decision)} by rule {safe(r.decision.rule)}"
-    return f"{line}\n{safe(r.decision.detail)}" if r.decision.detail else line
+    lines = [f"{outcome(r.decision)} by rule {safe(r.decision.rule)}"]
+    if r.decision.detail:
+        lines.append(safe(r.decision.detail))
+    if r.HasField("believed_again"):
+        lines.append(safe(r.believed_again.text))
+    return "\n".join(lines)
 
 
 def decisions(r: pb.ListDecisionsResponse) -> str:
@@ -255,10 +270,12 @@ def resolved(r: pb.ResolveContestedResponse) -> str:
 
 
 def erased(r: pb.EraseResponse) -> str:
-    return (
+    line = (
         f"erased {r.evidence_erased} evidence across {r.keys_affected} key(s); "
         f"tombstone {safe(r.erasure_id)}"
     )
+    again = [f"{key_text(b.key)}: {safe(b.text)}" for b in r.believed_again]
+    return "\n".join([line, *again])
 
 
 def decayed(r: pb.RunDecayResponse) -> str:

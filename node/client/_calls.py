@@ -240,9 +240,11 @@ def _items(m: pb.SubmitFactsResponse) -> tuple[t.ItemOutcome, ...]:
 
 def _explanation(m: pb.ExplainResponse) -> t.Explanation:
     comparisons = tuple(
-        t.Comparison(c.version_id, c.object, c.rule, c.reason) for c in m.comparisons
+        t.Comparison(c.version_id, c.object, c.rule, c.reason, c.evidence_rule)
+        for c in m.comparisons
     )
-    return t.Explanation(t.Belief.of(m.belief), comparisons)
+    again = m.believed_again.text if m.HasField("believed_again") else ""
+    return t.Explanation(t.Belief.of(m.belief), comparisons, m.review, again)
 
 
 def _status(m: pb.GetStatusResponse) -> t.Status:
@@ -316,7 +318,11 @@ RESOLVE = _call(
 )  # fmt: skip
 ERASE = _call(
     "AdminService", "Erase", pb.EraseResponse,
-    lambda m: t.Erased(m.erasure_id, m.evidence_erased, m.keys_affected, t.when(m.erased_at)),
+    lambda m: t.Erased(
+        m.erasure_id, m.evidence_erased, m.keys_affected, t.when(m.erased_at),
+        tuple(f"{b.key.namespace}/{b.key.subject}/{b.key.predicate}: {b.text}"
+              for b in m.believed_again),
+    ),
     False,
 )  # fmt: skip
 DECAY = _call(

@@ -167,6 +167,9 @@ class Version:
     # The served version's rule, as GetBelief names it; for another version, the rule the
     # served one beats it by ("retract" or "correction" where it no longer counts).
     rule: str = ""
+    # For a version believed at no event time now that was served until an operator's
+    # resolution chose another: when that resolution was recorded.
+    served_until: datetime | None = None
 
     @classmethod
     def of(cls, m: pb.VersionHistory) -> Version:
@@ -176,6 +179,7 @@ class Version:
                   for i in m.intervals),
             tuple(Evidence.of(e) for e in m.evidence), tuple(m.supersedes), tuple(m.superseded_by),
             tuple(Evidence.of(e) for e in m.ended_by), m.rule,
+            when(m.served_until) if m.HasField("served_until") else None,
         )  # fmt: skip
 
 
@@ -187,6 +191,9 @@ class Comparison:
     object: str
     rule: str
     reason: str
+    # Where the votes or an operator's pin chose the belief: the first rule that separates
+    # the two versions' evidence (the reason says which way it goes); "" otherwise.
+    evidence_rule: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +202,10 @@ class Explanation:
 
     belief: Belief
     comparisons: tuple[Comparison, ...]
+    # Whether the key is under review and why, where it is or an operator's pin bears on it.
+    review: str = ""
+    # Where a retraction or an erasure made the belief believed again: the story in one line.
+    believed_again: str = ""
 
 
 T = TypeVar("T")
@@ -252,6 +263,8 @@ class Erased:
     evidence_erased: int
     keys_affected: int
     erased_at: datetime
+    # One line per key where the erasure made a version believed again (no erased value).
+    believed_again: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

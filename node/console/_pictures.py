@@ -52,9 +52,14 @@ def timeline_svg(versions: Sequence[Version], now: datetime) -> str:
 
     The axis runs from the earliest interval start to the latest end or `now`, whichever is
     later; an interval still open ends at `now` and is drawn with the class `open`. A version
+    that was served until an operator's resolution chose another (`served_until`) has a bar
+    of the class `until-resolution` from its earliest evidence to that resolution; a version
     never believed has a row saying so. Each bar carries a <title> with its exact times."""
+    spans = {v.version_id: _until_resolution(v) for v in versions}
     starts = [i.start for v in versions for i in v.intervals]
+    starts += [span[0] for span in spans.values() if span is not None]
     ends = [i.end for v in versions for i in v.intervals if i.end is not None]
+    ends += [span[1] for span in spans.values() if span is not None]
     if not starts:
         lo, hi = now - timedelta(days=1), now
     else:
@@ -80,7 +85,17 @@ def timeline_svg(versions: Sequence[Version], now: datetime) -> str:
             f'<g class="version {escape(status)}" data-version="{escape(v.version_id)}">'
             f'<text x="4" y="{y + 17}">{escape(_label(repr(v.object)))}</text>'
         )
-        if not v.intervals:
+        served = spans[v.version_id]
+        if served is not None:
+            x0, x1 = x(served[0]), x(max(served))
+            out.append(
+                f'<rect class="interval until-resolution" x="{_num(x0)}" '
+                f'y="{y + (ROW_HEIGHT - BAR_HEIGHT) // 2}" width="{_num(max(x1 - x0, Fraction(2)))}" '
+                f'height="{BAR_HEIGHT}"><title>{escape(repr(v.object))} ({escape(status)}): '
+                f"believed until the operator's resolution at {escape(served[1].isoformat())}"
+                "</title></rect>"
+            )
+        elif not v.intervals:
             out.append(
                 f'<text class="never" x="{LABEL_WIDTH}" y="{y + 17}">never believed ({escape(status)})</text>'
             )
@@ -110,6 +125,14 @@ def timeline_svg(versions: Sequence[Version], now: datetime) -> str:
         )
     out.append("</svg>")
     return "".join(out)
+
+
+def _until_resolution(v: Version) -> tuple[datetime, datetime] | None:
+    """(from, until) for a version believed at no event time now that was served until an
+    operator's resolution: from its earliest evidence's event time to the resolution."""
+    if v.intervals or v.served_until is None or not v.evidence:
+        return None
+    return min(e.valid_from for e in v.evidence), v.served_until
 
 
 def label_x(bar_end: Fraction, line_x: Fraction, label: str) -> Fraction:

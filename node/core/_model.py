@@ -207,3 +207,7 @@ class VersionHistory:
     # For the served version the rule it is served by; for another, the rule the served
     # version beats it by (RETRACT or CORRECTION where it no longer counts); else None.
     rule: Rule | None = None
+    # For a version served at no event time now that was served, as known just before an
+    # operator's resolution chose another: when the resolution was recorded (believed until
+    # then). None otherwise.
+    served_until: Instant | None = None

@@ -246,6 +246,11 @@ class Comparison:
     winner: Evidence
     loser: Evidence
     reason: str
+    # Where votes or an operator's pin chose the belief: the first rule that separates the
+    # two versions' evidence (TIEBREAK where none does), whichever way it goes, and that
+    # comparison in words. None where local arbitration chose the belief (`rule` is it).
+    evidence_rule: Rule | None = None
+    evidence_reason: str = ""
 
 
 def describe(rule: Rule, winner: Evidence, loser: Evidence, policy: Policy) -> str:

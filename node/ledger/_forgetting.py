@@ -7,14 +7,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from factnode.core import (
+    Decision,
     Evidence,
     FieldViolation,
     Instant,
     InvalidInput,
     Key,
+    Outcome,
+    Rule,
     ids,
 )
 from factnode.core.plan import ErasureLoad, plan_decay, plan_erasure
+from factnode.core.story import BelievedAgain, ServedBefore, believed_again_by_erasure
 from factnode.core.validation import (
     MAX_KEY_PART_BYTES,
     MAX_NODE_ID_BYTES,
@@ -88,9 +92,11 @@ class Forgetting(Component):
                 doomed = tx.evidence_in_scope("evidence", evidence_id, None, None)
             erased_ids = {e.evidence_id for e in doomed} | ({evidence_id} if evidence_id else set())
             tombstone = replace(tombstone, evidence_ids=tuple(sorted(erased_ids)))
-            keys = self.apply_erasure(tx, tombstone, doomed, fx, extra_keys={key} if key else set())
+            keys, again = self.apply_erasure(
+                tx, tombstone, doomed, fx, extra_keys={key} if key else set()
+            )
         self.repo.after_erase()
-        return ErasureReport(tombstone.erasure_id, len(doomed), len(keys), now)
+        return ErasureReport(tombstone.erasure_id, len(doomed), len(keys), now, tuple(again))
 
     def apply_erasure(
         self,
@@ -99,9 +105,10 @@ class Forgetting(Component):
         doomed: Sequence[Evidence],
         fx: Committed,
         extra_keys: set[Key] | None = None,
-    ) -> set[Key]:
+    ) -> tuple[set[Key], list[BelievedAgain]]:
         """Destroys the doomed evidence, records the tombstone and recomputes the keys: load,
-        plan (`core.plan.plan_erasure`), apply. Returns the keys recomputed."""
+        plan (`core.plan.plan_erasure`), apply. Returns the keys recomputed and each version
+        the erasure made believed again, whose story it logs (rule erased, without any value)."""
         named = list(tombstone.evidence_ids)
         # Every vote on a key in a key or subject erasure's scope goes, also where the evidence
         # it rests on never arrived here: that evidence is erased everywhere and can never
@@ -123,17 +130,47 @@ class Forgetting(Component):
             plan = plan_erasure(tombstone.scope, named, load, extra_keys or ())
         # Read before erasing: belief rows resting on erased evidence no longer join to it.
         current = tx.beliefs(list(plan.refresh))
+        told = [k for k in plan.refresh if k not in plan.forget]
+        before = tx.key_states(told) if told else {}
         self._serving.apply(tx, Writes(erasure=plan, tombstone=tombstone), fx)
         # The states after the erasure are read back: the store destroyed the rows.
-        self._serving.refresh(
-            tx,
-            tx.key_states(plan.refresh),
-            tombstone.erased_at,
-            fx,
-            current=current,
-            quiet=plan.forget,
+        after = tx.key_states(plan.refresh)
+        served = self._serving.refresh(
+            tx, after, tombstone.erased_at, fx, current=current, quiet=plan.forget
         )
-        return set(plan.refresh)
+        again = []
+        for k in sorted(told):
+            held = {e.evidence_id: e for e in after[k].evidence}
+            story = believed_again_by_erasure(
+                k,
+                before[k],
+                [ServedBefore(b.version_id, b.rule) for b in current.get(k, [])],
+                after[k],
+                [(b.version_id, held[b.evidence_id]) for b in served.get(k, [])],
+                self.policy,
+                tombstone.erasure_id,
+            )
+            if story is not None:
+                again.append((story, served[k]))
+        if again:
+            now = self.clock.now()
+            logged = [
+                Decision(
+                    key=story.key,
+                    outcome=Outcome.ERASED,
+                    rule=Rule.ERASED,
+                    decided_at=now,
+                    # Its version's evidence: erasing that later takes this entry too.
+                    evidence_id=next(
+                        b.evidence_id for b in rows if b.version_id == story.version_id
+                    ),
+                    version_id=story.version_id,
+                    detail=story.logged,
+                )
+                for story, rows in again
+            ]
+            self._serving.apply(tx, Writes(decisions=logged), fx)
+        return set(plan.refresh), [story for story, _ in again]
 
     def run_decay(self, now: Instant | None = None, batch: int = 2000) -> DecayReport:
         """Tombstones evidence whose effective confidence fell below min_confidence."""

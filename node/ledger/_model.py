@@ -20,6 +20,7 @@ from factnode.core.consensus import Served, Tally, Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.serving import Answer
 from factnode.core.signed import Equivocation, Signature
+from factnode.core.story import BelievedAgain
 from factnode.store import StoredBelief, Tombstone
 from factnode.store.repository import Writes
 
@@ -83,6 +84,10 @@ class Explanation:
     # Local arbitration's chain (the same as `comparisons` when the local belief is served).
     local_comparisons: tuple[Comparison, ...] = ()
     tally: Tally | None = None
+    # Whether the key is under review and why, where it is or an operator's pin bears on it.
+    review: str = ""
+    # The served version, where a retraction or an erasure made it believed again.
+    believed_again: BelievedAgain | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +126,8 @@ class ErasureReport:
     evidence_erased: int
     keys_affected: int
     erased_at: Instant
+    # Each version the erasure made believed again, with what had outranked it.
+    believed_again: tuple[BelievedAgain, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

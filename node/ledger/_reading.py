@@ -7,21 +7,21 @@ from collections.abc import Callable, Sequence
 
 from factnode import tokens
 from factnode.core import (
+    Decision,
     Evidence,
     FieldViolation,
     Instant,
     InvalidInput,
     Key,
     KeyState,
+    Outcome,
     Rule,
     VersionHistory,
     explain,
     history,
     ids,
-    representatives,
 )
-from factnode.core.arbitration import Comparison
-from factnode.core.consensus import Tally, Vote, consensus_reason, tally
+from factnode.core.consensus import Tally, Vote, tally
 from factnode.core.serving import (
     Answer,
     Pin,
@@ -30,10 +30,31 @@ from factnode.core.serving import (
     served_history,
     view,
 )
+from factnode.core.story import (
+    BELIEVED_AGAIN,
+    ERASED,
+    BelievedAgain,
+    believed_again_by_retraction,
+    erasure_story,
+    overruled_comparisons,
+    review_note,
+    served_until_resolution,
+)
 from factnode.ledger._model import Belief, Explanation, NotFound, Page, belief_from_rows, belief_of
 from factnode.ledger._serving import Component, check_filters, check_key_input, check_times
 from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief
 from factnode.store.repository import Transaction
+
+# Decisions that change what a key serves: an erasure's story holds until the next of them.
+_SERVED_CHANGES = (
+    Outcome.ACCEPTED,
+    Outcome.SUPERSEDED,
+    Outcome.AMBIGUOUS,
+    Outcome.RETRACTED,
+    Outcome.RESOLVED,
+    Outcome.CONTESTED,
+    Outcome.ERASED,
+)
 
 MAX_PAGE_SIZE = 1000
 DEFAULT_PAGE_SIZE = 100
@@ -221,7 +242,23 @@ class Reading(Component):
         def at(as_of: Instant | None) -> Answer:
             return self._answer(key, state, votes, pin, present, as_of, known_at)
 
-        return served_history(local, state, at, known_at)
+        served = served_history(local, state, at, known_at)
+        if pin is None or (known_at is not None and pin.pinned_at > known_at):
+            return served
+        then = pin.pinned_at - 1
+
+        def before_pin() -> list[VersionHistory]:
+            # The key as known just before the resolution (the pin unknown then too).
+            earlier = history(
+                state.evidence, state.retractions, self.policy, known_at=then, lineage=lineage
+            )
+
+            def at_then(as_of: Instant | None) -> Answer:
+                return self._answer(key, state, votes, pin, [], as_of, then)
+
+            return served_history(earlier, state, at_then, then)
+
+        return served_until_resolution(served, before_pin, pin)
 
     def explain(
         self, key: Key, as_of: Instant | None = None, known_at: Instant | None = None
@@ -237,7 +274,8 @@ class Reading(Component):
             votes = tx.votes([key])[key]
             pin = tx.pins([key]).get(key)
             present = tx.beliefs([key]).get(key, [])
-        return self._explained(key, state, votes, pin, present, as_of, known_at)
+            latest = tx.latest_decision(key, _SERVED_CHANGES)
+        return self._explained(key, state, votes, pin, present, as_of, known_at, latest)
 
     def _explained(
         self,
@@ -248,7 +286,10 @@ class Reading(Component):
         present: Sequence[StoredBelief],
         as_of: Instant | None = None,
         known_at: Instant | None = None,
+        latest: LoggedDecision | None = None,
     ) -> Explanation:
+        """The explanation of a view; `latest` is the key's latest decision that changed what
+        it serves (an erasure's story holds until the next one)."""
         answer = self._answer(key, state, votes, pin, present, as_of, known_at)
         belief = belief_of(key, answer)
         if belief is None:
@@ -256,30 +297,17 @@ class Reading(Component):
         _, local = explain(answer.evidence, self.policy)
         comparisons = local
         if belief.rule in (Rule.FEDERATION_CONSENSUS, Rule.OPERATOR_RESOLUTION):
-            comparisons = self._served_comparisons(belief, answer.evidence, answer.tally)
-        return Explanation(belief, comparisons, local, answer.tally)
-
-    def _served_comparisons(
-        self, belief: Belief, evidence: Sequence[Evidence], result: Tally | None
-    ) -> tuple[Comparison, ...]:
-        """Why the served version beats each other held version, when votes or a pin (not
-        local arbitration) chose it."""
-        reps = representatives(evidence, self.policy)
-        out = []
-        for vid, rep in sorted(reps.items()):
-            if vid == belief.version_id:
-                continue
-            if belief.rule is Rule.FEDERATION_CONSENSUS and result is not None:
-                reason = consensus_reason(
-                    result, belief.version_id, vid, self.policy.consensus_threshold
-                )
-            else:
-                reason = (
-                    "an operator pinned the served version while the key is under review "
-                    "(see the decision log for who and why)"
-                )
-            out.append(Comparison(vid, rep.object, belief.rule, belief.evidence, rep, reason))
-        return tuple(out)
+            comparisons = overruled_comparisons(
+                belief.version_id, belief.rule, answer.evidence, self.policy, answer.tally, pin
+            )
+        again = believed_again_by_retraction(
+            key, answer, state, self.policy, as_of=as_of, known_at=known_at
+        )
+        if again is None and latest is not None:
+            again = _erasure_told(key, belief, latest.decision, known_at)
+        return Explanation(
+            belief, comparisons, local, answer.tally, review_note(answer, pin), again
+        )
 
     def _tally(self, votes: Sequence[Vote], state: KeyState) -> Tally | None:
         """The votes on a key as this node counts them now (peers' checked against its
@@ -360,3 +388,20 @@ class Reading(Component):
         """A persisted node fact."""
         with self.repo.read() as tx:
             return tx.meta(name)
+
+
+def _erasure_told(
+    key: Key, belief: Belief, logged: Decision, known_at: Instant | None
+) -> BelievedAgain | None:
+    """The story an erasure logged for the served version, if it still holds in this view:
+    no later decision changed what the key serves, and the view knows of the erasure."""
+    if logged.outcome is not Outcome.ERASED or not logged.detail.startswith(BELIEVED_AGAIN):
+        return None
+    if known_at is not None and known_at < logged.decided_at:
+        return None
+    served = dict(belief.values) if belief.values else {belief.version_id: belief.object}
+    obj = served.get(logged.version_id or "")
+    if obj is None:
+        return None
+    text = erasure_story(obj, logged.detail)
+    return BelievedAgain(key, logged.version_id or "", obj, ERASED, text)

@@ -58,6 +58,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             evidence_erased=report.evidence_erased,
             keys_affected=report.keys_affected,
             erased_at=wire.timestamp(report.erased_at),
+            believed_again=[wire.believed_again_pb(b) for b in report.believed_again],
         )
 
     @unary

@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 from factnode import _wire as wire
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.config import DEFAULT_WATCH_STREAMS_PER_CLIENT as DEFAULT_STREAMS
-from factnode.core import Key
+from factnode.core import Decision, Key, Outcome
 from factnode.core.consensus import Tally
+from factnode.core.story import BelievedAgain
 from factnode.federation.members import Roster
 from factnode.federation.sync import Syncer
 from factnode.ledger import Belief, Explanation, Ledger, NotFound
@@ -240,3 +241,17 @@ def maybe_belief(ledger: Ledger, key: Key) -> Belief | None:
         return ledger.belief(key)
     except NotFound:
         return None
+
+
+def believed_again_by(ledger: Ledger, key: Key, decision: Decision) -> BelievedAgain | None:
+    """The version a retraction (`decision`) made believed again, as Explain tells it, or
+    None where it made none (Explain's story names the retractions that ended its rival)."""
+    if decision.outcome is not Outcome.RETRACTED or not decision.evidence_id:
+        return None
+    try:
+        again = ledger.explain(key).believed_again
+    except NotFound:
+        return None
+    if again is None or decision.evidence_id not in again.ended_by:
+        return None
+    return again

@@ -21,6 +21,7 @@ from factnode.server._bulk import ReplyBudget, ReplyTooLarge, drain_refused
 from factnode.server._context import (
     STREAM_BATCH,
     NodeContext,
+    believed_again_by,
     maybe_belief,
     run,
     with_peer_tallies,
@@ -177,9 +178,12 @@ class FactServicer(pb_grpc.FactServiceServicer):
                 explanation,
                 self.ctx.ledger.policy.consensus_threshold,
             )
+        again = explanation.believed_again
         return pb.ExplainResponse(
             belief=belief,
             comparisons=[wire.comparison_pb(c) for c in explanation.comparisons],
+            review=explanation.review,
+            believed_again=wire.believed_again_pb(again) if again else None,
         )
 
     @unary
@@ -209,8 +213,11 @@ class FactServicer(pb_grpc.FactServiceServicer):
         self.ctx.metrics.decided([decision])
         self.ctx.changes.notify()
         belief = await run(maybe_belief, self.ctx.ledger, key)
+        again = await run(believed_again_by, self.ctx.ledger, key, decision)
         return pb.RetractResponse(
-            decision=wire.decision_pb(decision), belief=wire.belief_pb(belief) if belief else None
+            decision=wire.decision_pb(decision),
+            belief=wire.belief_pb(belief) if belief else None,
+            believed_again=wire.believed_again_pb(again) if again else None,
         )
 
     @unary

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from sqlalchemy import func, select
@@ -62,25 +62,18 @@ class SqlDecisions(TransactionPart):
         if namespace:
             conds.append(D.c.namespace == namespace)
         q = select(D).where(*conds).order_by(D.c.seq).limit(limit)
-        out = []
-        for r in self._c.execute(q):
-            m = r._mapping
-            out.append(
-                LoggedDecision(
-                    m["seq"],
-                    Decision(
-                        key=_key(m),
-                        outcome=Outcome(m["outcome"]),
-                        rule=Rule(m["rule"]),
-                        decided_at=m["decided_at"],
-                        evidence_id=m["evidence_id"],
-                        version_id=m["version_id"],
-                        supersedes=m["supersedes"],
-                        detail=m["detail"],
-                    ),
-                )
-            )
-        return out
+        return [_logged(r._mapping) for r in self._c.execute(q)]
+
+    def latest_decision(self, key: Key, outcomes: Collection[Outcome]) -> LoggedDecision | None:
+        """The key's latest decision with one of `outcomes`, or None."""
+        q = (
+            select(D)
+            .where(D.c.key_id == ids.key_id(key), D.c.outcome.in_([str(o) for o in outcomes]))
+            .order_by(D.c.seq.desc())
+            .limit(1)
+        )
+        row = self._c.execute(q).first()
+        return _logged(row._mapping) if row is not None else None
 
     def last_change_seq(self) -> int:
         return int(self._c.scalar(select(func.max(BC.c.seq))) or 0)
@@ -103,3 +96,19 @@ class SqlDecisions(TransactionPart):
             )
             for m in (r._mapping for r in self._c.execute(q))
         ]
+
+
+def _logged(m: Any) -> LoggedDecision:
+    return LoggedDecision(
+        m["seq"],
+        Decision(
+            key=_key(m),
+            outcome=Outcome(m["outcome"]),
+            rule=Rule(m["rule"]),
+            decided_at=m["decided_at"],
+            evidence_id=m["evidence_id"],
+            version_id=m["version_id"],
+            supersedes=m["supersedes"],
+            detail=m["detail"],
+        ),
+    )

@@ -16,6 +16,7 @@ from factnode.core import (
     Instant,
     Key,
     KeyState,
+    Outcome,
     Rule,
 )
 from factnode.core.consensus import Vote
@@ -135,6 +136,8 @@ class DecisionTransaction(Protocol):
     def decisions(
         self, key: Key | None, namespace: str | None, after_seq: int, limit: int
     ) -> list[LoggedDecision]: ...
+
+    def latest_decision(self, key: Key, outcomes: Collection[Outcome]) -> LoggedDecision | None: ...
 
     def belief_changes(
         self, namespace: str | None, after_seq: int, limit: int

@@ -375,3 +375,34 @@ def test_output_into_a_pipe_its_reader_closed_ends_without_a_traceback(
         err = proc.stderr.read()
         assert proc.wait(timeout=RPC_TIMEOUT * 3) == 1, err
     assert b"Traceback" not in err and b"BrokenPipe" not in err, err
+
+
+def test_explain_after_a_resolution_and_an_erasure_tells_the_whole_story(cli: Cli) -> None:
+    """After `review resolve`, `explain` names each loser's rule on the evidence then the pin
+    and says the key is not under review; after erasing the winner of another key, the
+    erase reply and `explain` say the loser is believed again, never naming the erased value."""
+    ns = unique_ns("user")
+    submit(cli, ns, "Faro", *how(at="2025-01-01"), key=BOB)
+    submit(cli, ns, "Braga", *how(source="bob", at="2025-01-01"), key=BOB)
+    submit(cli, ns, "Lisbon", *how("llm_generated", "gpt", at="2025-01-01"), key=BOB)
+    provisional = cli.json("get", ns, *BOB)["object"]
+    chosen = "Braga" if provisional == "Faro" else "Faro"
+    cli.run("review", "resolve", ns, *BOB, "--value", chosen, "--reason", "asked")
+    text = cli.run("explain", ns, *BOB).stdout
+    assert "beats 'Lisbon' by operator_resolution: it loses on the evidence by trust_anchor" in text
+    assert f"beats {provisional!r} by operator_resolution: it ties with {chosen!r}" in text
+    assert "not under review: an operator's resolution" in text
+    shown = cli.run("history", ns, *BOB).stdout
+    assert "served until the resolution at" in shown
+
+    submit(cli, ns, "Milan", *how("agent_observed", "doc", at="2025-01-01"))
+    rome = submit(cli, ns, "Rome", *how(at="2025-01-01"))["evidence_id"]
+    erased = cli.run("erase", "--evidence", rome, "--reason", "gdpr").stdout
+    told = "'Milan' is believed again: the version that outranked it by trust_anchor was erased"
+    assert told in erased
+    explained = cli.run("explain", ns, *ANA).stdout
+    assert told in explained
+    as_json = json.dumps(cli.json("explain", ns, *ANA))
+    assert "believed_again" in as_json
+    for reply in (erased, explained, as_json, cli.run("history", ns, *ANA).stdout):
+        assert "Rome" not in reply

@@ -350,7 +350,7 @@ class Interval(_message.Message):
     def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class VersionHistory(_message.Message):
-    __slots__ = ("version_id", "object", "status", "intervals", "evidence", "supersedes", "superseded_by", "ended_by", "rule")
+    __slots__ = ("version_id", "object", "status", "intervals", "evidence", "supersedes", "superseded_by", "ended_by", "rule", "served_until")
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -360,6 +360,7 @@ class VersionHistory(_message.Message):
     SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
     ENDED_BY_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
+    SERVED_UNTIL_FIELD_NUMBER: _ClassVar[int]
     version_id: str
     object: str
     status: VersionStatus
@@ -369,7 +370,8 @@ class VersionHistory(_message.Message):
     superseded_by: _containers.RepeatedScalarFieldContainer[str]
     ended_by: _containers.RepeatedCompositeFieldContainer[Evidence]
     rule: str
-    def __init__(self, version_id: _Optional[str] = ..., object: _Optional[str] = ..., status: _Optional[_Union[VersionStatus, str]] = ..., intervals: _Optional[_Iterable[_Union[Interval, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[_Iterable[str]] = ..., ended_by: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., rule: _Optional[str] = ...) -> None: ...
+    served_until: _timestamp_pb2.Timestamp
+    def __init__(self, version_id: _Optional[str] = ..., object: _Optional[str] = ..., status: _Optional[_Union[VersionStatus, str]] = ..., intervals: _Optional[_Iterable[_Union[Interval, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[_Iterable[str]] = ..., ended_by: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., rule: _Optional[str] = ..., served_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetHistoryResponse(_message.Message):
     __slots__ = ("key", "versions")
@@ -390,28 +392,52 @@ class ExplainRequest(_message.Message):
     def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Comparison(_message.Message):
-    __slots__ = ("version_id", "object", "rule", "reason", "winner_evidence", "loser_evidence")
+    __slots__ = ("version_id", "object", "rule", "reason", "winner_evidence", "loser_evidence", "evidence_rule", "evidence_reason")
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     WINNER_EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     LOSER_EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_RULE_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_REASON_FIELD_NUMBER: _ClassVar[int]
     version_id: str
     object: str
     rule: str
     reason: str
     winner_evidence: Evidence
     loser_evidence: Evidence
-    def __init__(self, version_id: _Optional[str] = ..., object: _Optional[str] = ..., rule: _Optional[str] = ..., reason: _Optional[str] = ..., winner_evidence: _Optional[_Union[Evidence, _Mapping]] = ..., loser_evidence: _Optional[_Union[Evidence, _Mapping]] = ...) -> None: ...
+    evidence_rule: str
+    evidence_reason: str
+    def __init__(self, version_id: _Optional[str] = ..., object: _Optional[str] = ..., rule: _Optional[str] = ..., reason: _Optional[str] = ..., winner_evidence: _Optional[_Union[Evidence, _Mapping]] = ..., loser_evidence: _Optional[_Union[Evidence, _Mapping]] = ..., evidence_rule: _Optional[str] = ..., evidence_reason: _Optional[str] = ...) -> None: ...
+
+class BelievedAgain(_message.Message):
+    __slots__ = ("key", "version_id", "object", "cause", "text", "ended_by")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VERSION_ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_BY_FIELD_NUMBER: _ClassVar[int]
+    key: Key
+    version_id: str
+    object: str
+    cause: str
+    text: str
+    ended_by: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., version_id: _Optional[str] = ..., object: _Optional[str] = ..., cause: _Optional[str] = ..., text: _Optional[str] = ..., ended_by: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
-    __slots__ = ("belief", "comparisons")
+    __slots__ = ("belief", "comparisons", "review", "believed_again")
     BELIEF_FIELD_NUMBER: _ClassVar[int]
     COMPARISONS_FIELD_NUMBER: _ClassVar[int]
+    REVIEW_FIELD_NUMBER: _ClassVar[int]
+    BELIEVED_AGAIN_FIELD_NUMBER: _ClassVar[int]
     belief: Belief
     comparisons: _containers.RepeatedCompositeFieldContainer[Comparison]
-    def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., comparisons: _Optional[_Iterable[_Union[Comparison, _Mapping]]] = ...) -> None: ...
+    review: str
+    believed_again: BelievedAgain
+    def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., comparisons: _Optional[_Iterable[_Union[Comparison, _Mapping]]] = ..., review: _Optional[str] = ..., believed_again: _Optional[_Union[BelievedAgain, _Mapping]] = ...) -> None: ...
 
 class RetractRequest(_message.Message):
     __slots__ = ("key", "object", "at", "reason", "attribution", "source", "worth", "confidence")
@@ -434,12 +460,14 @@ class RetractRequest(_message.Message):
     def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ...) -> None: ...
 
 class RetractResponse(_message.Message):
-    __slots__ = ("decision", "belief")
+    __slots__ = ("decision", "belief", "believed_again")
     DECISION_FIELD_NUMBER: _ClassVar[int]
     BELIEF_FIELD_NUMBER: _ClassVar[int]
+    BELIEVED_AGAIN_FIELD_NUMBER: _ClassVar[int]
     decision: Decision
     belief: Belief
-    def __init__(self, decision: _Optional[_Union[Decision, _Mapping]] = ..., belief: _Optional[_Union[Belief, _Mapping]] = ...) -> None: ...
+    believed_again: BelievedAgain
+    def __init__(self, decision: _Optional[_Union[Decision, _Mapping]] = ..., belief: _Optional[_Union[Belief, _Mapping]] = ..., believed_again: _Optional[_Union[BelievedAgain, _Mapping]] = ...) -> None: ...
 
 class ListDecisionsRequest(_message.Message):
     __slots__ = ("key", "namespace", "page_size", "page_token")
@@ -568,16 +596,18 @@ class EraseRequest(_message.Message):
     def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., subject: _Optional[_Union[SubjectScope, _Mapping]] = ..., reason: _Optional[str] = ..., operator: _Optional[str] = ...) -> None: ...
 
 class EraseResponse(_message.Message):
-    __slots__ = ("erasure_id", "evidence_erased", "keys_affected", "erased_at")
+    __slots__ = ("erasure_id", "evidence_erased", "keys_affected", "erased_at", "believed_again")
     ERASURE_ID_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_ERASED_FIELD_NUMBER: _ClassVar[int]
     KEYS_AFFECTED_FIELD_NUMBER: _ClassVar[int]
     ERASED_AT_FIELD_NUMBER: _ClassVar[int]
+    BELIEVED_AGAIN_FIELD_NUMBER: _ClassVar[int]
     erasure_id: str
     evidence_erased: int
     keys_affected: int
     erased_at: _timestamp_pb2.Timestamp
-    def __init__(self, erasure_id: _Optional[str] = ..., evidence_erased: _Optional[int] = ..., keys_affected: _Optional[int] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    believed_again: _containers.RepeatedCompositeFieldContainer[BelievedAgain]
+    def __init__(self, erasure_id: _Optional[str] = ..., evidence_erased: _Optional[int] = ..., keys_affected: _Optional[int] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., believed_again: _Optional[_Iterable[_Union[BelievedAgain, _Mapping]]] = ...) -> None: ...
 
 class RunDecayRequest(_message.Message):
     __slots__ = ("now",)

@@ -47,10 +47,13 @@ def chromium_path() -> str | None:
 class InProcessNode:
     """A Node on its own event-loop thread, with a reader and an operator token."""
 
-    def __init__(self, tmp: Path, policy: Policy | None = None) -> None:
+    def __init__(
+        self, tmp: Path, policy: Policy | None = None, database_url: str | None = None
+    ) -> None:
         self.settings = Settings(
             listen="127.0.0.1:0",
             data_dir=tmp / "data",
+            database_url=database_url,
             node_id="console-node",
             tokens={
                 READER: TokenGrant(frozenset({"reader"}), ("*",), "rita"),

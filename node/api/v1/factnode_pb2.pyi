@@ -254,12 +254,14 @@ class FactInput(_message.Message):
     def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ...) -> None: ...
 
 class SubmitFactRequest(_message.Message):
-    __slots__ = ("fact", "idempotency_key")
+    __slots__ = ("fact", "idempotency_key", "all_or_nothing")
     FACT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ALL_OR_NOTHING_FIELD_NUMBER: _ClassVar[int]
     fact: FactInput
     idempotency_key: str
-    def __init__(self, fact: _Optional[_Union[FactInput, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    all_or_nothing: bool
+    def __init__(self, fact: _Optional[_Union[FactInput, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., all_or_nothing: _Optional[bool] = ...) -> None: ...
 
 class SubmitFactResponse(_message.Message):
     __slots__ = ("decision", "evidence_id", "version_id", "belief")

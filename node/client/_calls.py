@@ -263,8 +263,12 @@ def _status(m: pb.GetStatusResponse) -> t.Status:
         for p in m.peers
     )  # fmt: skip
     members = tuple(_member(x) for x in m.members)
+    quarantined = tuple(
+        (q.evidence_id, Key(q.key.namespace, q.key.subject, q.key.predicate), q.field, q.reason)
+        for q in m.quarantined
+    )
     return t.Status(m.node_id, m.version, m.listen_address, m.database, counts, peers, members,
-                    m.replica, m.lease_holder)  # fmt: skip
+                    m.replica, m.lease_holder, quarantined)  # fmt: skip
 
 
 def _member(x: pb.Member) -> t.Member:

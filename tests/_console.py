@@ -49,7 +49,14 @@ class InProcessNode:
     """A Node on its own event-loop thread, with a reader and an operator token (or, with
     `tokens=False`, none: every loopback caller is its operator)."""
 
-    def __init__(self, tmp: Path, policy: Policy | None = None, *, tokens: bool = True) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        policy: Policy | None = None,
+        *,
+        tokens: bool = True,
+        database_url: str | None = None,
+    ) -> None:
         grants = {
             READER: TokenGrant(frozenset({"reader"}), ("*",), "rita"),
             OPERATOR: TokenGrant(frozenset({"operator"}), ("*",), "olga"),
@@ -57,6 +64,7 @@ class InProcessNode:
         self.settings = Settings(
             listen="127.0.0.1:0",
             data_dir=tmp / "data",
+            database_url=database_url,
             node_id="console-node",
             tokens=grants if tokens else {},
             grace_seconds=0.0,

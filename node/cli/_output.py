@@ -321,6 +321,25 @@ def status(r: pb.GetStatusResponse) -> str:
         lines.append("no peers configured")
     if r.members:
         lines.append(_member_table(r.members))
+    if r.quarantined:
+        lines.append(
+            f"quarantined {n.quarantined}: held from before the text rule, never offered to "
+            "peers; remove each with `factnode erase --evidence ID --reason ...`"
+        )
+        lines.append(
+            table(
+                [
+                    (
+                        q.evidence_id,
+                        f"{q.key.namespace}/{q.key.subject}/{q.key.predicate}",
+                        q.field,
+                        q.reason,
+                    )
+                    for q in r.quarantined
+                ],
+                ("quarantined evidence", "key", "field", "why"),
+            )
+        )
     return "\n".join(lines)
 
 

@@ -13,7 +13,7 @@ from factnode.core import Key
 
 from . import _calls as c
 from . import _types as t
-from ._errors import from_rpc_error
+from ._errors import from_rpc_error, refused_item
 
 R = TypeVar("R")
 KeyLike = Key | tuple[str, str, str]
@@ -76,10 +76,12 @@ class AsyncClient(c.Connection):
 
     async def submit_many(
         self, facts: Iterable[dict[str, Any]], *, progress: Callable[[int], None] | None = None,
-        timeout: float | None = None,
+        timeout: float | None = None, all_or_nothing: bool = False,
     ) -> tuple[t.ItemOutcome, ...]:  # fmt: skip
-        """Streams facts (each a dict of submit's arguments); `progress(n)` after each is sent."""
-        requests = [c.submit_request(**f) for f in facts]
+        """Streams facts (each a dict of submit's arguments); `progress(n)` after each is sent.
+        `all_or_nothing`: one transaction; a refused item raises (its index in `.item`) and
+        nothing is written."""
+        requests = c.submit_requests(facts, all_or_nothing)
 
         def stream() -> Iterator[pb.SubmitFactRequest]:
             for n, req in enumerate(requests, 1):
@@ -96,7 +98,7 @@ class AsyncClient(c.Connection):
                 stream(), timeout=timeout or self._timeout, metadata=self._metadata
             )
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            raise from_rpc_error(err, item=refused_item(err) if all_or_nothing else None) from None
         return c.SUBMIT_MANY.parse(response)
 
     async def belief(

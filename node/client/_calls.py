@@ -213,6 +213,24 @@ def submit_request(
     return pb.SubmitFactRequest(fact=fact, idempotency_key=sub.idempotency_key)
 
 
+def submit_requests(
+    facts: Iterable[dict[str, Any]], all_or_nothing: bool
+) -> list[pb.SubmitFactRequest]:
+    """submit_many's stream, every item checked before any is sent (InvalidFact with `item`,
+    the refused item's index, otherwise); `all_or_nothing` is set on its first item."""
+    out = []
+    for index, fact in enumerate(facts):
+        try:
+            out.append(submit_request(**fact))
+        except InvalidFact as exc:
+            refused = InvalidFact(f"item {index}: {exc}", exc.field_errors)
+            refused.item = index
+            raise refused from None
+    if out and all_or_nothing:
+        out[0].all_or_nothing = True
+    return out
+
+
 def time_travel(req: Any, as_of: datetime | None, known_at: datetime | None) -> Any:
     if as_of is not None:
         req.as_of.CopyFrom(ts(as_of))
@@ -256,8 +274,12 @@ def _status(m: pb.GetStatusResponse) -> t.Status:
         for p in m.peers
     )  # fmt: skip
     members = tuple(_member(x) for x in m.members)
+    quarantined = tuple(
+        (q.evidence_id, Key(q.key.namespace, q.key.subject, q.key.predicate), q.field, q.reason)
+        for q in m.quarantined
+    )
     return t.Status(m.node_id, m.version, m.listen_address, m.database, counts, peers, members,
-                    m.replica, m.lease_holder)  # fmt: skip
+                    m.replica, m.lease_holder, quarantined)  # fmt: skip
 
 
 def _member(x: pb.Member) -> t.Member:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
+from factnode.api.v1 import factnode_pb2 as pb
+
 
 @dataclass(frozen=True, slots=True)
 class FieldError:
@@ -17,7 +19,10 @@ class FieldError:
 
 
 class ClientError(Exception):
-    """A call the node did not complete; `code` is the gRPC status name."""
+    """A call the node did not complete; `code` is the gRPC status name. `item` is the index
+    of the item that failed an all-or-nothing submit_many (None for any other call)."""
+
+    item: int | None = None
 
     def __init__(self, message: str, code: str = "UNKNOWN") -> None:
         super().__init__(message)
@@ -48,29 +53,51 @@ class Unavailable(ClientError):
     """The node could not be reached (after the retries) or the deadline passed."""
 
 
-def field_errors(err: grpc.RpcError) -> tuple[FieldError, ...]:
-    """The google.rpc.BadRequest field violations in an error's status details."""
+def _status(err: grpc.RpcError) -> status_pb2.Status | None:
+    """The rich status (google.rpc.Status) in an error's trailers, if it has one."""
     trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
     for item in trailers or ():
         name, value = getattr(item, "key", None), getattr(item, "value", None)
         if name is None:
             name, value = item  # type: ignore[misc]
-        if name != "grpc-status-details-bin" or not isinstance(value, bytes):
-            continue
-        status = status_pb2.Status.FromString(value)
-        out: list[FieldError] = []
-        for detail in status.details:
-            bad = error_details_pb2.BadRequest()
-            if detail.Unpack(bad):
-                out.extend(FieldError(v.field, v.description) for v in bad.field_violations)
-        return tuple(out)
-    return ()
+        if name == "grpc-status-details-bin" and isinstance(value, bytes):
+            return status_pb2.Status.FromString(value)
+    return None
 
 
-def from_rpc_error(err: grpc.RpcError) -> ClientError:
-    """The exception for a failed call, keeping the node's message and field violations."""
+def field_errors(err: grpc.RpcError) -> tuple[FieldError, ...]:
+    """The google.rpc.BadRequest field violations in an error's status details."""
+    status = _status(err)
+    out: list[FieldError] = []
+    for detail in status.details if status is not None else ():
+        bad = error_details_pb2.BadRequest()
+        if detail.Unpack(bad):
+            out.extend(FieldError(v.field, v.description) for v in bad.field_violations)
+    return tuple(out)
+
+
+def refused_item(err: grpc.RpcError) -> int | None:
+    """The index of the item that failed an all-or-nothing SubmitFacts: the status then
+    carries a SubmitFactsResponse holding that item's result alone."""
+    status = _status(err)
+    for detail in status.details if status is not None else ():
+        reply = pb.SubmitFactsResponse()
+        if detail.Unpack(reply) and [r.HasField("error") for r in reply.results] == [True]:
+            return reply.results[0].index
+    return None
+
+
+def from_rpc_error(err: grpc.RpcError, *, item: int | None = None) -> ClientError:
+    """The exception for a failed call, keeping the node's message and field violations;
+    `item`, the index of the stream item it failed on, leads the message."""
+    exc = _from_rpc_error(err, "" if item is None else f"item {item}: ")
+    exc.item = item
+    return exc
+
+
+def _from_rpc_error(err: grpc.RpcError, lead: str) -> ClientError:
     code: grpc.StatusCode = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
-    message = (err.details() if hasattr(err, "details") else None) or str(err)
+    message = lead + ((err.details() if hasattr(err, "details") else None) or str(err))
     name = code.name
     if code is grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidFact(message, field_errors(err))

@@ -304,6 +304,8 @@ class Status:
     # The replica answering (host:pid), and the one running background work under the lease.
     replica: str = ""
     lease_holder: str = ""
+    # Evidence quarantined when the node opened its store: (evidence id, key, field, why).
+    quarantined: tuple[tuple[str, Key, str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

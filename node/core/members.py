@@ -19,8 +19,12 @@ MAX_NODE_ID_BYTES = 256
 MAX_ADDRESS_BYTES = 256
 MAX_CERTIFICATE_BYTES = 16 * 1024
 MAX_SIGNATURE_BYTES = 256
-# An incarnation fits a signed 64-bit column on every backend.
-MAX_INCARNATION = 2**63 - 1
+# The highest incarnation a record may carry (docs/federation.md, "Member records"), far
+# inside the wire's uint64 and the store's signed 64-bit column, so that one above any
+# record held is always exact and storable. Past it a member cannot sign above a record of
+# itself; a record there that it did not sign is overcome by reissuing its certificate
+# (`supersedes`: a record with a later certificate replaces one with an earlier one).
+MAX_INCARNATION = 2**62
 
 
 def _framed(*parts: bytes) -> bytes:
@@ -64,14 +68,25 @@ def member_item_id(node_id: str) -> str:
     return hashlib.blake2b(node_id.encode(), digest_size=16).hexdigest()
 
 
-def supersedes(offered: MemberRecord, held: MemberRecord | None) -> bool:
-    """`offered` replaces `held`: a higher incarnation, or the same with a lower content
-    hash, so that every node keeps the same one of two records a member numbered alike."""
+def supersedes(offered: MemberRecord, held: MemberRecord | None, certificates: int = 0) -> bool:
+    """`offered` replaces `held`: one with a later certificate (`certificates` > 0: the shell
+    compares the records' certificates, a reissued one expiring later; < 0: earlier; 0: the
+    same or equal), whatever the incarnations, so a record signed with a leaked key before
+    the reissue never outranks one signed with the new key; then a higher incarnation; then
+    the same with a lower content hash, so that every node keeps the same one of two records
+    a member numbered alike. Every comparison is of exact integers or of bytes."""
     if held is None:
         return True
+    if certificates:
+        return certificates > 0
     if offered.incarnation != held.incarnation:
         return offered.incarnation > held.incarnation
     return offered.content_hash < held.content_hash
+
+
+def can_answer(record: MemberRecord) -> bool:
+    """A member can sign a record of itself above `record` (one incarnation higher)."""
+    return record.incarnation < MAX_INCARNATION
 
 
 def record_problem(record: MemberRecord) -> str:
@@ -102,6 +117,7 @@ def record_problem(record: MemberRecord) -> str:
 __all__ = [
     "MAX_INCARNATION",
     "MemberRecord",
+    "can_answer",
     "member_item_id",
     "record_problem",
     "supersedes",

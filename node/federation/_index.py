@@ -9,6 +9,7 @@ import weakref
 from factnode.core import ids
 from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
+from factnode.core.quarantine import key_breaks_text_rule
 from factnode.core.signed import vote_payload
 from factnode.federation._digest import FederationIndex, item_hash, vote_item_hash
 from factnode.ledger import Committed, Ledger
@@ -56,14 +57,20 @@ def index_of(ledger: Ledger) -> FederationIndex:
             # Following first, loading second: a commit racing the load is applied after it
             # (every update is idempotent), never lost.
             ledger.on_commit(lambda committed: _follow(ledger, index, committed))
+            # Quarantined evidence, and votes on its keys, are never offered (`core.quarantine`):
+            # left out of the digests, peers never ask for them.
+            quarantined = ledger.peer_input.quarantined
             with ledger.repo.read() as tx:
                 for eid in tx.all_evidence_ids():
-                    index.put_evidence(eid)
+                    if eid not in quarantined:
+                        index.put_evidence(eid)
                 for erasure_id in tx.all_erasure_ids():
                     index.put_tombstone(erasure_id)
                 for b in tx.all_erasure_bounds():
                     index.tombstones.put(b.item_id, bound_hash(b))
                 for v in tx.all_votes():
+                    if quarantined and key_breaks_text_rule(v.key):
+                        continue
                     index.put_vote(v.voter, ids.key_id(v.key), vote_hash(v))
                     if _relayed(ledger, v):
                         index.signed_votes.put(signed_vote_id(v), signed_vote_hash(v))

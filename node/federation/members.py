@@ -25,7 +25,14 @@ from factnode.config import Peer
 from factnode.core import Evidence
 from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
-from factnode.core.members import MemberRecord, member_item_id, record_problem, supersedes
+from factnode.core.members import (
+    MAX_INCARNATION,
+    MemberRecord,
+    can_answer,
+    member_item_id,
+    record_problem,
+    supersedes,
+)
 from factnode.core.signed import (
     Signature,
     bound_payload,
@@ -336,6 +343,11 @@ class Roster:
             return self._sign_own(address, held.incarnation + 1 if held else 1)
 
     def _sign_own(self, address: str, incarnation: int) -> MemberRecord:
+        if incarnation > MAX_INCARNATION:  # `take` never asks; a store edited by hand might
+            raise ValueError(
+                f"this node's member record is at incarnation {incarnation - 1}, the highest "
+                "(docs/federation.md, 'Member records'): reissue its certificate"
+            )
         unsigned = MemberRecord(self.own.node_id, address, self.own.pem, incarnation)
         record = MemberRecord(
             unsigned.node_id,
@@ -374,6 +386,19 @@ class Roster:
             return None, refusal or "certificate not valid now"
         return identity, ""
 
+    def _certificate_order(self, offered: MemberRecord, held: MemberRecord | None) -> int:
+        """Which of two records of one member has the later certificate: 1 offered's, -1
+        held's, 0 the same or equal. A certificate the revocation list held revokes is
+        earlier than one it does not (a leaked key's is revoked once reissued); otherwise
+        the later expiring is the later, as `_learn` takes a reissued one."""
+        if held is None or held.certificate == offered.certificate:
+            return 0
+        a, b = self._identity(offered.certificate), self._identity(held.certificate)
+        revoked = [self.revocations is not None and self.revocations.revokes(i) for i in (a, b)]
+        if revoked[0] != revoked[1]:
+            return -1 if revoked[0] else 1
+        return (a.not_after > b.not_after) - (a.not_after < b.not_after)
+
     def take(self, records: Sequence[MemberRecord], by: str) -> list[tuple[str, str]]:
         """Takes the records a peer passed on, each checked; returns the refused ones, each
         with its reason. A record of a member this node holds a later record of is taken
@@ -389,13 +414,16 @@ class Roster:
                 if identity is None:
                     refused.append((f"member:{record.node_id[:64]}", f"member record: {problem}"))
                     continue
-                if not supersedes(record, self._records.get(record.node_id)):
+                held = self._records.get(record.node_id)
+                if not supersedes(record, held, self._certificate_order(record, held)):
                     continue
-                if record.node_id == self.own.node_id:
-                    own = self._records.get(self.own.node_id)
-                    if own is not None and own.content_hash != record.content_hash:
-                        self._sign_own(own.address, record.incarnation + 1)
+                own = held if record.node_id == self.own.node_id else None
+                if own is not None and own.content_hash != record.content_hash:
+                    if not can_answer(record):
+                        refused.append(_unanswerable(record))
                         continue
+                    self._sign_own(own.address, record.incarnation + 1)
+                    continue
                 new = self._learn(identity)
                 self._hold(record, identity)
                 changed.append(record)
@@ -516,6 +544,19 @@ class Roster:
                 )
             )
         return out
+
+
+def _unanswerable(record: MemberRecord) -> tuple[str, str]:
+    """Why a record of this node that it did not sign, at the highest incarnation, is not
+    taken: no incarnation is left above it, so its key must be assumed leaked."""
+    reason = (
+        f"member record: a record of this node at incarnation {record.incarnation} (the "
+        f"highest, {MAX_INCARNATION}) that this node did not sign, naming address "
+        f"{record.address[:60]!r}: its key may have leaked; reissue this node's certificate "
+        "and revoke the old one (docs/federation.md, 'A leaked key')"
+    )
+    log.error("%s", reason)
+    return f"member:{record.node_id[:64]}", reason
 
 
 def _pems(text: str) -> list[bytes]:

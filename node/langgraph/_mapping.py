@@ -13,10 +13,19 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from factnode.core.validation import MAX_KEY_PART_BYTES, MAX_OBJECT_BYTES
+from factnode.core import Key
+from factnode.core.validation import (
+    MAX_KEY_PART_BYTES,
+    MAX_OBJECT_BYTES,
+    MAX_SOURCE_BYTES,
+    FieldViolation,
+    check_instant,
+    check_key,
+    check_text,
+)
 
 SEPARATOR = "."
 # The value's reserved key for per-put provenance: {"attribution": ..., "source": ..., ...}.
@@ -24,12 +33,19 @@ PROVENANCE_KEY = "_factnode"
 
 
 class ItemError(ValueError):
-    """An item the store refuses before sending anything: `field` names the bad part."""
+    """An item the store refuses before sending anything: `field` names the bad part, and
+    `index`, where the item is an op of a batch, that op's position in it."""
 
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
+    def __init__(self, field: str, reason: str, index: int | None = None) -> None:
+        where = "" if index is None else f"op {index}: "
+        super().__init__(f"{where}{field}: {reason}")
         self.field = field
         self.reason = reason
+        self.index = index
+
+    def at(self, index: int) -> ItemError:
+        """The same refusal, naming the batch op it is about."""
+        return ItemError(self.field, self.reason, index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +127,59 @@ def object_of(value: Mapping[str, Any]) -> str:
             "value", f"is {size} bytes as canonical JSON; the node keeps at most {MAX_OBJECT_BYTES}"
         )
     return text
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One put (or, `object` None, one delete) of a batch as the node is sent it, checked."""
+
+    key: tuple[str, str, str]
+    object: str | None
+    provenance: Provenance
+
+
+# The node's names for a submission's fields, as the store's user knows them.
+_FIELD_NAMES = {"subject": "namespace", "predicate": "key", "object": "value"}
+
+
+def write_of(
+    root: str,
+    namespace: Sequence[str],
+    key: str,
+    value: Mapping[str, Any] | None,
+    defaults: Provenance,
+    multi_valued: frozenset[str],
+) -> Write:
+    """A put (a delete where `value` is None) converted to what the node is sent, and checked
+    by the node's own text, size and time rules, so that a batch is refused before any of it
+    is written (only the trust anchor is the node's to check). Raises ItemError by field."""
+    subject = subject_of(namespace)
+    predicate = predicate_of(key, multi_valued)
+    obj: str | None = None
+    provenance = defaults
+    if value is not None:
+        rest, provenance = split_provenance(value, defaults)
+        obj = object_of(rest)
+    out: list[FieldViolation] = []
+    check_key(out, Key(root, subject, predicate))
+    if obj is not None:
+        check_text(out, "object", obj, MAX_OBJECT_BYTES, required=True)
+    check_text(out, "source", provenance.source, MAX_SOURCE_BYTES, required=False)
+    if provenance.valid_from is not None:
+        check_instant(out, "valid_from", _micros(provenance.valid_from))
+    if out:
+        v = out[0]
+        raise ItemError(_FIELD_NAMES.get(v.field, v.field), v.reason)
+    return Write((root, subject, predicate), obj, provenance)
+
+
+def _micros(at: datetime) -> int:
+    """Microseconds since the epoch, exact for any aware datetime (no UTC conversion, which
+    overflows past 9999-12-31 or before 0001-01-01)."""
+    return (at - _EPOCH) // timedelta(microseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def value_of(obj: str) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     Op,
@@ -26,7 +27,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from factnode.client import AsyncClient, Belief, NotFound
+from factnode.client import AsyncClient, Belief, ClientError, NotFound
 from factnode.core.policy import DEFAULT_MULTI_VALUED
 
 from . import _mapping as m
@@ -41,11 +42,26 @@ _PAGE = 100  # ListBeliefs page size for search and list_namespaces' scans
 
 class Rejected(ValueError):
     """The node REJECTED a put (too low a confidence, no source, erased): nothing is believed
-    from it; the decision is in the node's log under `rule`."""
+    from it; the decision is in the node's log under `rule`. `index` is the op's position in
+    its batch (the batch's other puts were decided with it)."""
 
-    def __init__(self, namespace: tuple[str, ...], key: str, rule: str, detail: str) -> None:
-        super().__init__(f"put {namespace}/{key!r} was REJECTED by rule {rule}: {detail}")
+    def __init__(
+        self, namespace: tuple[str, ...], key: str, rule: str, detail: str, index: int = 0
+    ) -> None:
+        super().__init__(
+            f"op {index}: put {namespace}/{key!r} was REJECTED by rule {rule}: {detail}"
+        )
         self.rule = rule
+        self.index = index
+
+
+def _fact(w: m.Write) -> dict[str, Any]:
+    """A checked put as submit_many's item."""
+    p = w.provenance
+    return {
+        "key": w.key, "object": w.object, "attribution": p.attribution, "source": p.source,
+        "worth": p.worth, "confidence": p.confidence, "valid_from": p.valid_from,
+    }  # fmt: skip
 
 
 class _Options:
@@ -105,37 +121,41 @@ class _Batch:
 
     async def run(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
-        for op in ops:
+        # Every op is checked and converted before anything is sent (a refusal names its
+        # index); of several writes to one item the last counts.
+        writes: dict[tuple[tuple[str, ...], str], tuple[int, m.Write]] = {}
+        for index, op in enumerate(ops):
             if not isinstance(op, GetOp | SearchOp | ListNamespacesOp | PutOp):
-                raise m.ItemError("op", f"unknown operation type {type(op).__name__}")
-            validate_op_namespace(op)
-            if isinstance(op, PutOp):
-                self._check_put(op)
-                puts[(tuple(op.namespace), op.key)] = op
-            elif isinstance(op, SearchOp):
-                self._check_search(op)
+                raise m.ItemError("op", f"unknown operation type {type(op).__name__}", index)
+            try:
+                validate_op_namespace(op)
+            except InvalidNamespaceError as exc:
+                raise InvalidNamespaceError(f"op {index}: {exc}") from None
+            try:
+                if isinstance(op, PutOp):
+                    writes[(tuple(op.namespace), op.key)] = (index, self._write_of(op))
+                elif isinstance(op, SearchOp):
+                    self._check_search(op)
+            except m.ItemError as exc:
+                raise exc.at(index) from None
         results = await asyncio.gather(*(self._read(op) for op in ops))
-        for op in puts.values():
-            await self._put(op)
+        await self._write(sorted(writes.values(), key=lambda w: w[0]))
         return list(results)
 
     async def _call(self, coro: Awaitable[R]) -> R:
         async with self.gate:
             return await coro
 
-    def _check_put(self, op: PutOp) -> None:
-        """Refuses a put before anything is sent: every item of a batch is checked first."""
+    def _write_of(self, op: PutOp) -> m.Write:
+        """A put or delete, refused before anything is sent: every op of a batch is first."""
         if op.ttl is not None:
             raise NotImplementedError(
                 "ttl is not supported by the factnode store: evidence is forgotten by decay, "
                 "at the half-life of its trust anchor (set `attribution`), never by a timer"
             )
-        m.subject_of(op.namespace)
-        m.predicate_of(op.key, self.o.multi_valued)
-        if op.value is not None:
-            value, _ = m.split_provenance(op.value, self.o.defaults)
-            m.object_of(value)
+        return m.write_of(
+            self.o.root, op.namespace, op.key, op.value, self.o.defaults, self.o.multi_valued
+        )
 
     def _check_search(self, op: SearchOp) -> None:
         if op.query and self.o.unindexed_query == "refuse":
@@ -224,21 +244,34 @@ class _Batch:
         conditions = [(c.match_type, tuple(c.path)) for c in op.match_conditions or ()]
         return m.listed_namespaces(namespaces, conditions, op.max_depth, op.limit, op.offset)
 
-    async def _put(self, op: PutOp) -> None:
-        namespace = tuple(op.namespace)
-        key = (self.o.root, m.subject_of(namespace), m.predicate_of(op.key, self.o.multi_valued))
-        if op.value is None:
-            await self._retract(namespace, op.key, key)
-            return
-        value, p = m.split_provenance(op.value, self.o.defaults)
-        done = await self.client.submit(
-            key, m.object_of(value), p.attribution, source=p.source, worth=p.worth,
-            confidence=p.confidence, valid_from=p.valid_from,
-        )  # fmt: skip
-        if done.rejected:
-            raise Rejected(namespace, op.key, done.decision.rule, done.decision.detail)
+    async def _write(self, writes: list[tuple[int, m.Write]]) -> None:
+        """The batch's puts in one all-or-nothing SubmitFacts (one transaction: an item the
+        node refuses fails the call, naming its op, and nothing is written), then its deletes.
+        A REJECTED put is a recorded decision: the rest stay written and the call raises."""
+        puts = [(i, w) for i, w in writes if w.object is not None]
+        if puts:
+            try:
+                outcomes = await self.client.submit_many(
+                    [_fact(w) for _, w in puts], all_or_nothing=True
+                )
+            except ClientError as exc:
+                if exc.item is None:
+                    raise
+                index = puts[exc.item][0]
+                exc.args = (f"op {index}: {str(exc).removeprefix(f'item {exc.item}: ')}",)
+                exc.item = index
+                raise
+            for (index, w), outcome in zip(puts, outcomes, strict=True):
+                d = outcome.decision
+                if d is not None and d.outcome == "REJECTED":
+                    raise Rejected(m.namespace_of(w.key[1]), w.key[2], d.rule, d.detail, index)
+        for index, w in writes:
+            if w.object is None:
+                await self._retract(m.namespace_of(w.key[1]), w.key[2], w.key, index)
 
-    async def _retract(self, namespace: tuple[str, ...], item_key: str, key: Any) -> None:
+    async def _retract(
+        self, namespace: tuple[str, ...], item_key: str, key: Any, index: int
+    ) -> None:
         """A delete is a retraction with the store's provenance: it ends the belief unless
         the belief outranks it (a weaker anchor cannot end a stronger one)."""
         d = self.o.defaults
@@ -249,7 +282,7 @@ class _Batch:
                 source=d.source, worth=d.worth, confidence=d.confidence,
             )  # fmt: skip
             if decision.outcome == "REJECTED":
-                raise Rejected(namespace, item_key, decision.rule, decision.detail)
+                raise Rejected(namespace, item_key, decision.rule, decision.detail, index)
 
 
 class _FactnodeStore(BaseStore):

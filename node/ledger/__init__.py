@@ -19,6 +19,7 @@ federation (the federation follows commits through `Ledger.on_commit`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import IO
 
@@ -27,6 +28,7 @@ from factnode.core import Decision, Evidence, Instant, Key, Policy, Submission, 
 from factnode.core.consensus import Tally, Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.peer_checks import ErasureGrant
+from factnode.core.quarantine import Quarantined, quarantined
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger import _backup
 from factnode.ledger._backup import BadExport, ImportRefused, Restored
@@ -84,6 +86,9 @@ __all__ = [
 ]
 
 
+log = logging.getLogger("factnode.ledger")
+
+
 class Ledger:
     """One node's beliefs: submit, read, explain, retract, resolve, erase, decay, and apply
     what peers send. A façade: each responsibility is a component of its own (see the
@@ -96,6 +101,27 @@ class Ledger:
         self.forgetting = Forgetting(self.serving)
         self.review = Review(self.serving)
         self.peer_input = PeerInput(self.serving, self.writing, self.forgetting)
+        # Opening the store: what it holds from before the text rule is quarantined.
+        with repo.read() as tx:
+            held = tx.evidence_breaking_text_rule()
+        self.quarantine: tuple[Quarantined, ...] = tuple(
+            q for q in map(quarantined, held) if q is not None
+        )
+        self.peer_input.quarantined = frozenset(q.evidence_id for q in self.quarantine)
+        if self.quarantine:
+            log.warning(
+                "%d piece(s) of evidence quarantined: held from before the text rule, which "
+                "refuses them; never offered to peers. `factnode status` lists them; erase "
+                "each by id to remove it (docs/operations.md, 'Quarantine')",
+                len(self.quarantine),
+            )
+
+    def quarantined_now(self) -> list[Quarantined]:
+        """The quarantined evidence still held (an operator erases it by id)."""
+        if not self.quarantine:
+            return []
+        held = self.evidence_by_ids([q.evidence_id for q in self.quarantine])
+        return [q for q in self.quarantine if q.evidence_id in held]
 
     # -- identity and observers ----------------------------------------------------------
 

@@ -34,6 +34,7 @@ from factnode.core.peer_checks import (
     ErasureGrant,
     erasure_refusal,
 )
+from factnode.core.quarantine import key_breaks_text_rule
 from factnode.core.signed import (
     Equivocation,
     bound_payload,
@@ -63,6 +64,8 @@ class PeerInput(Component):
     _counted_hour: int | None = None
     # Whose erasures this node applies, for which namespaces (`federation.accept_erasures_from`).
     erasure_grants: tuple[ErasureGrant, ...] = ACCEPT_ALL_ERASURES
+    # Evidence ids quarantined when the store was opened (`core.quarantine`): never offered.
+    quarantined: frozenset[str] = frozenset()
 
     def cap_for(self, origin: str) -> str:
         """The ceiling relayed evidence from `origin` counts at here: the one set for the
@@ -91,7 +94,7 @@ class PeerInput(Component):
             evidence = [
                 e
                 for e in tx.evidence_under(prefixes.get("evidence", []))
-                if e.evidence_id not in have
+                if e.evidence_id not in have and e.evidence_id not in self.quarantined
             ]
             signatures = tx.evidence_signatures([e.evidence_id for e in evidence])
             votes = tx.votes_under(self.node_id, prefixes.get("votes", []))
@@ -117,7 +120,13 @@ class PeerInput(Component):
             )
             for e in evidence
         ]
-        return tombstones, relayed, votes
+        return tombstones, relayed, self._offerable(votes)
+
+    def _offerable(self, votes: list[Vote]) -> list[Vote]:
+        """Votes but those on a quarantined key (a peer would refuse them every round)."""
+        if not self.quarantined:
+            return votes
+        return [v for v in votes if not key_breaks_text_rule(v.key)]
 
     def offer_votes(self, items: Collection[tuple[str, str]]) -> list[Vote]:
         """The signed votes held for these (key id, voter) items, as `offer` relays them
@@ -129,7 +138,7 @@ class PeerInput(Component):
         for first, second in proofs:
             if (ids.key_id(first.key), first.voter) in wanted:
                 votes += [first, second]
-        return votes
+        return self._offerable(votes)
 
     def _own_tombstone_signature(self, t: Tombstone) -> bytes:
         """This node's signature of an erasure its operator made, as it is offered."""

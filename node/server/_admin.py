@@ -76,6 +76,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self, request: pb.GetStatusRequest, context: Context
     ) -> pb.GetStatusResponse:
         counts = await run(self.ctx.ledger.counts)
+        quarantined = await run(self.ctx.ledger.quarantined_now)
         background = self.ctx.background
         holder = await run(background.holder) if background is not None else None
         peers = []
@@ -107,9 +108,19 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 contested=counts.contested,
                 ambiguous=counts.ambiguous,
                 rejected=counts.rejected,
+                quarantined=len(quarantined),
             ),
             replica=self.ctx.replica,
             lease_holder=holder or "",
+            quarantined=[
+                pb.QuarantinedItem(
+                    evidence_id=q.evidence_id,
+                    key=wire.key_pb(q.key),
+                    field=q.field,
+                    reason=q.reason,
+                )
+                for q in quarantined
+            ],
         )
 
     @unary

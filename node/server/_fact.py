@@ -73,14 +73,19 @@ class FactServicer(pb_grpc.FactServiceServicer):
         # what its reply can carry is refused, nothing of it stored (specification §9).
         budget = ReplyBudget(self.ctx.max_reply_bytes)
         index = 0
+        whole: bool | None = None  # all or nothing: the first item's `all_or_nothing`
         try:
             async for item in request_iterator:
+                if whole is None:
+                    whole = item.all_or_nothing
                 try:
                     check(item)
                     sub = wire.submission(item)
                     require_write_submission(sub)
                     evidence = self.ctx.ledger.evidence_of(sub)
                 except (InvalidInput, PermissionDenied) as exc:
+                    if whole:
+                        raise ItemRefused(index, exc) from None
                     error = _item_error(exc)
                     budget.take_error(index, error)
                     results.append((index, error))
@@ -88,6 +93,9 @@ class FactServicer(pb_grpc.FactServiceServicer):
                     budget.take_decision(index, evidence.key)
                     pending.append((index, evidence, sub.idempotency_key))
                 index += 1
+            if whole:
+                await self._commit_whole(pending, results)
+                pending.clear()
             # Then committed in batches, in stream order, each its own write transaction; an
             # item whose data the database refused is that item's error alone.
             while pending:
@@ -100,6 +108,12 @@ class FactServicer(pb_grpc.FactServiceServicer):
                     for (i, _, _), d in zip(batch, done, strict=True)
                 )
                 self.ctx.changes.notify()
+        except ItemRefused as refused:
+            # Refused while the client may still be sending: see ReplyTooLarge below.
+            await drain_refused(request_iterator)
+            reply = pb.SubmitFactsResponse(invalid_count=1)
+            reply.results.add(index=refused.index).error.CopyFrom(_item_error(refused.cause))
+            await abort(context, refused.cause, [reply])
         except Exception as exc:
             if isinstance(exc, ReplyTooLarge):
                 # Refused while the client may still be sending: what it sends is read first
@@ -112,6 +126,21 @@ class FactServicer(pb_grpc.FactServiceServicer):
             del counts.results[:]  # counts only: a status must fit in the trailers
             await abort(context, exc, [counts])
         return _report(results)
+
+    async def _commit_whole(
+        self,
+        pending: list[tuple[int, Evidence, str | None]],
+        results: list[tuple[int, Decision | pb.ItemError]],
+    ) -> None:
+        """An all-or-nothing stream's items, every one valid, decided in one transaction.
+        Data the database refuses (RefusedData) fails that transaction, so nothing is written
+        and the call ends INVALID_ARGUMENT with counts of zero."""
+        if not pending:
+            return
+        done = await run(self.ctx.ledger.ingest, [(e, k) for _, e, k in pending])
+        self.ctx.metrics.decided([d.decision for d in done])
+        results.extend((i, d.decision) for (i, _, _), d in zip(pending, done, strict=True))
+        self.ctx.changes.notify()
 
     @unary
     async def GetBelief(self, request: pb.GetBeliefRequest, context: Context) -> pb.Belief:
@@ -258,6 +287,15 @@ class FactServicer(pb_grpc.FactServiceServicer):
                     )
                 if not changes:
                     await self.ctx.changes.wait_beyond(seen)
+
+
+class ItemRefused(Exception):
+    """An all-or-nothing SubmitFacts stream's item that was refused: nothing is written."""
+
+    def __init__(self, index: int, cause: InvalidInput | PermissionDenied) -> None:
+        super().__init__(f"item {index}: {cause}")
+        self.index = index
+        self.cause = cause
 
 
 def _report(results: list[tuple[int, Decision | pb.ItemError]]) -> pb.SubmitFactsResponse:

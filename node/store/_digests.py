@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterator
 
-from sqlalchemy import select
+from sqlalchemy import LargeBinary, cast, func, literal, or_, select
 
 from factnode.core import Evidence
 from factnode.core.consensus import Vote
@@ -27,6 +27,13 @@ from factnode.store._rows import (
 from factnode.store._sqltext import select_in, select_pairs, select_under
 from factnode.store.repository import Tombstone
 
+# The evidence columns that hold text a client or peer gave (`core.quarantine.text_fields`).
+_TEXT_COLUMNS = (
+    "namespace", "subject", "predicate", "object", "attribution", "source", "origin_node",
+    "corrects", "contradicts_namespace", "contradicts_subject", "contradicts_predicate",
+    "anchor_cap",
+)  # fmt: skip
+
 
 class SqlDigests(TransactionPart):
     """The sync part of a transaction: reads for digests and buckets."""
@@ -34,6 +41,17 @@ class SqlDigests(TransactionPart):
     def all_evidence_ids(self) -> Iterator[str]:
         """Active evidence only: peers never compare or receive decayed or rejected evidence."""
         yield from self._c.scalars(select(E.c.evidence_id).where(E.c.status == _ACTIVE.value))
+
+    def evidence_breaking_text_rule(self) -> list[Evidence]:
+        """Active evidence holding a NUL in a text column, as SQLite stored it before the text
+        rule: what the node quarantines when it opens the store. PostgreSQL's text cannot
+        hold a NUL, and neither backend stores a lone surrogate, so there nothing is read."""
+        if self._c.dialect.name != "sqlite":
+            return []
+        nul = literal(b"\x00", LargeBinary)
+        breaks = or_(*(func.instr(cast(E.c[name], LargeBinary), nul) > 0 for name in _TEXT_COLUMNS))
+        rows = self._c.execute(_SELECT_EVIDENCE.where(breaks))
+        return [_evidence(r) for r in rows if r[_EVIDENCE_STATUS] == _ACTIVE]
 
     def all_erasure_ids(self) -> Iterator[str]:
         yield from self._c.scalars(select(ER.c.erasure_id))

@@ -11,6 +11,7 @@ import pytest
 from factnode.core.members import (
     MAX_INCARNATION,
     MemberRecord,
+    can_answer,
     member_item_id,
     record_problem,
     supersedes,
@@ -55,6 +56,32 @@ def test_a_higher_incarnation_replaces_a_lower(
     assert supersedes(offered, held) is kept
 
 
+@pytest.mark.parametrize(
+    ("incarnation", "certificates", "kept"),
+    [
+        (1, 1, True),  # a reissued certificate's record beats any number under the old one
+        (MAX_INCARNATION, -1, False),  # the old key's record never beats the new one's
+        (4, 0, True),  # the same certificate: the incarnations decide
+    ],
+)
+def test_a_later_certificate_replaces_whatever_the_incarnations(
+    incarnation: int, certificates: int, kept: bool
+) -> None:
+    """Records are ordered by certificate first (as the shell compares them), then
+    incarnation, so reissuing a certificate overcomes a record at the highest incarnation."""
+    held = replace(RECORD, incarnation=MAX_INCARNATION if certificates > 0 else 3)
+    offered = replace(RECORD, incarnation=incarnation, certificate=b"other")
+    assert supersedes(offered, held, certificates) is kept
+
+
+def test_a_member_can_sign_above_every_record_but_the_highest() -> None:
+    """One below the bound leaves room to sign above; at the bound there is none, and the
+    bound sits far inside the wire's uint64 and the store's signed 64-bit column."""
+    assert can_answer(replace(RECORD, incarnation=MAX_INCARNATION - 1))
+    assert not can_answer(replace(RECORD, incarnation=MAX_INCARNATION))
+    assert MAX_INCARNATION + 1 < 2**63 - 1
+
+
 def test_two_records_numbered_alike_resolve_the_same_way_in_any_order() -> None:
     """Of records with one incarnation and different content, every order keeps the one
     with the lowest content hash, so all nodes converge on the same record."""
@@ -78,6 +105,7 @@ def test_two_records_numbered_alike_resolve_the_same_way_in_any_order() -> None:
         (replace(RECORD, address="host:99999"), "is not host:port"),
         (replace(RECORD, incarnation=0), "incarnation must be in"),
         (replace(RECORD, incarnation=MAX_INCARNATION + 1), "incarnation must be in"),
+        (replace(RECORD, incarnation=2**63 - 1), "incarnation must be in"),
         (replace(RECORD, certificate=b""), "certificate must be"),
         (replace(RECORD, certificate=b"x" * 20_000), "certificate must be"),
         (replace(RECORD, signature=b""), "signature must be"),

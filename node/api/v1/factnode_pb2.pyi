@@ -254,12 +254,14 @@ class FactInput(_message.Message):
     def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ...) -> None: ...
 
 class SubmitFactRequest(_message.Message):
-    __slots__ = ("fact", "idempotency_key")
+    __slots__ = ("fact", "idempotency_key", "all_or_nothing")
     FACT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ALL_OR_NOTHING_FIELD_NUMBER: _ClassVar[int]
     fact: FactInput
     idempotency_key: str
-    def __init__(self, fact: _Optional[_Union[FactInput, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    all_or_nothing: bool
+    def __init__(self, fact: _Optional[_Union[FactInput, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., all_or_nothing: _Optional[bool] = ...) -> None: ...
 
 class SubmitFactResponse(_message.Message):
     __slots__ = ("decision", "evidence_id", "version_id", "belief")
@@ -628,20 +630,34 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusCounts(_message.Message):
-    __slots__ = ("evidence", "keys", "decisions", "contested", "ambiguous", "rejected")
+    __slots__ = ("evidence", "keys", "decisions", "contested", "ambiguous", "rejected", "quarantined")
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
     CONTESTED_FIELD_NUMBER: _ClassVar[int]
     AMBIGUOUS_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
+    QUARANTINED_FIELD_NUMBER: _ClassVar[int]
     evidence: int
     keys: int
     decisions: int
     contested: int
     ambiguous: int
     rejected: int
-    def __init__(self, evidence: _Optional[int] = ..., keys: _Optional[int] = ..., decisions: _Optional[int] = ..., contested: _Optional[int] = ..., ambiguous: _Optional[int] = ..., rejected: _Optional[int] = ...) -> None: ...
+    quarantined: int
+    def __init__(self, evidence: _Optional[int] = ..., keys: _Optional[int] = ..., decisions: _Optional[int] = ..., contested: _Optional[int] = ..., ambiguous: _Optional[int] = ..., rejected: _Optional[int] = ..., quarantined: _Optional[int] = ...) -> None: ...
+
+class QuarantinedItem(_message.Message):
+    __slots__ = ("evidence_id", "key", "field", "reason")
+    EVIDENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    evidence_id: str
+    key: Key
+    field: str
+    reason: str
+    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., field: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class PeerStatus(_message.Message):
     __slots__ = ("node_id", "address", "last_sync", "lag_seconds", "last_error", "max_anchor", "clock_skew_ms")
@@ -662,7 +678,7 @@ class PeerStatus(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., last_sync: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lag_seconds: _Optional[int] = ..., last_error: _Optional[str] = ..., max_anchor: _Optional[str] = ..., clock_skew_ms: _Optional[int] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("node_id", "version", "listen_address", "database", "counts", "peers", "members", "replica", "lease_holder")
+    __slots__ = ("node_id", "version", "listen_address", "database", "counts", "peers", "members", "replica", "lease_holder", "quarantined")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     LISTEN_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -672,6 +688,7 @@ class GetStatusResponse(_message.Message):
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     REPLICA_FIELD_NUMBER: _ClassVar[int]
     LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
+    QUARANTINED_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     version: str
     listen_address: str
@@ -681,7 +698,8 @@ class GetStatusResponse(_message.Message):
     members: _containers.RepeatedCompositeFieldContainer[Member]
     replica: str
     lease_holder: str
-    def __init__(self, node_id: _Optional[str] = ..., version: _Optional[str] = ..., listen_address: _Optional[str] = ..., database: _Optional[str] = ..., counts: _Optional[_Union[StatusCounts, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., replica: _Optional[str] = ..., lease_holder: _Optional[str] = ...) -> None: ...
+    quarantined: _containers.RepeatedCompositeFieldContainer[QuarantinedItem]
+    def __init__(self, node_id: _Optional[str] = ..., version: _Optional[str] = ..., listen_address: _Optional[str] = ..., database: _Optional[str] = ..., counts: _Optional[_Union[StatusCounts, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., replica: _Optional[str] = ..., lease_holder: _Optional[str] = ..., quarantined: _Optional[_Iterable[_Union[QuarantinedItem, _Mapping]]] = ...) -> None: ...
 
 class SyncNowRequest(_message.Message):
     __slots__ = ("peer_node_id",)

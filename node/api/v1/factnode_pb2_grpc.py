@@ -108,7 +108,8 @@ class FactServiceServicer:
         the status carries a SubmitFactsResponse detail with only the counts of the items before
         the batch that failed (decided_count committed, invalid_count refused; no results):
         those were handled and nothing after them was written; resend the rest (idempotency
-        keys make a resend safe).
+        keys make a resend safe). With `all_or_nothing` set on its first item, the stream is
+        one transaction instead: one refused item fails the call and nothing is written.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

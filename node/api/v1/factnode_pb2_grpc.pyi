@@ -74,7 +74,8 @@ class FactServiceStub:
     the status carries a SubmitFactsResponse detail with only the counts of the items before
     the batch that failed (decided_count committed, invalid_count refused; no results):
     those were handled and nothing after them was written; resend the rest (idempotency
-    keys make a resend safe).
+    keys make a resend safe). With `all_or_nothing` set on its first item, the stream is
+    one transaction instead: one refused item fails the call and nothing is written.
     """
     GetBelief: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.GetBeliefRequest, _factnode_pb2.Belief]
     """The served belief for a key, optionally as of an event time and as known at an ingestion
@@ -115,7 +116,8 @@ class FactServiceAsyncStub(FactServiceStub):
     the status carries a SubmitFactsResponse detail with only the counts of the items before
     the batch that failed (decided_count committed, invalid_count refused; no results):
     those were handled and nothing after them was written; resend the rest (idempotency
-    keys make a resend safe).
+    keys make a resend safe). With `all_or_nothing` set on its first item, the stream is
+    one transaction instead: one refused item fails the call and nothing is written.
     """
     GetBelief: _aio.UnaryUnaryMultiCallable[_factnode_pb2.GetBeliefRequest, _factnode_pb2.Belief]  # type: ignore[assignment]
     """The served belief for a key, optionally as of an event time and as known at an ingestion
@@ -165,7 +167,8 @@ class FactServiceServicer(metaclass=_abc_1.ABCMeta):
         the status carries a SubmitFactsResponse detail with only the counts of the items before
         the batch that failed (decided_count committed, invalid_count refused; no results):
         those were handled and nothing after them was written; resend the rest (idempotency
-        keys make a resend safe).
+        keys make a resend safe). With `all_or_nothing` set on its first item, the stream is
+        one transaction instead: one refused item fails the call and nothing is written.
         """
 
     @_abc_1.abstractmethod

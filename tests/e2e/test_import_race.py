@@ -40,6 +40,23 @@ def _decisions(address: str) -> int:
     return int(status.counts.decisions)
 
 
+def _race(backup: Path, clis: list[Cli]) -> list[CliResult | None]:
+    """`factnode import` of `backup` through each CLI, started together (a barrier)."""
+    start = threading.Barrier(len(clis))
+    results: list[CliResult | None] = [None] * len(clis)
+
+    def run(i: int) -> None:
+        start.wait(timeout=30)
+        results[i] = clis[i].run("import", str(backup), "--force-policy", check=None)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(clis))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    return results
+
+
 def test_two_imports_at_once_on_two_replicas_one_wins(tmp_path: Path) -> None:
     """Repeated: two `factnode import` of one file, started together on two replicas of one
     empty PostgreSQL database: exactly one exits 0, the other exits 8 naming the import that
@@ -50,20 +67,9 @@ def test_two_imports_at_once_on_two_replicas_one_wins(tmp_path: Path) -> None:
         with fresh_database() as url:
             replicas = start_replicas(work, url, 2, env={"FACTNODE_NODE_ID": NODE})
             try:
-                env = isolated_env(work / "cli-home")
-                clis = [Cli(r.address, env) for r in replicas]
-                start = threading.Barrier(2)
-                results: list[CliResult | None] = [None, None]
-
-                def run(i: int) -> None:
-                    start.wait(timeout=30)
-                    results[i] = clis[i].run("import", str(backup), "--force-policy", check=None)
-
-                threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join(timeout=300)
+                results = _race(
+                    backup, [Cli(r.address, isolated_env(work / "cli")) for r in replicas]
+                )
                 done = [r for r in results if r is not None]
                 assert len(done) == 2, "an import did not finish"
                 codes = sorted(r.code for r in done)

@@ -42,9 +42,7 @@ def fed(start_federation: StartFederation) -> Federation:
 
 
 def _export(node: FedNode, path: Path) -> Path:
-    data = b"".join(
-        c.data for c in node.admin.Export(pb.ExportRequest(), timeout=RPC_TIMEOUT)
-    )
+    data = b"".join(c.data for c in node.admin.Export(pb.ExportRequest(), timeout=RPC_TIMEOUT))
     path.write_bytes(data)
     return path
 
@@ -206,7 +204,7 @@ def test_a_restored_member_without_peers_holds_its_data_back(
     for node in fed:
         if not node.running:
             _restart(node)
-    ns, ana, bo = _story(fed, "held")
+    _, ana, bo = _story(fed, "held")
     backup = _export(r1, tmp_path / "r1.jsonl")
     for peer in (r2, r3):
         assert peer.stop() == 0

@@ -25,7 +25,14 @@ def serve(args: argparse.Namespace) -> int:
         settings = load_settings(args.config, os.environ, flags)
         _, new_loop = loop_factory(settings.event_loop)
         with asyncio.Runner(loop_factory=new_loop) as runner:
-            runner.run(run_node(settings, announce=lambda line: print(line, flush=True)))
+            runner.run(
+                run_node(
+                    settings,
+                    announce=lambda line: print(line, flush=True),
+                    restore=Path(args.restore) if args.restore else None,
+                    serve_before_sync=args.serve_before_sync,
+                )
+            )
     except ConfigError as exc:
         print(f"factnode serve: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -106,6 +106,18 @@ def build_parser(verbs: Iterable[AddVerb]) -> argparse.ArgumentParser:
 def serve(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("serve", help="run a node")
     p.add_argument("--config", default=os.environ.get("FACTNODE_CONFIG"), help="TOML settings file")
+    p.add_argument(
+        "--restore",
+        metavar="FILE",
+        help="import this export (`factnode export`) into the node's empty store before it "
+        "serves or syncs; a federated node then serves no data until its first sync round "
+        "(docs/operations/backup.md)",
+    )
+    p.add_argument(
+        "--serve-before-sync",
+        action="store_true",
+        help="serve a restored federated node's data before its first sync round has completed",
+    )
     # One flag per setting, from the settings table: a flag beats its environment variable,
     # which beats the file (docs/operations/configuration-reference.md).
     for setting in SETTINGS:

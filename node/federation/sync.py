@@ -492,6 +492,8 @@ class Syncer:
         self.fanout = fanout
         self.interval = interval
         self.rng = rng or random.Random()
+        # Called (in a thread) after each round with a member that completed.
+        self.on_synced: list[Callable[[], None]] = []
 
     def members(self) -> list[PeerState]:
         """The state of every member this node may dial now, by node id."""
@@ -582,6 +584,8 @@ class Syncer:
         state.last_error = ""
         state.next_attempt = 0.0
         state.last_sync = time.time()
+        for synced in self.on_synced:
+            await asyncio.to_thread(synced)
         return result
 
     async def run_forever(self) -> None:

@@ -31,7 +31,13 @@ from factnode.core.peer_checks import ErasureGrant
 from factnode.core.quarantine import Quarantined, quarantined
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger import _backup
-from factnode.ledger._backup import BadExport, ImportRefused, Restored
+from factnode.ledger._backup import (
+    AWAITING_ROUND_META,
+    REVOCATION_META,
+    BadExport,
+    ImportRefused,
+    Restored,
+)
 from factnode.ledger._forgetting import Forgetting
 from factnode.ledger._memory import ServedMemory
 from factnode.ledger._model import (
@@ -64,8 +70,10 @@ from factnode.store import (
 )
 
 __all__ = [
+    "AWAITING_ROUND_META",
     "DEFAULT_PAGE_SIZE",
     "MAX_PAGE_SIZE",
+    "REVOCATION_META",
     "BadExport",
     "Belief",
     "Committed",
@@ -393,9 +401,21 @@ class Ledger:
         """The logical backup, line by line, read in one snapshot (`_backup`)."""
         return _backup.export_lines(self)
 
-    def restore(self, stream: IO[bytes], *, force_policy: bool = False) -> Restored:
+    def restore(
+        self,
+        stream: IO[bytes],
+        *,
+        force_policy: bool = False,
+        check_revocations: Callable[[bytes], str] | None = None,
+    ) -> Restored:
         """Checks an export and replays it into this empty node (`_backup.restore`)."""
-        return _backup.restore(self, stream, force_policy=force_policy)
+        return _backup.restore(
+            self, stream, force_policy=force_policy, check_revocations=check_revocations
+        )
+
+    def restored_from(self) -> str | None:
+        """What the last import into this store restored, or None (`_backup.restored_from`)."""
+        return _backup.restored_from(self)
 
 
 def ensure_node_id(repo: Repository, configured: str | None, fresh: str) -> str:

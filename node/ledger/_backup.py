@@ -6,21 +6,32 @@ included), erasure tombstones and pins are a complete backup: an import recomput
 beliefs, history, the review queue and the decision log from them; nothing derived is
 copied. The file:
 
-- a header: `{"kind": "header", "format": "factnode-export", "version": 1, "node_id",
+- a header: `{"kind": "header", "format": "factnode-export", "version": 2, "node_id",
   "policy_fingerprint", "exported_at", "factnode"}`;
+- (version 2) the federation's state the node holds, which no replay rebuilds: the
+  revocation list (`"kind": "revocation_list"`, its DER in base64) and every member record
+  (`"kind": "member"`), so a restore forgets no revocation (specification §6);
 - one line per item in the order the node decided them (`"kind"`: `evidence`,
-  `tombstone` or `pin`); instants are integer microseconds since the Unix epoch;
+  `tombstone` (with its erasure bounds and, where held, its origin's signature) or `pin`);
+  instants are integer microseconds since the Unix epoch;
 - a trailer: `{"kind": "trailer", "lines": N, "sha256": HEX}`, N the number of lines before
   it and HEX the SHA-256 of their bytes (newlines included).
 
-An import checks the whole file before it writes anything.
+Version 1 files (no revocation list, no member records) import as before. An import checks
+the whole file before it writes anything, and claims the store in the same transaction that
+finds it empty (`IMPORT_META`), so of two imports into one store (two replicas of one
+PostgreSQL database) one runs and the other is refused naming it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime as dt
 import hashlib
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
@@ -35,16 +46,30 @@ from factnode.core import (
     Policy,
 )
 from factnode.core.erasure_bounds import ErasureBound
+from factnode.core.members import MemberRecord, record_problem
 from factnode.core.policy import policy_fingerprint
 from factnode.core.validation import relayed_violations
 from factnode.ledger._model import Committed, NotFound, NotUnderReview
-from factnode.store import Tombstone, Writes
+from factnode.store import StoredMember, Tombstone, Writes, replica_name
 
 if TYPE_CHECKING:
     from factnode.ledger import Ledger
 
+log = logging.getLogger("factnode.ledger")
+
 FORMAT = "factnode-export"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READS_VERSIONS = (1, 2)
+# The node_meta name under which the revocation list a node holds is kept (base64 DER).
+REVOCATION_META = "revocation_list"
+# Held while an import replays (who runs it): a second import is refused naming it.
+IMPORT_META = "import_in_progress"
+# What the last import restored (which file, when, by which replica): kept, so a store an
+# import filled says where its data came from, and `serve --restore` knows a file it restored.
+RESTORED_META = "restored_from"
+# Set by an import, cleared by the first completed sync round (`factnode.server`): until
+# then a federated node serves no data, which may hold what the fleet has since erased.
+AWAITING_ROUND_META = "restored_awaiting_round"
 # The most evidence replayed in one write transaction. Evidence recorded at one instant was
 # decided in one transaction (a batch shares its clock reading) and is replayed so, since a
 # batch logs one decision for a key that a `contradicts` changed where separate
@@ -76,6 +101,10 @@ class Restored:
     pins: int
     decisions: int
     policy_differed: bool
+    # The federation's state the file carried, for a running roster to take (`Roster.revoke`,
+    # `Roster.take`); also written to the store for a roster made after the import.
+    revocation_list: bytes | None = None
+    members: tuple[MemberRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +123,9 @@ class _Checked:
     tombstones: int = 0
     pins: int = 0
     decayed: set[str] = field(default_factory=set)
+    revocation_list: bytes | None = None
+    members: list[StoredMember] = field(default_factory=list)
+    sha256: str = ""
 
 
 def _line(record: dict[str, Any]) -> bytes:
@@ -144,6 +176,20 @@ def _tombstone_record(t: Tombstone, bounds: dict[str, Instant]) -> dict[str, Any
         "evidence_ids": list(t.evidence_ids),
         "origin_node": t.origin_node,
         **extra,
+        **({"signature": base64.b64encode(t.signature).decode()} if t.signature else {}),
+    }
+
+
+def _member_record(m: StoredMember) -> dict[str, Any]:
+    r = m.record
+    return {
+        "kind": "member",
+        "node_id": r.node_id,
+        "address": r.address,
+        "certificate": r.certificate.decode("ascii"),
+        "incarnation": r.incarnation,
+        "signature": base64.b64encode(r.signature).decode(),
+        "revoked": m.revoked,
     }
 
 
@@ -184,6 +230,11 @@ def export_lines(ledger: Ledger) -> Iterator[bytes]:
                 "factnode": factnode.__version__,
             }
         )
+        revocations = tx.meta(REVOCATION_META)
+        if revocations:
+            yield out({"kind": "revocation_list", "der": revocations})
+        for m in tx.member_records():
+            yield out(_member_record(m))
         tombstones = tx.exported_tombstones()
         bounds = tx.erasure_bounds([t.erasure_id for t in tombstones])
         others: list[tuple[Instant, dict[str, Any]]] = sorted(
@@ -269,8 +320,16 @@ def _bounds_of(r: dict[str, Any]) -> dict[str, Instant]:
     return bounds
 
 
+def _base64(r: dict[str, Any], name: str) -> bytes:
+    try:
+        return base64.b64decode(_field(r, name, str), validate=True)
+    except binascii.Error:
+        raise ValueError(f"{name}: not base64") from None
+
+
 def _tombstone_of(r: dict[str, Any]) -> Tombstone:
     _bounds_of(r)
+    signature = _base64(r, "signature") if r.get("signature") is not None else b""
     ids = _field(r, "evidence_ids", list)
     if not all(isinstance(x, str) for x in ids):
         raise ValueError("evidence_ids: expected a list of evidence ids")
@@ -286,7 +345,29 @@ def _tombstone_of(r: dict[str, Any]) -> Tombstone:
         reason=_field(r, "reason", str),
         evidence_ids=tuple(ids),
         origin_node=_field(r, "origin_node", str),
+        signature=signature,
     )
+
+
+def _member_of(r: dict[str, Any]) -> StoredMember:
+    record = MemberRecord(
+        node_id=_field(r, "node_id", str),
+        address=_field(r, "address", str),
+        certificate=_field(r, "certificate", str).encode("ascii", "replace"),
+        incarnation=_field(r, "incarnation", int),
+        signature=_base64(r, "signature"),
+    )
+    problem = record_problem(record)
+    if problem:
+        raise ValueError(problem)
+    return StoredMember(record, _field(r, "revoked", bool))
+
+
+def _revocation_list_of(r: dict[str, Any]) -> bytes:
+    der = _base64(r, "der")
+    if not der:
+        raise ValueError("der: empty")
+    return der
 
 
 def _pin_of(r: dict[str, Any]) -> _Pin:
@@ -319,6 +400,10 @@ def _item(n: int, record: dict[str, Any], policy: Policy) -> Any:
             return _tombstone_of(record)
         if kind == "pin":
             return _pin_of(record)
+        if kind == "member":
+            return _member_of(record)
+        if kind == "revocation_list":
+            return _revocation_list_of(record)
     except ValueError as exc:
         raise BadExport(n, f"{kind}: {exc}") from None
     raise BadExport(n, f"unknown kind {kind!r}")
@@ -328,10 +413,9 @@ def _check_header(record: dict[str, Any]) -> dict[str, Any]:
     if record.get("kind") != "header" or record.get("format") != FORMAT:
         raise BadExport(1, f"not a factnode export (the first line is not a {FORMAT} header)")
     version = record.get("version")
-    if version != FORMAT_VERSION:
-        raise BadExport(
-            1, f"format version {version!r}: this factnode reads version {FORMAT_VERSION}"
-        )
+    if version not in READS_VERSIONS or isinstance(version, bool):
+        readable = ", ".join(str(v) for v in READS_VERSIONS)
+        raise BadExport(1, f"format version {version!r}: this factnode reads versions {readable}")
     for name in ("node_id", "policy_fingerprint"):
         if not isinstance(record.get(name), str):
             raise BadExport(1, f"header: {name} is missing")
@@ -356,6 +440,7 @@ def check_export(stream: IO[bytes], policy: Policy) -> _Checked:
                 raise BadExport(n, f"the trailer counts {record.get('lines')!r} lines, not {n - 1}")
             if record.get("sha256") != digest.hexdigest():
                 raise BadExport(n, "checksum mismatch: the file was changed or damaged")
+            checked.sha256 = digest.hexdigest()
             return checked
         else:
             item = _item(n, record, policy)
@@ -365,6 +450,12 @@ def check_export(stream: IO[bytes], policy: Policy) -> _Checked:
                     checked.decayed.add(item[0].evidence_id)
             elif isinstance(item, Tombstone):
                 checked.tombstones += 1
+            elif isinstance(item, StoredMember):
+                checked.members.append(item)
+            elif isinstance(item, bytes):
+                if checked.revocation_list is not None:
+                    raise BadExport(n, "revocation_list: the file holds a second one")
+                checked.revocation_list = item
             else:
                 checked.pins += 1
         digest.update(raw if raw.endswith(b"\n") else raw + b"\n")
@@ -387,6 +478,7 @@ class _ReplayClock:
 
 
 def _refusal(ledger: Ledger, header: dict[str, Any], force_policy: bool) -> str | None:
+    """Why the file's header does not fit this node, or None."""
     if header["node_id"] != ledger.node_id:
         return (
             f"the file was exported from node {header['node_id']!r} and this node is "
@@ -399,40 +491,117 @@ def _refusal(ledger: Ledger, header: dict[str, Any], force_policy: bool) -> str 
             "node's): its evidence would be decided otherwise here; import it with "
             "--force-policy (ImportChunk.force_policy) to decide it by this node's policy"
         )
-    with ledger.repo.read() as tx:
-        c = tx.counts()
-    if c.evidence or c.decayed or c.decisions or c.erasures:
-        return (
-            f"this node is not empty ({c.evidence} evidence, {c.decisions} decisions, "
-            f"{c.erasures} erasures): import restores into an empty node only"
-        )
     return None
 
 
-def restore(ledger: Ledger, stream: IO[bytes], *, force_policy: bool = False) -> Restored:
+def _description(checked: _Checked) -> str:
+    """Which import this is, as `IMPORT_META` and `RESTORED_META` name it."""
+    exported = dt.datetime.fromtimestamp(checked.header["exported_at"] / 1e6, dt.UTC)
+    now = dt.datetime.now(dt.UTC)
+    return (
+        f"the export of node {checked.header['node_id']!r} made {exported:%Y-%m-%dT%H:%M:%SZ} "
+        f"(sha256 {checked.sha256[:16]}), imported by replica {replica_name()} "
+        f"from {now:%Y-%m-%dT%H:%M:%SZ}"
+    )
+
+
+def _claim(ledger: Ledger, description: str) -> None:
+    """Claims the store for this import: in one write transaction (writers are serialized,
+    on PostgreSQL across replicas), finds it empty and no other import running, and marks it
+    as this one's. ImportRefused naming the import that came first, and nothing written."""
+    with ledger.repo.write() as tx:
+        running = tx.meta(IMPORT_META)
+        if running:
+            raise ImportRefused(
+                f"another import into this store came first and is running or did not "
+                f"finish: {running}; nothing of this file was written"
+            )
+        c = tx.counts()
+        if c.evidence or c.decayed or c.decisions or c.erasures:
+            restored = tx.meta(RESTORED_META)
+            raise ImportRefused(
+                f"this node is not empty ({c.evidence} evidence, {c.decisions} decisions, "
+                f"{c.erasures} erasures): import restores into an empty node only"
+                + (f"; it holds {restored}" if restored else "")
+            )
+        tx.apply(Writes(meta={IMPORT_META: description}))
+
+
+def _federation_state(ledger: Ledger, checked: _Checked, description: str) -> None:
+    """Keeps the revocation list and member records the file carried (unless the store holds
+    its own already: a running roster takes the file's then, `Restored`), marks the store as
+    restored, awaiting its first sync round, and ends the claim."""
+    with ledger.repo.write() as tx:
+        meta = {IMPORT_META: "", RESTORED_META: description, AWAITING_ROUND_META: description}
+        if checked.revocation_list is not None and not tx.meta(REVOCATION_META):
+            meta[REVOCATION_META] = base64.b64encode(checked.revocation_list).decode()
+        held = {m.record.node_id for m in tx.member_records()}
+        members = [m for m in checked.members if m.record.node_id not in held]
+        tx.apply(Writes(meta=meta, members=members))
+
+
+def _release(ledger: Ledger) -> None:
+    """Ends a claim whose import failed: the store may take another (if still empty)."""
+    with ledger.repo.write() as tx:
+        tx.apply(Writes(meta={IMPORT_META: ""}))
+
+
+def restored_from(ledger: Ledger) -> str | None:
+    """What the last import into this store restored (`RESTORED_META`), or None."""
+    with ledger.repo.read() as tx:
+        return tx.meta(RESTORED_META) or None
+
+
+def restore(
+    ledger: Ledger,
+    stream: IO[bytes],
+    *,
+    force_policy: bool = False,
+    check_revocations: Callable[[bytes], str] | None = None,
+) -> Restored:
     """Checks the export in `stream` (seekable), then replays it into this empty node through
     the write path: evidence in the order it was decided (with its recorded time, origin and
     idempotency key), each tombstone and pin when it was made; evidence decayed at export is
-    decayed again as of the export. Raises BadExport or ImportRefused, writing nothing."""
+    decayed again as of the export. The revocation list and member records it carries are
+    kept; `check_revocations` (a federated node's: is it the CA's list?) says why the list is
+    not acceptable, or "". Raises BadExport or ImportRefused, writing nothing."""
     checked = check_export(stream, ledger.policy)
     refused = _refusal(ledger, checked.header, force_policy)
+    if not refused and checked.revocation_list is not None and check_revocations is not None:
+        problem = check_revocations(checked.revocation_list)
+        refused = f"the file's revocation list is refused: {problem}" if problem else None
     if refused:
         raise ImportRefused(refused)
-    stream.seek(0)
-    clock = _ReplayClock(checked.header["exported_at"])
-    replay = type(ledger)(ledger.repo, ledger.policy, ledger.node_id, clock)
-    # The federation and watchers follow the replay, and its votes are signed as the node's.
-    replay.serving._observers = ledger.serving._observers
-    replay.signing = ledger.signing
-    with closing(replay):  # its served memory stops watching the node's repository
-        erased = _replay(replay, clock, stream, checked)
+    description = _description(checked)
+    _claim(ledger, description)
+    try:
+        stream.seek(0)
+        clock = _ReplayClock(checked.header["exported_at"])
+        replay = type(ledger)(ledger.repo, ledger.policy, ledger.node_id, clock)
+        # The federation and watchers follow the replay, and its votes are signed as the node's.
+        replay.serving._observers = ledger.serving._observers
+        replay.signing = ledger.signing
+        with closing(replay):  # its served memory stops watching the node's repository
+            erased = _replay(replay, clock, stream, checked)
+        _federation_state(ledger, checked, description)
+    except BaseException:
+        _release(ledger)
+        raise
     if erased:
         ledger.repo.after_erase()
     with ledger.repo.read() as tx:
         decisions = tx.counts().decisions
     differed = checked.header["policy_fingerprint"] != policy_fingerprint(ledger.policy)
+    log.info("restored %s", description)
     return Restored(
-        ledger.node_id, checked.evidence, checked.tombstones, checked.pins, decisions, differed
+        ledger.node_id,
+        checked.evidence,
+        checked.tombstones,
+        checked.pins,
+        decisions,
+        differed,
+        checked.revocation_list,
+        tuple(m.record for m in checked.members),
     )
 
 
@@ -449,7 +618,7 @@ def _replay(replay: Ledger, clock: _ReplayClock, stream: IO[bytes], checked: _Ch
             batch.clear()
 
     for n, _raw, record in _records(stream):
-        if record["kind"] in ("header", "trailer"):
+        if record["kind"] in ("header", "trailer", "member", "revocation_list"):
             continue
         item = _item(n, record, replay.policy)
         if isinstance(item, tuple):

@@ -3,6 +3,7 @@ sent (tombstones, relayed evidence, votes), each item checked, never believed.""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
@@ -50,6 +51,8 @@ from factnode.ledger._serving import Component, Serving
 from factnode.ledger._writing import Writing, isolating
 from factnode.store import RefusedData, Tombstone
 from factnode.store.repository import Transaction, Writes
+
+log = logging.getLogger("factnode.ledger")
 
 # How much of a peer erasure's operator and reason its decision quotes: the peer chose them.
 _LOGGED = 200
@@ -457,9 +460,18 @@ class PeerInput(Component):
         return left, {p.key for p in proofs}, held
 
     def _erasure_refusal(self, tx: Transaction, t: Tombstone, peer_id: str) -> str:
-        """Why this node does not apply a peer's tombstone it does not hold yet, or ""."""
+        """Why this node does not apply a peer's tombstone it does not hold yet, or "". One
+        naming this node as its origin is its own erasure coming back (this node was restored
+        from an export older than it, specification §6): taken whatever the grants say, once
+        its signature checked against this node's own key (`screen_delta`); a node that
+        checks no signatures cannot tell it from a forgery, and refuses it."""
         if t.origin_node == self.node_id:
-            return "it names this node as the one where it was made, and this node made none such"
+            if self._serving.signing.verify_tombstone is None or not t.signature:
+                return (
+                    "it names this node as the one where it was made, and this node holds "
+                    "none such and cannot check its signature"
+                )
+            return ""
         covered = tx.evidence_covered(t)
         namespaces = {e.key.namespace for e in covered} if covered else None
         return erasure_refusal(self.erasure_grants, t.origin_node, peer_id, namespaces)
@@ -478,6 +490,17 @@ class PeerInput(Component):
         covered = tx.evidence_covered(t)
         self._forgetting.apply_erasure(tx, t, covered, fx)
         namespaces = sorted({e.key.namespace for e in covered})
+        own = t.origin_node == self.node_id
+        if own:
+            # Hashes only, as in the decision: the log line names no key or value.
+            log.warning(
+                "erasure %s, made on this node at %s and not held here (restored from an older "
+                "export?), came back from %s: %d piece(s) of evidence erased again",
+                t.erasure_id,
+                t.erased_at,
+                peer_id,
+                len(covered),
+            )
         decided = Writes(
             decisions=[
                 Decision(
@@ -495,6 +518,12 @@ class PeerInput(Component):
                         f"{t.scope_hash}: made on {t.origin_node or peer_id} by operator "
                         f"{t.operator[:_LOGGED]!r} ({t.reason[:_LOGGED]!r}), "
                         f"delivered by {peer_id}"
+                        + (
+                            "; this node's own erasure, signed with its key, taken back "
+                            "after a restore"
+                            if own
+                            else ""
+                        )
                     ),
                 )
             ]

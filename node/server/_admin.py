@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import factnode
 from factnode import _wire as wire
@@ -19,7 +20,7 @@ from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.core import FieldViolation, InvalidInput
 from factnode.federation.members import Roster
 from factnode.federation.trust import NotAMember
-from factnode.ledger import BadExport, ImportRefused, NotFound
+from factnode.ledger import BadExport, ImportRefused, NotFound, Restored
 from factnode.server._auth import caller_identity
 from factnode.server._context import NodeContext, run
 from factnode.server._errors import Context, FailedPrecondition, streaming, unary
@@ -224,7 +225,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             spool.seek(0)
             async with self._importing:
                 try:
-                    done = await run(self.ctx.ledger.restore, spool, force_policy=bool(force))
+                    done = await run(self._restore, spool, bool(force))
                 except BadExport as exc:
                     raise InvalidInput([FieldViolation("data", str(exc))]) from None
                 except ImportRefused as exc:
@@ -238,6 +239,22 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             decisions=done.decisions,
             policy_differed=done.policy_differed,
         )
+
+    def _restore(self, spool: IO[bytes], force: bool) -> Restored:
+        """The import, and what it carried of the federation handed to the running roster
+        (which checks each item, takes a later list and later records, and re-signs this
+        node's own record above the file's); the node then holds its data back until its
+        next round (`_restore.RestoreGate`)."""
+        roster = self.ctx.roster
+        check = None if roster is None else _revocation_check(roster)
+        done = self.ctx.ledger.restore(spool, force_policy=force, check_revocations=check)
+        if roster is not None:
+            if done.revocation_list is not None:
+                roster.revoke(done.revocation_list)
+            if done.members:
+                roster.take(list(done.members), by="import")
+        self.ctx.restored()
+        return done
 
     @unary
     async def Backup(self, request: pb.BackupRequest, context: Context) -> pb.BackupResponse:
@@ -256,6 +273,19 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         folder.mkdir(mode=0o700, exist_ok=True)
         size = await run(copy_sqlite, repo.engine, destination)
         return pb.BackupResponse(destination=str(destination), bytes=size)
+
+
+def _revocation_check(roster: Roster) -> Callable[[bytes], str]:
+    """Why a revocation list an export carries is not the federation CA's, or ""."""
+
+    def check(der: bytes) -> str:
+        try:
+            roster.authority.revocation_list(der)
+        except NotAMember as exc:
+            return str(exc)
+        return ""
+
+    return check
 
 
 async def _from_thread(lines: Callable[[], Iterator[bytes]], size: int) -> AsyncIterator[bytes]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from typing import Any
 
 from factnode.config import Settings, TokenGrant
@@ -81,6 +82,9 @@ class Access:
 
     def __init__(self, settings: Settings) -> None:
         self._tokens = settings.tokens
+        # Why the data services are held back now (a restored node awaiting its first
+        # round, `_restore.RestoreGate.refusal`), or None.
+        self.hold: Callable[[], str | None] = lambda: None
 
     def admit(self, role: str | None, context: Context) -> None:
         """Lets the caller in with its grant (for `current_grant`), or raises

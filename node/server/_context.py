@@ -164,6 +164,8 @@ class NodeContext:
     # This process among the node's replicas (specification §10), and its background work's lease.
     replica: str = ""
     background: Background | None = None
+    # Read again after an import: a restored node serves no data until its first round.
+    restored: Callable[[], None] = lambda: None
 
     async def read(self, fn: Callable[..., T], *args: Any, bounded: bool = True) -> T:
         """A bounded read (`bounded`: one key, a page of at most the default size) on a SQLite

@@ -19,11 +19,19 @@ from google.protobuf.message import DecodeError, Message
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import FieldViolation, InvalidInput
 from factnode.server._auth import Access, required_role
-from factnode.server._errors import Context, PermissionDenied, Unauthenticated, abort
+from factnode.server._errors import (
+    Context,
+    FailedPrecondition,
+    PermissionDenied,
+    Unauthenticated,
+    abort,
+)
 from factnode.server._requests import check
 
 # What a handler refuses before the servicer runs.
-_REFUSED = (InvalidInput, PermissionDenied, Unauthenticated)
+_REFUSED = (InvalidInput, PermissionDenied, Unauthenticated, FailedPrecondition)
+# The services a restored node holds back until its first round (`_restore`); admin answers.
+_HELD_SERVICES = frozenset({"FactService", "ReviewService"})
 
 
 class Undecodable(InvalidInput):
@@ -54,10 +62,14 @@ def _handler(
     then the request's bytes decoded and checked, then the servicer's method."""
     response = getattr(pb, desc.output_type.name)
     role = required_role(f"/{desc.containing_service.full_name}/{desc.name}")
+    held_back = desc.containing_service.name in _HELD_SERVICES
 
     def admit(context: Context) -> None:
         if access is not None:
             access.admit(role, context)
+            held = access.hold() if held_back else None
+            if held:
+                raise FailedPrecondition(held)
 
     if desc.client_streaming:
 

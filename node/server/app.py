@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
 import signal
 import socket
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import grpc
 from cryptography import x509
@@ -28,7 +29,14 @@ from factnode.federation.members import Roster
 from factnode.federation.sync import MAX_DELTA_BYTES, FederationEndpoint, Syncer
 from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles, identify
 from factnode.federation.trust import Authority, NotAMember, Signer
-from factnode.ledger import Ledger, Submitted, ensure_node_id
+from factnode.ledger import (
+    REVOCATION_META,
+    BadExport,
+    ImportRefused,
+    Ledger,
+    Submitted,
+    ensure_node_id,
+)
 from factnode.metrics import Metrics
 from factnode.server._admin import AdminServicer
 from factnode.server._auth import Access
@@ -38,6 +46,7 @@ from factnode.server._decoding import add_service
 from factnode.server._fact import FactServicer
 from factnode.server._group_commit import GroupCommit
 from factnode.server._loop import loop_name
+from factnode.server._restore import RestoreGate
 from factnode.server._review import ReviewServicer
 from factnode.store import (
     CommitListener,
@@ -50,9 +59,6 @@ from factnode.store import (
 )
 
 log = logging.getLogger("factnode.server")
-
-# The node_meta name under which the revocation list this node holds is kept (base64 DER).
-REVOCATION_META = "revocation_list"
 
 SERVICE_NAMES = tuple(
     pb.DESCRIPTOR.services_by_name[name].full_name
@@ -92,9 +98,21 @@ def _certificate_name(settings: Settings) -> str | None:
 
 
 class Node:
-    """One running factnode: its store, ledger and gRPC server."""
+    """One running factnode: its store, ledger and gRPC server.
 
-    def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
+    `restore` names an export to import before anything else writes to the store (before
+    the first sync round): the restore flow of a federated node (`factnode serve
+    --restore`). A restored federated node serves no data until its first round has
+    completed, unless `serve_before_sync` (`_restore.RestoreGate`)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock | None = None,
+        *,
+        restore: Path | None = None,
+        serve_before_sync: bool = False,
+    ) -> None:
         check_exposure(settings)
         self.settings = settings
         if settings.database_url is None:
@@ -133,6 +151,10 @@ class Node:
         self.roster: Roster | None = None
         if settings.federated:
             index_of(self.ledger)  # digests are kept from the first write on
+        if restore is not None:
+            self._restore_before_start(restore)
+        self.gate = RestoreGate(self.ledger, settings.federated, serve_before_sync)
+        if settings.federated:
             self.roster = self._roster()
             self.roster.on_refused(lambda n: self.metrics.peer_refused({"member_record": n}))
             tls = self._tls()
@@ -147,6 +169,49 @@ class Node:
                 seeds=settings.seeds,
                 identify=lambda address: identify(address, tls),
             )
+            self.syncer.on_synced.append(self.gate.synced)
+
+    def _restore_before_start(self, path: Path) -> None:
+        """Imports the export at `path` into this node's store before it serves or syncs;
+        a store this file already restored (a restart with the same command line) is
+        served as it is. ConfigError naming `restore` otherwise, the store closed."""
+        try:
+            with open(path, "rb") as stream:
+                trailer = _trailer_sha256(stream)
+                stream.seek(0)
+                check = None
+                if self.settings.federated:
+                    authority = Authority(self._tls().ca)
+                    check = _revocation_check(authority)
+                done = self.ledger.restore(stream, check_revocations=check)
+        except ImportRefused as exc:
+            held = self.ledger.restored_from() or ""
+            if trailer and f"sha256 {trailer[:16]}" in held:
+                log.info("the store already holds %s: not imported again", held)
+                return
+            self._abandon()
+            raise ConfigError("restore", f"{path}: {exc}") from None
+        except BadExport as exc:
+            self._abandon()
+            raise ConfigError("restore", f"{path}: {exc}") from None
+        except OSError as exc:
+            self._abandon()
+            raise ConfigError("restore", f"cannot read {path}: {exc.strerror}") from None
+        log.info(
+            "restored %d evidence, %d tombstones, %d pins, %d member records%s from %s",
+            done.evidence,
+            done.tombstones,
+            done.pins,
+            len(done.members),
+            " and a revocation list" if done.revocation_list else "",
+            path,
+        )
+
+    def _abandon(self) -> None:
+        """Closes the store of a node that will not start."""
+        self.repo.close()
+        if self.store_lock is not None:
+            self.store_lock.release()
 
     def _roster(self) -> Roster:
         """The federation's members as this node knows them; its own certificate must name
@@ -250,6 +315,7 @@ class Node:
         ]
         server = grpc.aio.server(options=options)
         access = Access(s)
+        access.hold = self.gate.refusal
         changes = self.changes = Changes(self.ledger.last_change)
         await changes.start()
         if not self.repo.is_sqlite:
@@ -273,6 +339,7 @@ class Node:
             max_reply_bytes=s.max_message_bytes,
             watch_quota=StreamQuota(s.watch_streams_per_client),
             replica=replica_name(),
+            restored=self.gate.restored,
         )
         add_service(server, FactServicer(ctx), "FactService", access)
         add_service(server, ReviewServicer(ctx), "ReviewService", access)
@@ -377,6 +444,31 @@ class Node:
         await self.server.wait_for_termination()
 
 
+def _trailer_sha256(stream: BinaryIO) -> str:
+    """The checksum an export's trailer names ("" if its last line is not one)."""
+    last = b""
+    for line in stream:
+        last = line
+    try:
+        found = json.loads(last).get("sha256", "")
+    except (ValueError, AttributeError):
+        return ""
+    return found if isinstance(found, str) else ""
+
+
+def _revocation_check(authority: Authority) -> Callable[[bytes], str]:
+    """Why a revocation list an export carries is not the federation CA's, or ""."""
+
+    def check(der: bytes) -> str:
+        try:
+            authority.revocation_list(der)
+        except NotAMember as exc:
+            return str(exc)
+        return ""
+
+    return check
+
+
 def _lock_store(settings: Settings) -> StoreLock | None:
     """The lock of a SQLite file's store, held while this node runs (one process per store);
     ConfigError naming the data directory and its holder when another process has it."""
@@ -421,11 +513,13 @@ def startup_error(settings: Settings, exc: Exception) -> ConfigError:
     return ConfigError("listen", f"cannot start the server: {exc}")
 
 
-async def start_node(settings: Settings) -> tuple[Node, int]:
+async def start_node(
+    settings: Settings, restore: Path | None = None, serve_before_sync: bool = False
+) -> tuple[Node, int]:
     """A started node and its port; every start-up failure is a ConfigError."""
     node: Node | None = None
     try:
-        node = Node(settings)
+        node = Node(settings, restore=restore, serve_before_sync=serve_before_sync)
         return node, await node.start()
     except (ConfigError, OSError, SQLAlchemyError, RuntimeError) as exc:
         if node is not None:
@@ -433,14 +527,20 @@ async def start_node(settings: Settings) -> tuple[Node, int]:
         raise startup_error(settings, exc) from None
 
 
-async def serve(settings: Settings, announce: Callable[[str], None] = print) -> None:
+async def serve(
+    settings: Settings,
+    announce: Callable[[str], None] = print,
+    restore: Path | None = None,
+    serve_before_sync: bool = False,
+) -> None:
     """Runs a node until SIGTERM or SIGINT, then shuts down gracefully. A signal that comes
-    while the node is still starting stops it as soon as it has started."""
+    while the node is still starting stops it as soon as it has started. `restore` imports
+    an export first (`Node`)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    node, port = await start_node(settings)
+    node, port = await start_node(settings, restore, serve_before_sync)
     host = settings.listen.rsplit(":", 1)[0]
     announce(f"factnode {node.node_id} listening on {host}:{port}")
     announce(f"store: {redact_url(settings.db_url)}")

@@ -323,8 +323,8 @@ def test_a_truncated_or_foreign_file_is_refused() -> None:
     with pytest.raises(BadExport, match="line 1: not a factnode export"):
         fresh().restore(io.BytesIO(b'{"kind": "something else"}\n'))
     header = json.loads(lines[0])
-    newer = json.dumps({**header, "version": 2}).encode() + b"\n"
-    with pytest.raises(BadExport, match="format version 2"):
+    newer = json.dumps({**header, "version": 3}).encode() + b"\n"
+    with pytest.raises(BadExport, match="format version 3"):
         fresh().restore(io.BytesIO(newer + b"".join(lines[1:])))
 
 

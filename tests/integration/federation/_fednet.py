@@ -120,6 +120,7 @@ class FedNode:
     seeds: list[FedNode] = field(default_factory=list)
     sync_interval: float = 3600.0
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. LD_PRELOAD for libfaketime
+    serve_args: list[str] = field(default_factory=list)  # e.g. ["--restore", FILE]
     _channel: grpc.Channel | None = None
     _stderr: Path | None = None
 
@@ -185,7 +186,15 @@ class FedNode:
         self._stderr = self.workdir / f"serve-{uuid.uuid4().hex[:8]}.stderr"
         with open(self._stderr, "w") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "factnode.cli", "serve", "--config", str(self.config_path)],
+                [
+                    sys.executable,
+                    "-m",
+                    "factnode.cli",
+                    "serve",
+                    "--config",
+                    str(self.config_path),
+                    *self.serve_args,
+                ],
                 stdout=subprocess.PIPE,
                 stderr=err,
                 stdin=subprocess.DEVNULL,

@@ -40,6 +40,7 @@ from factnode.client import (
 )
 from factnode.config import is_loopback
 from factnode.core.policy import DEFAULT_ANCHORS
+from factnode.core.validation import quoted, time_problem
 
 R = TypeVar("R")
 
@@ -119,7 +120,11 @@ def parse_time(text: str | None, field: str) -> datetime | None:
             f"invalid input: {field}: {text!r} is not an ISO 8601 date or time "
             "(e.g. 2025-03-01 or 2025-03-01T12:00:00Z)"
         ) from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    value = value if value.tzinfo else value.replace(tzinfo=UTC)
+    problem = time_problem(value)
+    if problem:
+        raise ToolError(f"invalid input: {field}: {quoted(text.strip())} {problem}")
+    return value
 
 
 def _iso(at: datetime) -> str:

@@ -16,7 +16,6 @@ import grpc
 from cryptography import x509
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import start_http_server
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -29,7 +28,7 @@ from factnode.federation.sync import MAX_DELTA_BYTES, FederationEndpoint, Syncer
 from factnode.federation.transport import FederationServicer, GrpcPeerLink, TlsFiles, identify
 from factnode.federation.trust import Authority, NotAMember, Signer
 from factnode.ledger import Ledger, Submitted, ensure_node_id
-from factnode.metrics import Metrics
+from factnode.metrics import Metrics, serve_metrics
 from factnode.server._admin import AdminServicer
 from factnode.server._auth import Access
 from factnode.server._background import Background, Job
@@ -311,8 +310,8 @@ class Node:
         jobs: list[Job] = [self._decay_loop]
         if s.metrics_listen:
             host, _, metrics_port = s.metrics_listen.rpartition(":")
-            self._metrics_server, _ = start_http_server(
-                int(metrics_port), addr=host.strip("[]"), registry=self.metrics.registry
+            self._metrics_server = serve_metrics(
+                host.strip("[]"), int(metrics_port), self.metrics.registry, s.metrics_token
             )
         if s.federated:
             await self._start_federation(options)

@@ -17,7 +17,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from factnode.core.validation import MAX_KEY_PART_BYTES, MAX_OBJECT_BYTES, quoted, time_problem
+from factnode.core.validation import (
+    MAX_KEY_PART_BYTES,
+    MAX_OBJECT_BYTES,
+    quoted,
+    text_problem,
+    time_problem,
+)
 
 SEPARATOR = "."
 # How deep a value may nest, a dict or a list being one level (docs/agents/langgraph.md).
@@ -64,7 +70,9 @@ def _label_text(namespace: Sequence[str]) -> tuple[str, ...]:
         if not isinstance(label, str) or not label:
             raise ItemError("namespace", f"labels must be non-empty strings, got {label!r}")
         if SEPARATOR in label:
-            raise ItemError("namespace", f"label {label!r} contains {SEPARATOR!r}")
+            raise ItemError("namespace", f"label {quoted(label)} contains {SEPARATOR!r}")
+        if text_problem(label):
+            raise ItemError("namespace", f"label {quoted(label)} {text_problem(label)}")
     return tuple(namespace)
 
 
@@ -91,6 +99,8 @@ def predicate_of(key: str, multi_valued: frozenset[str]) -> str:
     the node would keep every value of it instead of one belief."""
     if not isinstance(key, str) or not key.strip():
         raise ItemError("key", "is required (a non-blank string)")
+    if text_problem(key):
+        raise ItemError("key", text_problem(key))
     if _utf8_len(key, "key") > MAX_KEY_PART_BYTES:
         raise ItemError("key", f"is longer than {MAX_KEY_PART_BYTES} bytes")
     if key in multi_valued:
@@ -205,6 +215,8 @@ def provenance_of(raw: Any, defaults: Provenance, field: str) -> Provenance:
     for name in ("attribution", "source"):
         if name in raw and not isinstance(raw[name], str):
             raise ItemError(f"{field}.{name}", "must be a string")
+        if name in raw and text_problem(raw[name]):
+            raise ItemError(f"{field}.{name}", text_problem(raw[name]))
     out = replace(
         out,
         attribution=raw.get("attribution", out.attribution),

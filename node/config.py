@@ -467,7 +467,8 @@ SETTINGS: tuple[Setting, ...] = (
             "host:port for Prometheus /metrics", "off"),
     Setting("metrics_token", "metrics_token", check_token,
             "the bearer token /metrics asks for (Prometheus' `authorization` with "
-            "`credentials_file`); needed for a non-loopback metrics_listen", "none: loopback only"),
+            "`credentials_file`); needed for a non-loopback metrics_listen (prefer the file "
+            "or the environment: a flag shows in the process list)", "none: loopback only"),
     Setting("cache_keys", "cache_keys", _at_least(0),
             "hot keys the write path keeps in memory; 0: none", str(DEFAULT_CACHE_KEYS), _whole),
     Setting("event_loop", "event_loop", _event_loop,

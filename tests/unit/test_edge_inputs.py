@@ -99,7 +99,9 @@ def test_a_value_nested_100000_deep_is_an_item_error_not_recursion() -> None:
     with pytest.raises(m.ItemError) as refused:
         m.object_of(_nested(100_000))
     assert refused.value.field.startswith("value.a.a")
-    assert refused.value.reason == f"nests deeper than {m.MAX_VALUE_DEPTH} levels of dicts and lists"
+    assert (
+        refused.value.reason == f"nests deeper than {m.MAX_VALUE_DEPTH} levels of dicts and lists"
+    )
 
 
 def test_the_depth_limit_is_exact() -> None:

@@ -25,7 +25,7 @@ from factnode.client import Client
 from factnode.mcp_server import BearerTokens
 
 SESSION_TIMEOUT = 60.0  # seconds for one whole MCP session
-TOKEN = "mcp-agent-token-0123456789"
+TOKEN = "mcp-agent-token-0123"
 
 
 @contextmanager

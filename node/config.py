@@ -118,6 +118,7 @@ class Settings:
     max_message_bytes: int = 4 * 1024 * 1024
     decay_interval_seconds: float = 3600.0
     metrics_listen: str | None = None  # host:port for Prometheus /metrics; off when unset
+    metrics_token: str | None = None  # the bearer token /metrics asks for; none: loopback only
     cache_keys: int = DEFAULT_CACHE_KEYS  # hot keys the write path keeps in memory; 0: none
     event_loop: str = "auto"  # one of EVENT_LOOPS: uvloop where installed, else asyncio's
     watch_streams_per_client: int = DEFAULT_WATCH_STREAMS_PER_CLIENT
@@ -189,8 +190,9 @@ MIN_TOKEN_CHARS = 16
 _TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")
 
 
-def _token(where: str, value: Any) -> str:
-    """A configured bearer token, checked; the reason never quotes the secret itself."""
+def check_token(where: str, value: Any) -> str:
+    """A configured bearer token, checked by the one rule every face follows (specification
+    §8: client, MCP and metrics tokens); the reason never quotes the secret itself."""
     if not isinstance(value, str) or not value:
         raise ConfigError(where, "must be a non-empty string")
     if value != value.strip():
@@ -212,7 +214,7 @@ def _tokens(raw: Any) -> dict[str, TokenGrant]:
         where = f"tokens[{i}]"
         if not isinstance(item, Mapping):
             raise ConfigError(where, "must be a table with token and roles")
-        token = _token(f"{where}.token", item.get("token"))
+        token = check_token(f"{where}.token", item.get("token"))
         if token in out:
             raise ConfigError(f"{where}.token", "is the same as an earlier token's")
         roles = item.get("roles")
@@ -463,6 +465,10 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds between decay runs", "3600", _number),
     Setting("metrics_listen", "metrics_listen", _address,
             "host:port for Prometheus /metrics", "off"),
+    Setting("metrics_token", "metrics_token", check_token,
+            "the bearer token /metrics asks for (Prometheus' `authorization` with "
+            "`credentials_file`); needed for a non-loopback metrics_listen (prefer the file "
+            "or the environment: a flag shows in the process list)", "none: loopback only"),
     Setting("cache_keys", "cache_keys", _at_least(0),
             "hot keys the write path keeps in memory; 0: none", str(DEFAULT_CACHE_KEYS), _whole),
     Setting("event_loop", "event_loop", _event_loop,
@@ -666,11 +672,25 @@ def _together(changes: Mapping[str, Any], policy: Policy) -> list[ConfigError]:
     return errors
 
 
-def check_exposure(settings: Settings) -> None:
-    """Without credentials the node must not listen beyond loopback."""
-    if not settings.auth_enabled and not is_loopback(settings.listen):
+def check_face(setting: str, listen: str, credentials: bool, missing: str) -> None:
+    """Every face that listens follows one rule (specification §8): an address beyond loopback
+    needs credentials configured for that face, or it refuses to start naming the setting;
+    `missing` says which credentials and how to give them."""
+    if not credentials and not is_loopback(listen):
         raise ConfigError(
-            "listen",
-            f"{settings.listen} is reachable from other machines but no client tokens are "
-            "configured; add [[tokens]] or listen on 127.0.0.1",
+            setting,
+            f"{listen} is reachable from other machines but {missing}, or listen on 127.0.0.1",
         )
+
+
+def check_exposure(settings: Settings) -> None:
+    """Without credentials the node's gRPC port and its metrics stay on loopback."""
+    check_face(
+        "listen", settings.listen, settings.auth_enabled,
+        "no client tokens are configured; add [[tokens]]",
+    )  # fmt: skip
+    if settings.metrics_listen:
+        check_face(
+            "metrics_listen", settings.metrics_listen, settings.metrics_token is not None,
+            "no metrics_token is configured; set one (Prometheus sends it as a bearer token)",
+        )  # fmt: skip

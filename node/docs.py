@@ -242,6 +242,14 @@ def metrics_page() -> str:
         "Labels carry outcomes, rules and kinds, never keys or values, so an erasure never "
         "has to reach a metric.",
         "",
+        "Like every face that listens, a `metrics_listen` beyond loopback needs credentials "
+        "for that face: set `metrics_token` (`FACTNODE_METRICS_TOKEN`; the node's token rule: "
+        "16 or more visible ASCII characters) and `/metrics` answers 401 unless the scrape "
+        "sends `Authorization: Bearer <metrics_token>` (Prometheus: `authorization: "
+        "{credentials_file: ...}` in the scrape config). Without it the node refuses to start "
+        "naming `metrics_listen`. On loopback the token is optional and, when set, asked for "
+        "all the same.",
+        "",
         "| metric | type | labels | meaning |",
         "|---|---|---|---|",
     ]

@@ -13,16 +13,18 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import re
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field, ValidationError
 
@@ -38,8 +40,9 @@ from factnode.client import (
     Unavailable,
     Version,
 )
-from factnode.config import is_loopback
+from factnode.config import ConfigError, check_face, check_token, is_loopback
 from factnode.core.policy import DEFAULT_ANCHORS
+from factnode.core.validation import quoted, time_problem
 
 R = TypeVar("R")
 
@@ -119,7 +122,11 @@ def parse_time(text: str | None, field: str) -> datetime | None:
             f"invalid input: {field}: {text!r} is not an ISO 8601 date or time "
             "(e.g. 2025-03-01 or 2025-03-01T12:00:00Z)"
         ) from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    value = value if value.tzinfo else value.replace(tzinfo=UTC)
+    problem = time_problem(value)
+    if problem:
+        raise ToolError(f"invalid input: {field}: {quoted(text.strip())} {problem}")
+    return value
 
 
 def _iso(at: datetime) -> str:
@@ -529,30 +536,106 @@ class BearerTokens:
         await self.app(scope, receive, send)
 
 
-def http_app(client: AsyncClient, host: str, tokens: frozenset[str]) -> Any:
-    """The MCP server over the SDK's Streamable HTTP transport at MCP_PATH, behind tokens.
+_WILDCARDS = ("0.0.0.0", "::", "")
+# A configured name as a Host header gives it: a DNS name, an IPv4 address or a bracketed IPv6
+# address, with or without a port (no scheme, path, spaces or user part).
+_ALLOWED_HOST = re.compile(
+    r"(?P<name>[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?"
+)
+_ORIGIN = re.compile(r"https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?")
 
-    On a loopback host the SDK also refuses requests whose Host or Origin header is not a
-    loopback name (DNS rebinding)."""
-    app = build_server(client).streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+
+def host_names(host: str, port: int, extra_hosts: Iterable[str]) -> list[str]:
+    """The Host header values MCP over HTTP answers (DNS-rebinding protection): the address
+    it listens on, `localhost` on a loopback address, and the configured names (HOST or
+    HOST:PORT; without a port, the listening one). A wildcard listen (0.0.0.0, ::) names no
+    address of its own: only the configured names.
+
+    A page that rebinds its own name to a loopback address still sends its own name as Host
+    (and Origin), so it is refused."""
+    names = []
+    if host not in _WILDCARDS:
+        names.append(f"[{host}]" if ":" in host else host)
+        if is_loopback(f"{host}:{port}") and host != "localhost":
+            names.append("localhost")
+    hosts: list[str] = []
+    for given in extra_hosts:
+        m = _ALLOWED_HOST.fullmatch(given)
+        if m and m["port"]:
+            hosts.append(given)
+        else:
+            names.append(given)
+    for name in names:
+        hosts += [f"{name}:{port}", *([name] if port == 80 else [])]
+    return list(dict.fromkeys(hosts))
+
+
+def check_names(extra_hosts: Iterable[str], extra_origins: Iterable[str]) -> None:
+    """Refuses a configured host name or origin that no request could carry, naming it."""
+    for given in extra_hosts:
+        if not _ALLOWED_HOST.fullmatch(given):
+            raise ConfigError(
+                "--allowed-host", f"{quoted(given)} is not a host name or address (HOST[:PORT])"
+            )
+    for origin in extra_origins:
+        if not _ORIGIN.fullmatch(origin):
+            raise ConfigError(
+                "--allowed-origin",
+                f"{quoted(origin)} is not an origin (scheme://host[:port], e.g. "
+                "https://agents.example.com)",
+            )
+
+
+def transport_security(
+    host: str, port: int, extra_hosts: Iterable[str] = (), extra_origins: Iterable[str] = ()
+) -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding check for this listen address (the SDK turns it on by itself
+    only for 127.0.0.1, localhost and ::1, while the node counts all of 127.0.0.0/8 as
+    loopback). Off only on a wildcard listen with no configured names: tokens guard that."""
+    hosts = host_names(host, port, extra_hosts)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=bool(hosts),
+        allowed_hosts=hosts,
+        allowed_origins=[*(f"http://{h}" for h in hosts), *extra_origins],
+    )
+
+
+def http_app(
+    client: AsyncClient, host: str, tokens: frozenset[str],
+    security: TransportSecuritySettings | None = None,
+) -> Any:  # fmt: skip
+    """The MCP server over the SDK's Streamable HTTP transport at MCP_PATH, behind tokens,
+    refusing a Host or Origin header that `security` does not allow (DNS rebinding)."""
+    app = build_server(client).streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, transport_security=security
+    )
     return BearerTokens(app, tokens)
 
 
 def read_tokens(path: str | None, env: str | None) -> frozenset[str]:
     """MCP tokens from a file (one per line; blank lines and # comments skipped) and from
-    a comma-separated list (FACTNODE_MCP_TOKENS)."""
-    out: set[str] = set()
+    a comma-separated list (FACTNODE_MCP_TOKENS); each follows the node's token rule
+    (config.check_token), and a token given twice is refused (ConfigError naming where)."""
+    given: list[tuple[str, str]] = []
     if path:
-        for line in Path(path).read_text().splitlines():
+        for n, line in enumerate(Path(path).read_text().splitlines(), 1):
             if line.strip() and not line.lstrip().startswith("#"):
-                out.add(line.strip())
-    out.update(t.strip() for t in (env or "").split(",") if t.strip())
+                given.append((f"--mcp-token-file line {n}", line.strip()))
+    items = [t.strip() for t in (env or "").split(",")]
+    given += [(f"FACTNODE_MCP_TOKENS item {i}", t) for i, t in enumerate(items, 1) if t]
+    out: set[str] = set()
+    for where, token in given:
+        check_token(where, token)
+        if token in out:
+            raise ConfigError(where, "is the same as an earlier token")
+        out.add(token)
     return frozenset(out)
 
 
 async def serve_http(
     address: str, *, token: str | None, ca_cert: str | None, timeout: float, host: str,
     port: int, tokens: frozenset[str], announce: Callable[[str], None],
+    allowed_hosts: Iterable[str] = (), allowed_origins: Iterable[str] = (),
 ) -> None:  # fmt: skip
     """Serves MCP over Streamable HTTP on host:port (0: a free port) until SIGINT/SIGTERM."""
     import uvicorn
@@ -567,7 +650,8 @@ async def serve_http(
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     client = AsyncClient(address, token=token, ca_cert=ca_cert, timeout=timeout)
     try:
-        app = http_app(client, host, tokens)
+        security = transport_security(host, sock.getsockname()[1], allowed_hosts, allowed_origins)
+        app = http_app(client, host, tokens, security)
         config = uvicorn.Config(
             app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
         )
@@ -589,10 +673,12 @@ def _exit_ok(signum: int, frame: object) -> None:
 
 def main_http(
     address: str, *, token: str | None, ca_cert: str | None, timeout: float, listen: str,
-    token_file: str | None, tokens_env: str | None,
+    token_file: str | None, tokens_env: str | None, allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
 ) -> int:  # fmt: skip
-    """`factnode mcp --http`: usage errors (a bad --listen, unreadable files, a non-loopback
-    listen without MCP tokens, a port in use) exit 2 naming the option."""
+    """`factnode mcp --http`: usage errors (a bad --listen, unreadable files, a token that
+    breaks the node's token rule, a non-loopback listen without MCP tokens, a bad
+    --allowed-host or --allowed-origin, a port in use) exit 2 naming the option."""
     host, sep, port = listen.rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit():
@@ -600,22 +686,24 @@ def main_http(
         return 2
     try:
         tokens = read_tokens(token_file, tokens_env)
+        if token_file and not tokens:
+            raise ConfigError("--mcp-token-file", f"{token_file!r} holds no token")
+        check_face(
+            "--listen", listen, bool(tokens),
+            "no MCP tokens are given; give the tokens MCP clients must send "
+            "(--mcp-token-file or FACTNODE_MCP_TOKENS)",
+        )  # fmt: skip
+        check_names(allowed_hosts, allowed_origins)
     except OSError as exc:
         print(f"factnode mcp: --mcp-token-file: {exc}", file=sys.stderr)
         return 2
-    if token_file and not tokens:
-        print(f"factnode mcp: --mcp-token-file {token_file!r} holds no token", file=sys.stderr)
-        return 2
-    if not tokens and not is_loopback(listen):
-        print(
-            f"factnode mcp: --listen {listen} is not loopback: give the tokens MCP clients must "
-            "send (--mcp-token-file or FACTNODE_MCP_TOKENS)",
-            file=sys.stderr,
-        )
+    except ConfigError as exc:
+        print(f"factnode mcp: {exc.setting}: {exc.reason}", file=sys.stderr)
         return 2
     serving = serve_http(
         address, token=token, ca_cert=ca_cert, timeout=timeout, host=host, port=int(port),
         tokens=tokens, announce=lambda line: print(line, flush=True),
+        allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
     )  # fmt: skip
     # uvicorn shuts down gracefully on SIGTERM, then raises it again with the handler that
     # was in place before it: this one makes that a clean exit 0, as for Ctrl-C.

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Mapping
+import hmac
+import socket
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from factnode.core import Decision
 
@@ -73,3 +79,53 @@ class Metrics:
     def decay(self, decayed: int, tombstoned: int) -> None:
         self.decayed.inc(decayed)
         self.tombstoned.inc(tombstoned)
+
+
+# --- the /metrics listener (`metrics_listen`, `metrics_token`) --------------------------
+
+UNAUTHORIZED = b"unauthorized: send Authorization: Bearer <metrics_token>\n"
+WsgiApp = Callable[[dict[str, Any], Any], Iterable[bytes]]
+
+
+def bearer_gate(app: WsgiApp, token: str | None) -> WsgiApp:
+    """`app` behind `Authorization: Bearer <token>` (401 without it); open when token is None."""
+    if token is None:
+        return app
+    expected = token.encode()
+
+    def gate(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        scheme, _, given = environ.get("HTTP_AUTHORIZATION", "").partition(" ")
+        given_bytes = given.strip().encode("latin-1", "replace")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given_bytes, expected):
+            return app(environ, start_response)
+        start_response("401 Unauthorized", [
+            ("Content-Type", "text/plain; charset=utf-8"),
+            ("WWW-Authenticate", 'Bearer realm="factnode-metrics"'),
+            ("Content-Length", str(len(UNAUTHORIZED))),
+        ])  # fmt: skip
+        return [UNAUTHORIZED]
+
+    return gate
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes are not logged, as with prometheus_client's own server."""
+
+
+def serve_metrics(
+    host: str, port: int, registry: CollectorRegistry, token: str | None
+) -> WSGIServer:
+    """Serves `registry` at /metrics on host:port from a daemon thread (prometheus_client's
+    start_http_server, with the bearer check in front when `token` is set)."""
+    family, _, _, _, sockaddr = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+
+    class Server(ThreadingWSGIServer):
+        address_family = family
+
+    app = bearer_gate(make_wsgi_app(registry), token)
+    httpd = make_server(str(sockaddr[0]), port, app, Server, handler_class=_Quiet)
+    threading.Thread(target=httpd.serve_forever, name="factnode-metrics", daemon=True).start()
+    return httpd

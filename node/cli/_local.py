@@ -105,6 +105,11 @@ def demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _listed(env: str) -> list[str]:
+    """A comma-separated environment variable's items (none when unset)."""
+    return [item.strip() for item in os.environ.get(env, "").split(",") if item.strip()]
+
+
 def mcp(args: argparse.Namespace) -> int:
     """Serves the Model Context Protocol on stdio for an LLM agent, backed by a node."""
     try:
@@ -117,6 +122,8 @@ def mcp(args: argparse.Namespace) -> int:
             args.address, token=args.token, ca_cert=args.ca_cert, timeout=args.timeout,
             listen=args.listen, token_file=args.mcp_token_file,
             tokens_env=os.environ.get("FACTNODE_MCP_TOKENS"),
+            allowed_hosts=[*args.allowed_host, *_listed("FACTNODE_MCP_ALLOWED_HOSTS")],
+            allowed_origins=[*args.allowed_origin, *_listed("FACTNODE_MCP_ALLOWED_ORIGINS")],
         )  # fmt: skip
     return mcp_server.main(
         args.address, token=args.token, ca_cert=args.ca_cert, timeout=args.timeout

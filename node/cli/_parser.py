@@ -359,6 +359,17 @@ def mcp(sub: Any, common: argparse.ArgumentParser) -> None:
         "FACTNODE_MCP_TOKEN_FILE; FACTNODE_MCP_TOKENS adds comma-separated ones); required "
         "for a non-loopback --listen",
     )  # fmt: skip
+    p.add_argument(
+        "--allowed-host", action="append", default=[], metavar="HOST[:PORT]",
+        help="with --http: another name clients reach the server by, accepted as the Host "
+        "header (repeatable; env FACTNODE_MCP_ALLOWED_HOSTS, comma-separated); the listen "
+        "address, and localhost on loopback, are accepted already (DNS-rebinding protection)",
+    )  # fmt: skip
+    p.add_argument(
+        "--allowed-origin", action="append", default=[], metavar="ORIGIN",
+        help="with --http: a browser origin (scheme://host[:port]) allowed to call the server "
+        "(repeatable; env FACTNODE_MCP_ALLOWED_ORIGINS, comma-separated)",
+    )  # fmt: skip
 
 
 def health(sub: Any, common: argparse.ArgumentParser) -> None:

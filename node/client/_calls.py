@@ -27,6 +27,7 @@ from factnode.core.validation import (
     FieldViolation,
     Submission,
     check_key,
+    time_problem,
     violations_of,
 )
 
@@ -154,9 +155,14 @@ def _refuse(out: list[FieldViolation]) -> None:
         raise InvalidFact("; ".join(f"{e.field}: {e.reason}" for e in errors), errors)
 
 
-def ts(at: datetime) -> Timestamp:
+def ts(at: datetime, field: str) -> Timestamp:
+    """A time as a Timestamp; InvalidFact naming `field` when it has no offset or its UTC
+    instant is outside the Timestamp range (refused here: protobuf would raise OverflowError)."""
     if at.tzinfo is None:
-        raise InvalidFact("time must be timezone-aware", (FieldError("time", "has no timezone"),))
+        _refuse([FieldViolation(field, "has no timezone")])
+    problem = time_problem(at)
+    if problem:
+        _refuse([FieldViolation(field, problem)])
     out = Timestamp()
     out.FromDatetime(at)
     return out
@@ -204,7 +210,7 @@ def submit_request(
     if confidence is not None:
         fact.confidence = confidence
     if valid_from is not None:
-        fact.valid_from.CopyFrom(ts(valid_from))
+        fact.valid_from.CopyFrom(ts(valid_from, "valid_from"))
     if corrects is not None:
         fact.corrects = corrects
     if sub.contradicts is not None:
@@ -233,9 +239,9 @@ def submit_requests(
 
 def time_travel(req: Any, as_of: datetime | None, known_at: datetime | None) -> Any:
     if as_of is not None:
-        req.as_of.CopyFrom(ts(as_of))
+        req.as_of.CopyFrom(ts(as_of, "as_of"))
     if known_at is not None:
-        req.known_at.CopyFrom(ts(known_at))
+        req.known_at.CopyFrom(ts(known_at, "known_at"))
     return req
 
 
@@ -398,7 +404,7 @@ def retract_request(
     if object is not None:
         req.object = object
     if at is not None:
-        req.at.CopyFrom(ts(at))
+        req.at.CopyFrom(ts(at, "at"))
     # Unset fields take the node's defaults (user_stated, the caller's identity, 0.5, 0.5).
     for name, value in (
         ("attribution", attribution), ("source", source), ("worth", worth),
@@ -465,7 +471,7 @@ def recall_page(limit: int, have: int) -> int:
 def history_request(key: Key | tuple[str, str, str], known_at: datetime | None) -> Any:
     req = pb.GetHistoryRequest(key=key_pb(key))
     if known_at is not None:
-        req.known_at.CopyFrom(ts(known_at))
+        req.known_at.CopyFrom(ts(known_at, "known_at"))
     return req
 
 
@@ -488,5 +494,5 @@ def watch_request(namespace: str | None, resume_token: str) -> pb.WatchBeliefsRe
 def decay_request(now: datetime | None) -> pb.RunDecayRequest:
     req = pb.RunDecayRequest()
     if now is not None:
-        req.now.CopyFrom(ts(now))
+        req.now.CopyFrom(ts(now, "now"))
     return req

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from factnode.client import Decision, FieldError, InvalidFact
 from factnode.core import Key
+from factnode.core.validation import time_problem
 
 QUEUE_STATES = ("CONTESTED", "AMBIGUOUS")
 MAX_PAGE_SIZE = 200
@@ -56,7 +57,11 @@ def when(params: Mapping[str, str], name: str) -> datetime | None:
     except ValueError:
         refuse([FieldError(name, f"{raw!r} is not an ISO 8601 time, e.g. 2026-12-01T10:00Z")])
         raise AssertionError("unreachable") from None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    problem = time_problem(at)
+    if problem:
+        refuse([FieldError(name, f"{raw!r} {problem}")])
+    return at
 
 
 @dataclass(frozen=True, slots=True)

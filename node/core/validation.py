@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from factnode.core import ids
 from factnode.core._model import Evidence, Instant, Key
@@ -22,6 +23,7 @@ MAX_QUOTED_CHARS = 40
 # The range of google.protobuf.Timestamp: 0001-01-01 to 9999-12-31.
 MIN_INSTANT: Instant = -62_135_596_800_000_000
 MAX_INSTANT: Instant = 253_402_300_799_999_999
+OUT_OF_RANGE = "is outside 0001-01-01..9999-12-31"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +124,22 @@ def _check_unit(out: list[FieldViolation], name: str, value: float) -> None:
 def check_instant(out: list[FieldViolation], name: str, value: Instant | None) -> None:
     """Adds a violation when a time is outside 0001-01-01..9999-12-31."""
     if value is not None and not MIN_INSTANT <= value <= MAX_INSTANT:
-        out.append(FieldViolation(name, "is outside 0001-01-01..9999-12-31"))
+        out.append(FieldViolation(name, OUT_OF_RANGE))
+
+
+def time_problem(at: datetime) -> str:
+    """Why a time cannot be sent (its UTC instant is outside 0001-01-01..9999-12-31, the
+    Timestamp range), or "" when it can; a time without an offset counts as UTC.
+
+    `0001-01-01T00:00+14:00` is a valid datetime whose UTC instant is in year 0: converting
+    it raises OverflowError, which every face must turn into this reason instead."""
+    if at.tzinfo is None or at.utcoffset() is None:
+        return ""
+    try:
+        at.astimezone(UTC)
+    except OverflowError:
+        return f"{OUT_OF_RANGE} in UTC"
+    return ""
 
 
 def _check_statement(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -25,9 +26,17 @@ from factnode.core.validation import (
     check_instant,
     check_key,
     check_text,
+    quoted,
+    text_problem,
+    time_problem,
 )
 
 SEPARATOR = "."
+# How deep a value may nest, a dict or a list being one level (docs/agents/langgraph.md).
+# Python's JSON coders stop near 1,000 levels with RecursionError; a value must read back.
+MAX_VALUE_DEPTH = 100
+# A dict key an error names after a dot; any other is quoted in brackets.
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 # The value's reserved key for per-put provenance: {"attribution": ..., "source": ..., ...}.
 PROVENANCE_KEY = "_factnode"
 
@@ -74,7 +83,9 @@ def _label_text(namespace: Sequence[str]) -> tuple[str, ...]:
         if not isinstance(label, str) or not label:
             raise ItemError("namespace", f"labels must be non-empty strings, got {label!r}")
         if SEPARATOR in label:
-            raise ItemError("namespace", f"label {label!r} contains {SEPARATOR!r}")
+            raise ItemError("namespace", f"label {quoted(label)} contains {SEPARATOR!r}")
+        if text_problem(label):
+            raise ItemError("namespace", f"label {quoted(label)} {text_problem(label)}")
     return tuple(namespace)
 
 
@@ -101,6 +112,8 @@ def predicate_of(key: str, multi_valued: frozenset[str]) -> str:
     the node would keep every value of it instead of one belief."""
     if not isinstance(key, str) or not key.strip():
         raise ItemError("key", "is required (a non-blank string)")
+    if text_problem(key):
+        raise ItemError("key", text_problem(key))
     if _utf8_len(key, "key") > MAX_KEY_PART_BYTES:
         raise ItemError("key", f"is longer than {MAX_KEY_PART_BYTES} bytes")
     if key in multi_valued:
@@ -110,10 +123,61 @@ def predicate_of(key: str, multi_valued: frozenset[str]) -> str:
     return key
 
 
+def check_value(value: Any, field: str = "value", depth: int = 1) -> None:
+    """Refuses, naming where, what would not read back as it was put: a value nested deeper
+    than MAX_VALUE_DEPTH, a dict key that is not a string (JSON would turn 1 into "1"), a
+    number JSON has no spelling for (NaN, infinities), text that is not Unicode (a lone
+    surrogate), and any other type than dict, list, tuple, str, int, float, bool and None.
+    A tuple reads back as a list, as in LangGraph's PostgresStore."""
+    if isinstance(value, str):
+        if _text_problem(value):
+            raise ItemError(field, _text_problem(value))
+        return
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ItemError(field, f"{value} is not a JSON number (NaN and infinities are refused)")
+        return
+    if not isinstance(value, Mapping | list | tuple):
+        raise ItemError(
+            field,
+            f"{type(value).__name__} is not JSON (a value holds dict, list, str, int, float, "
+            "bool and None)",
+        )
+    if depth > MAX_VALUE_DEPTH:
+        where = field if len(field) <= 60 else f"{field[:60]}…"
+        raise ItemError(where, f"nests deeper than {MAX_VALUE_DEPTH} levels of dicts and lists")
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ItemError(
+                    field,
+                    f"has the key {quoted(repr(k))} ({type(k).__name__}): JSON keys are "
+                    "strings, so it would not read back as put; use string keys",
+                )
+            if _text_problem(k):
+                raise ItemError(f"{field}[{quoted(k)}]", f"key {_text_problem(k)}")
+            check_value(v, f"{field}.{k}" if _PLAIN_KEY.fullmatch(k) else f"{field}[{quoted(k)}]",
+                        depth + 1)  # fmt: skip
+        return
+    for i, item in enumerate(value):
+        check_value(item, f"{field}[{i}]", depth + 1)
+
+
+def _text_problem(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must not contain a lone surrogate (U+D800..U+DFFF)"
+    return ""
+
+
 def object_of(value: Mapping[str, Any]) -> str:
     """The value as canonical JSON (sorted keys, no spaces), within the node's object limit."""
     if not isinstance(value, Mapping):
         raise ItemError("value", f"must be a dict, got {type(value).__name__}")
+    check_value(value)
     try:
         text = json.dumps(
             dict(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
@@ -187,7 +251,7 @@ def value_of(obj: str) -> dict[str, Any] | None:
     something other than the store is not a store item)."""
     try:
         value = json.loads(obj)
-    except ValueError:
+    except (ValueError, RecursionError):  # written by something else, deeper than we allow
         return None
     return value if isinstance(value, dict) else None
 
@@ -217,6 +281,8 @@ def provenance_of(raw: Any, defaults: Provenance, field: str) -> Provenance:
     for name in ("attribution", "source"):
         if name in raw and not isinstance(raw[name], str):
             raise ItemError(f"{field}.{name}", "must be a string")
+        if name in raw and text_problem(raw[name]):
+            raise ItemError(f"{field}.{name}", text_problem(raw[name]))
     out = replace(
         out,
         attribution=raw.get("attribution", out.attribution),
@@ -248,7 +314,11 @@ def instant_of(raw: Any, field: str) -> datetime:
             raise ItemError(field, f"{raw!r} is not an ISO 8601 date or time") from None
     if not isinstance(raw, datetime):
         raise ItemError(field, "must be a datetime or an ISO 8601 text")
-    return raw if raw.tzinfo else raw.replace(tzinfo=UTC)
+    at = raw if raw.tzinfo else raw.replace(tzinfo=UTC)
+    problem = time_problem(at)
+    if problem:
+        raise ItemError(field, problem)
+    return at
 
 
 def matches_filter(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:

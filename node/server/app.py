@@ -17,7 +17,6 @@ import grpc
 from cryptography import x509
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import start_http_server
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -37,7 +36,7 @@ from factnode.ledger import (
     Submitted,
     ensure_node_id,
 )
-from factnode.metrics import Metrics
+from factnode.metrics import Metrics, serve_metrics
 from factnode.server._admin import AdminServicer
 from factnode.server._auth import Access
 from factnode.server._background import Background, Job
@@ -378,8 +377,8 @@ class Node:
         jobs: list[Job] = [self._decay_loop]
         if s.metrics_listen:
             host, _, metrics_port = s.metrics_listen.rpartition(":")
-            self._metrics_server, _ = start_http_server(
-                int(metrics_port), addr=host.strip("[]"), registry=self.metrics.registry
+            self._metrics_server = serve_metrics(
+                host.strip("[]"), int(metrics_port), self.metrics.registry, s.metrics_token
             )
         if s.federated:
             await self._start_federation(options)

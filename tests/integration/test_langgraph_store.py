@@ -246,8 +246,8 @@ def _nothing_written(node: InProcessNode, store: FactnodeStore) -> bool:
     ("namespace", "key", "value", "field"),
     [
         (("a",), "k", {"x": "y" * 5000}, "value"),
-        (("a",), "k", {"x": float("nan")}, "value"),
-        (("a",), "k", {"x": object()}, "value"),
+        (("a",), "k", {"x": float("nan")}, "value.x"),
+        (("a",), "k", {"x": object()}, "value.x"),
         (("a",), " ", {"x": 1}, "key"),
         (("a",), "k" * 300, {"x": 1}, "key"),
         (("a",), "speaks", {"x": 1}, "key"),

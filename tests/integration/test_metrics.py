@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
+import pytest
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
-from factnode.config import Settings
+from factnode.config import ConfigError, Settings, check_exposure, load_settings
 from factnode.server.app import Node
 
 
@@ -52,3 +55,59 @@ async def test_metrics_count_decisions_and_decay_without_keys_or_values(tmp_path
     assert "memory_decayed_total" in body and "memory_tombstoned_total" in body
     for secret in ("Rua-Secreta-99", "secret-subject", "secret-ns", "ana"):
         assert secret not in body
+
+
+METRICS_TOKEN = "metrics-scraper-token-01"
+
+
+def test_a_non_loopback_metrics_listen_without_a_token_refuses_to_start(tmp_path: Path) -> None:
+    """metrics_listen on 0.0.0.0 without metrics_token is refused naming the setting, as a
+    non-loopback listen without client tokens is; nothing is created."""
+    settings = Settings(listen="127.0.0.1:0", data_dir=tmp_path / "d", metrics_listen="0.0.0.0:0")
+    with pytest.raises(ConfigError) as refused:
+        Node(settings)
+    assert refused.value.setting == "metrics_listen"
+    assert "no metrics_token is configured" in refused.value.reason
+    assert not (tmp_path / "d").exists()
+    check_exposure(replace(settings, metrics_token=METRICS_TOKEN))  # with a token it may
+
+
+def test_a_metrics_token_follows_the_token_rule() -> None:
+    """metrics_token is checked by the node's token rule when the settings load."""
+    with pytest.raises(ConfigError) as refused:
+        load_settings(None, env={"FACTNODE_METRICS_TOKEN": "short"})
+    assert refused.value.setting == "metrics_token"
+    assert "give at least 16" in refused.value.reason
+    loaded = load_settings(None, env={"FACTNODE_METRICS_TOKEN": METRICS_TOKEN})
+    assert loaded.metrics_token == METRICS_TOKEN
+
+
+async def test_with_a_metrics_token_metrics_asks_for_it(tmp_path: Path) -> None:
+    """With metrics_token set, /metrics answers 401 without `Authorization: Bearer <token>`
+    (or with another) and the metrics with it."""
+    metrics_port = _free_port()
+    node = Node(
+        Settings(
+            listen="127.0.0.1:0", data_dir=tmp_path, metrics_listen=f"127.0.0.1:{metrics_port}",
+            metrics_token=METRICS_TOKEN,
+        )
+    )  # fmt: skip
+    await node.start()
+
+    def scrape(token: str | None) -> tuple[int, str]:
+        request = urllib.request.Request(f"http://127.0.0.1:{metrics_port}/metrics")
+        if token is not None:
+            request.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    try:
+        answers = [await asyncio.to_thread(scrape, t) for t in (None, "wrong", METRICS_TOKEN)]
+    finally:
+        await node.stop(0)
+    assert [code for code, _ in answers[:2]] == [401, 401]
+    assert METRICS_TOKEN not in answers[0][1]
+    assert answers[2][0] == 200 and "factnode_decisions_total" in answers[2][1]

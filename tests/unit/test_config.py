@@ -190,6 +190,8 @@ SAMPLES: dict[str, tuple[str, str, Callable[[Settings], object], object]] = {
     "decay_interval_seconds": ("60", "60", lambda s: s.decay_interval_seconds, 60.0),
     "metrics_listen": ('"127.0.0.1:9420"', "127.0.0.1:9420", lambda s: s.metrics_listen,
                        "127.0.0.1:9420"),
+    "metrics_token": ('"scrape-token-0123456789"', "scrape-token-0123456789",
+                      lambda s: s.metrics_token, "scrape-token-0123456789"),
     "cache_keys": ("7", "7", lambda s: s.cache_keys, 7),
     "event_loop": ('"asyncio"', "asyncio", lambda s: s.event_loop, "asyncio"),
     "watch_streams_per_client": ("5", "5", lambda s: s.watch_streams_per_client, 5),

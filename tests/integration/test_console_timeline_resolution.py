@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from urllib.parse import urlencode
 
 import pytest
-from _console import OPERATOR, InProcessNode, tie
+from _console import OPERATOR, InProcessNode, sign_in, tie
 from starlette.testclient import TestClient
 
 from factnode.console import ConsoleSettings, create_app
@@ -49,9 +49,13 @@ def test_a_version_served_until_a_resolution_is_drawn_believed_until_then(
 
 
 def _key_page(node: InProcessNode, space: str) -> str:
-    app = create_app(ConsoleSettings(node.address, token=OPERATOR, timeout=5))
+    base = "http://127.0.0.1"
+    app = create_app(ConsoleSettings(node.address, timeout=5))
     query = urlencode({"namespace": space, "subject": "ana", "predicate": "lives_in"})
-    with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as console:
+    with TestClient(
+        app, base_url=base, follow_redirects=False, headers={"Origin": base}
+    ) as console:
+        sign_in(console, base, OPERATOR)
         page = console.get(f"/key?{query}")
     assert page.status_code == 200
     return page.text

@@ -23,11 +23,13 @@ from factnode.store._rows import (
     _key,
     _key_values,
 )
-from factnode.store._sqltext import insert_rows
+from factnode.store._sqltext import fetch_all, insert_rows
 from factnode.store.repository import (
     BeliefChange,
     LoggedDecision,
 )
+
+_LAST_SEQS = "SELECT seq FROM decision ORDER BY seq DESC LIMIT ?"
 
 
 class SqlDecisions(TransactionPart):
@@ -52,6 +54,20 @@ class SqlDecisions(TransactionPart):
                 for d in decisions
             ],
         )
+        self._logged.extend(decisions)
+
+    def logged_seqs(self, decisions: Sequence[Decision]) -> list[int]:
+        """The log position of each of `decisions`, which this write transaction logged (the
+        same objects): read back, as the database numbers the rows. Writers are serialised
+        (`SqlRepository.write`), and both backends number a new row above every row already
+        there (SQLite's rowid above the highest, PostgreSQL's sequence), so this
+        transaction's rows are the highest, in the order it inserted them."""
+        if not decisions:
+            return []
+        n = len(self._logged)
+        seqs = sorted(s for (s,) in fetch_all(self._c, _LAST_SEQS, (n,)))
+        by_object = {id(d): s for d, s in zip(self._logged, seqs, strict=True)}
+        return [by_object[id(d)] for d in decisions]
 
     def decisions(
         self, key: Key | None, namespace: str | None, after_seq: int, limit: int

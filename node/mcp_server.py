@@ -322,7 +322,8 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
         )
         d = done.decision
         text = f"{d.outcome} by rule {d.rule}" + (f": {d.detail}" if d.detail else "")
-        text += f" (evidence {done.evidence_id})" if done.evidence_id else ""
+        ids = [f"decision {d.seq}"] + ([f"evidence {done.evidence_id}"] if done.evidence_id else [])
+        text += f" ({', '.join(ids)})"
         if d.outcome == "REJECTED":
             # Not a belief candidate: the model must see that the fact did not count.
             raise ToolError(f"{text}; the fact was not recorded as a belief candidate")
@@ -429,6 +430,7 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
         )
         text = f"{decision.outcome} by rule {decision.rule}"
         text += f": {decision.detail}" if decision.detail else ""
+        text += f" (decision {decision.seq})"
         if not (belief.version_id or belief.values):  # nothing left for the key
             return f"{text}\nnow nothing is believed for {namespace}/{subject}/{predicate}."
         return f"{text}\nnow: {belief_text(belief)}"

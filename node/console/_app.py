@@ -419,11 +419,16 @@ class Console:
                 lambda: self.key_page(request, key, error=refused, typed=params, status=status),
             )
         if htmx:
-            return await self.guarded(
+            page = await self.guarded(
                 request, "Action", lambda: self.key_page(request, key, flash=result)
             )
+            # The result is at the top of the page, the form that was sent near its end:
+            # the swap scrolls to the result, where the user then looks.
+            if page.status_code == 200:
+                page.headers["HX-Reswap"] = f"{KEY_PAGE_SWAP} show:#result:top"
+            return page
         done = self.flashes.put(result)
-        return RedirectResponse(f"/key?{key_query(key, done=done)}", 303)
+        return RedirectResponse(f"/key?{key_query(key, done=done)}#result", 303)
 
     async def resolve(self, request: Request) -> Response:
         async def run(key: Key, p: Mapping[str, str]) -> dict[str, str]:
@@ -586,6 +591,7 @@ class Console:
 
 
 ACTIONS = ("resolve", "retract", "erase")
+KEY_PAGE_SWAP = "outerHTML"  # how an action's answer replaces the page (key.html's hx-swap)
 
 OUTCOMES = (
     "ACCEPTED", "CORROBORATED", "SUPERSEDED", "HISTORICAL", "DISBELIEVED", "AMBIGUOUS",
@@ -620,7 +626,13 @@ def voter_beliefs(tallies: Sequence[Tally], node_id: str | None) -> list[dict[st
 
 
 def decision_words(title: str, d: Decision, note: str) -> dict[str, str]:
-    return {"title": title, "outcome": d.outcome, "rule": d.rule, "detail": note or d.detail}
+    return {
+        "title": title,
+        "outcome": d.outcome,
+        "rule": d.rule,
+        "detail": note or d.detail,
+        "seq": str(d.seq),
+    }
 
 
 def sse(event: str, data: str) -> str:

@@ -150,3 +150,23 @@ def test_an_unreachable_node_is_an_error_object_too(run: Run) -> None:
     code, doc = run("status", "--timeout", "2", address=f"127.0.0.1:{free_port()}")
     check("error", doc)
     assert code == 3 and doc["error"]["status"] in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+def test_write_replies_carry_the_seq_the_decision_log_lists(run: Run) -> None:
+    """submit, retract and review resolve print the decision's seq, the one `decisions`
+    lists for it, increasing from one write to the next."""
+    ns = unique_ns("user")
+    tie = ("--anchor", "user_stated", "--valid-from", "2024-03-01", "--confidence", "0.9")
+    writes = [
+        run("submit", ns, *ANA, "Porto", *tie, "--source", "ana"),
+        run("submit", ns, *ANA, "Faro", *tie, "--source", "bob"),
+        run("review", "resolve", ns, *ANA, "--value", "Faro", "--reason", "asked"),
+        run("retract", ns, *ANA, "--reason", "moved", "--confidence", "0.9"),
+    ]
+    assert [code for code, _ in writes] == [0, 0, 0, 0], writes
+    replies = [doc["decision"] for _, doc in writes]
+    _, log = run("decisions", "--namespace", ns)
+    listed = {d["seq"]: d for d in log["decisions"]}
+    seqs = [d["seq"] for d in replies]
+    assert seqs == sorted(set(seqs)) and seqs[0] > 0, seqs
+    assert [listed.get(s) for s in seqs] == replies

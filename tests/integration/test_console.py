@@ -492,3 +492,31 @@ def test_screenshots_go_to_an_ignored_folder_unless_asked(
     assert screenshot_dir().parts[-2:] == ("build", "screenshots")
     monkeypatch.setenv("FACTNODE_UPDATE_SCREENSHOTS", "1")
     assert screenshot_dir().parts[-2:] == ("docs", "screenshots")
+
+
+def test_an_actions_result_is_shown_where_the_user_looks_with_its_decision_number(
+    operator: TestClient, grpc_client: Client
+) -> None:
+    """After an action the result banner is at the top of the key page and the answer scrolls
+    to it (htmx: HX-Reswap `show:#result:top`; a plain POST: a redirect to `#result`); it names
+    the decision's seq, the one the node's log lists for it."""
+    space = ns()
+    tie(grpc_client, space, "ana", ("Porto", "Faro"))
+    [version, *_] = version_ids(operator.get(key_url(space)).text)
+    done = operator.post(
+        "/key/resolve",
+        data=form(space, version_id=version, reason="checked"),
+        headers={"HX-Request": "true"},
+    )
+    assert done.status_code == 200
+    assert done.headers["HX-Reswap"] == "outerHTML show:#result:top"
+    page = done.text
+    assert page.index('id="result"') < page.index("<h2>History</h2>")
+    [logged] = [
+        d
+        for d in grpc_client.decisions(key=(space, "ana", "lives_in")).items
+        if d.outcome == "RESOLVED"
+    ]
+    assert f"(decision {logged.seq})" in page.split('id="result"')[1].split("</div>")[0]
+    retracted = operator.post("/key/retract", data=form(space, reason="she left"))
+    assert retracted.status_code == 303 and retracted.headers["location"].endswith("#result")

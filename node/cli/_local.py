@@ -12,7 +12,13 @@ import signal
 import sys
 from pathlib import Path
 
+from grpc_health.v1 import health_pb2
+
+from factnode import health as health_probe
+
 from ._exits import EXIT_OK, EXIT_USAGE
+from ._json import error_json
+from ._output import as_json
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -89,6 +95,19 @@ def _revoke_certs(out: Path, node_ids: list[str], cert_files: list[Path], as_jso
         print(f"revocation list {path} (number {number}) revokes {', '.join(revoked)}")
         print("hand it to any member: factnode revoke " + str(path))
     return EXIT_OK
+
+
+def health(args: argparse.Namespace) -> int:
+    """`factnode health`: the node's serving status, as text or (`--json`) as JSON."""
+    if not args.json:
+        return health_probe.run(args)
+    found = health_probe.probe(args)
+    if found.failure:
+        print(as_json(error_json(found.status, found.failure, found.exit_code)))
+    else:
+        status = health_pb2.HealthCheckResponse.ServingStatus.Value(found.status)
+        print(as_json(health_pb2.HealthCheckResponse(status=status)))
+    return found.exit_code
 
 
 def demo(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 import factnode
 from factnode import health as health_probe
@@ -71,9 +71,35 @@ def _common(*, json: bool = True) -> argparse.ArgumentParser:
     return common
 
 
+# The commands that take no `--json`, and why (the README's list says the same).
+NO_JSON = {
+    "serve": "it runs a node until stopped and logs, it prints no reply",
+    "demo": "it is a narrated walkthrough for people",
+    "mcp": "its stdout carries the Model Context Protocol's own JSON-RPC messages",
+    "console": "it serves web pages until stopped and prints no reply",
+}
+
+
+class CommandLineError(Exception):
+    """argparse refused the command line: `message` as argparse words it, from `parser`."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose refusals raise CommandLineError instead of exiting, so that
+    `main` can print them as text or, with --json, as the error object."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandLineError(self, message)
+
+
 def build_parser(verbs: Iterable[AddVerb]) -> argparse.ArgumentParser:
     """The `factnode` parser with each verb's subcommand, in the order given."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="factnode",
         description="Deterministic, explainable beliefs for AI agents. "
         "Run a node with `factnode serve`; the other commands talk to one.",

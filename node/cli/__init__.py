@@ -128,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except grammar.CommandLineError as exc:
         refused(exc, json="--json" in words)
+    args.words = words  # as typed: a verb that starts afresh (`console`) passes them on
     try:
         return VERBS[args.command].run(args)
     except BrokenPipeError:

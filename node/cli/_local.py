@@ -15,6 +15,7 @@ from pathlib import Path
 from grpc_health.v1 import health_pb2
 
 from factnode import health as health_probe
+from factnode._grpc_quiet import rerun_quietly
 
 from ._exits import EXIT_OK, EXIT_USAGE
 from ._json import error_json
@@ -137,6 +138,9 @@ def mcp(args: argparse.Namespace) -> int:
 
 def console(args: argparse.Namespace) -> int:
     """Serves the web console on `--listen`, talking to the node at `--address`."""
+    # gRPC's own log lines (a failed TLS handshake, a user's GRPC_TRACE) stay out of its
+    # output: it reports what fails in its pages and its own words.
+    rerun_quietly(["-m", "factnode.cli", *args.words])
     from factnode.console import ConsoleSettings, serve
 
     host, sep, port = args.listen.rpartition(":")

@@ -49,6 +49,7 @@ from factnode.core import Key
 
 from . import _forms as forms
 from ._pictures import DEFAULT_THRESHOLD, percent, tally_svg, timeline_svg
+from ._words import decision_detail, version_values
 
 HERE = Path(__file__).parent
 QUEUE_PAGE = 25
@@ -197,6 +198,7 @@ class Console:
         self.settings = settings
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.globals["threshold"] = percent(DEFAULT_THRESHOLD)
+        self.templates.env.globals["decision_detail"] = decision_detail
         self.roles = Roles()
         self.flashes = Flashes()
         self.watch = LogWatch()
@@ -357,6 +359,7 @@ class Console:
                 "versions": history or (),
                 "contested": contested,
                 "decisions": decisions.items,
+                "values": version_values([history or ()]),
                 "more_decisions": bool(decisions.next_page_token),
                 "timeline": timeline_svg(history or (), now) if history else "",
                 "tally": tally_svg(tallies, threshold) if tallies else "",
@@ -495,6 +498,13 @@ class Console:
                 break
         return found, token, last_seq
 
+    async def _values(self, decisions: Sequence[Decision]) -> dict[str, str]:
+        """The value of each version the keys of `decisions` hold (their histories, read
+        together): the log shows values, and holds only ids."""
+        keys = list(dict.fromkeys(d.key for d in decisions))
+        histories = await asyncio.gather(*(absent_if_not_found(self.node.history(k)) for k in keys))
+        return version_values(h or () for h in histories)
+
     async def decisions(self, request: Request) -> Response:
         async def render() -> Response:
             q = request.query_params
@@ -520,6 +530,7 @@ class Console:
                 {
                     "title": "Decision log",
                     "decisions": found,
+                    "values": await self._values(found),
                     "filters": filters,
                     "next_url": next_url,
                     "live_url": live,
@@ -564,7 +575,9 @@ class Console:
                         cursor = page.items[-1].seq
                     new = f.select(page.items)
                     if new:
-                        yield sse("decision", rows.render(decisions=new, key_query=key_query))
+                        values = await self._values(new)
+                        rows_html = rows.render(decisions=new, values=values, key_query=key_query)
+                        yield sse("decision", rows_html)
                     if page.next_page_token:
                         continue  # more than a page arrived at once: read on
                 try:

@@ -61,9 +61,7 @@ class _Client:
     async def submit(
         self, key: pb.Key, value: str, anchor: str, source: str, days_ago: float
     ) -> pb.SubmitFactResponse:
-        fact = pb.FactInput(
-            key=key, object=value, attribution=anchor, source=source, confidence=0.9
-        )
+        fact = pb.FactInput(key=key, object=value, anchor=anchor, source=source, confidence=0.9)
         fact.valid_from.CopyFrom(_when(days_ago))
         return await self.facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=TIMEOUT)
 

@@ -130,10 +130,16 @@ def _provenance(e: Evidence) -> str:
     source = e.source or "no source"
     origin = f", first recorded on {e.origin_node}" if e.origin_node else ""
     return (
-        f"{e.attribution} from {source}, valid from {_iso(e.valid_from)}, recorded "
+        f"{e.anchor} from {source}, valid from {_iso(e.valid_from)}, recorded "
         f"{_iso(e.recorded_at)}, worth {e.worth:g}, confidence {e.confidence:g}{origin} "
         f"(evidence {e.evidence_id})"
     )
+
+
+# `anchor` by its former name, still accepted from agents configured with it.
+_Alias = Annotated[
+    str | None, Field(description="Former name of 'anchor', accepted as an alias; give one.")
+]
 
 
 def belief_text(b: Belief) -> str:
@@ -170,7 +176,7 @@ def belief_json(b: Belief) -> dict[str, Any]:
         if e is None
         else {
             "evidence_id": e.evidence_id,
-            "attribution": e.attribution,
+            "anchor": e.anchor,
             "source": e.source,
             "worth": e.worth,
             "confidence": e.confidence,
@@ -200,7 +206,7 @@ def recall_line(b: Belief) -> str:
     e = b.evidence
     if e is not None:
         line += (
-            f"; {e.attribution} from {e.source or 'no source'}, valid from {_iso(e.valid_from)}, "
+            f"; {e.anchor} from {e.source or 'no source'}, valid from {_iso(e.valid_from)}, "
             f"confidence {e.confidence:g}"
         )
     return line
@@ -263,19 +269,6 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
         subject: Subject,
         predicate: Predicate,
         object: Annotated[str, Field(description="The value, e.g. 'Lisbon'.")],
-        attribution: Annotated[
-            str,
-            Field(
-                description=(
-                    "The trust anchor: how this fact is known. A higher anchor beats a lower "
-                    "one whatever the dates. Default anchors, most trusted first: "
-                    f"{_ANCHORS}. Use user_stated for what the user told you, agent_observed "
-                    "for what you saw a tool return, agent_inferred for your own deduction, "
-                    "llm_generated for model guesses. The node refuses unknown names and "
-                    "lists the ones it knows."
-                )
-            ),
-        ],
         source: Annotated[
             str,
             Field(
@@ -285,6 +278,19 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
                 )
             ),
         ],
+        anchor: Annotated[
+            str | None,
+            Field(
+                description=(
+                    "The trust anchor: how this fact is known. A higher anchor beats a lower "
+                    "one whatever the dates. Default anchors, most trusted first: "
+                    f"{_ANCHORS}. Use user_stated for what the user told you, agent_observed "
+                    "for what you saw a tool return, agent_inferred for your own deduction, "
+                    "llm_generated for model guesses. The node refuses unknown names and "
+                    "lists the ones it knows. Required (or its former name, 'attribution')."
+                )
+            ),
+        ] = None,
         worth: Annotated[
             float | None,
             Field(description="How much this fact matters, in [0, 1] (default 0.5)."),
@@ -307,13 +313,15 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
                 )
             ),
         ] = None,
+        attribution: _Alias = None,
     ) -> str:
         at = parse_time(valid_from, "valid_from")
         done = await call(
             client.submit(
                 (namespace, subject, predicate),
                 object,
-                attribution,
+                anchor,
+                attribution=attribution,
                 source=source,
                 worth=worth,
                 confidence=confidence,
@@ -404,7 +412,7 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
                 )
             ),
         ] = False,
-        attribution: Annotated[
+        anchor: Annotated[
             str | None,
             Field(description="Trust anchor of the retraction; default user_stated."),
         ] = None,
@@ -412,6 +420,7 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
             str | None,
             Field(description="Who or what says it stopped being true; default: this client."),
         ] = None,
+        attribution: _Alias = None,
     ) -> str:
         if (object is None) == (not every_value):
             raise ToolError(
@@ -424,6 +433,7 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
                 (namespace, subject, predicate),
                 reason,
                 object=object,
+                anchor=anchor,
                 attribution=attribution,
                 source=source,
             )

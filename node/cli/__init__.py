@@ -154,10 +154,12 @@ def usage_violations(message: str) -> tuple[tuple[str, str], ...]:
     """The arguments an argparse message names, each with what is wrong with it."""
     named = re.fullmatch(r"argument (\S+): (.*)", message, re.DOTALL)
     if named:
-        return ((named.group(1).split("/")[-1], named.group(2)),)
+        return ((named.group(1).split("/")[0], named.group(2)),)
     for head, sep, why in _LISTING:
         if message.startswith(head):
-            return tuple((n, why) for n in message.removeprefix(head).split(sep) if n)
+            names = message.removeprefix(head).split(sep)
+            # `--anchor/--attribution`: an option by its first name.
+            return tuple((n.split("/")[0], why) for n in names if n)
     return ()
 
 

@@ -178,7 +178,13 @@ def submit(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("submit", parents=[common], help="submit a fact and print the decision")
     _add_key(p)
     p.add_argument("value", help="the object of the fact, e.g. Lisbon")
-    p.add_argument("--anchor", required=True, help="trust anchor (attribution), e.g. user_stated")
+    p.add_argument(
+        "--anchor",
+        "--attribution",
+        dest="anchor",
+        required=True,
+        help="trust anchor, e.g. user_stated (--attribution: its former name, still accepted)",
+    )
     p.add_argument(
         "--source", help="who or what said it; without one the fact is REJECTED (no_provenance)"
     )
@@ -225,7 +231,13 @@ def retract(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--value", help="the value to retract (default: every value of the key)")
     p.add_argument("--at", help="when it stopped being true (ISO 8601; default now)")
     p.add_argument("--reason", help="why")
-    p.add_argument("--anchor", help="trust anchor of the retraction (default user_stated)")
+    p.add_argument(
+        "--anchor",
+        "--attribution",
+        dest="anchor",
+        help="trust anchor of the retraction (default user_stated; --attribution: its former "
+        "name, still accepted)",
+    )
     p.add_argument("--source", help="who or what says so (default: your token's name)")
     p.add_argument("--worth", type=float, help="worth in [0, 1] (default 0.5)")
     p.add_argument("--confidence", type=float, help="confidence in [0, 1] (default 0.5)")

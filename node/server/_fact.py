@@ -198,9 +198,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
             request.reason,
             # Unset: a user's own statement, from whoever the token says is calling.
             attribution=(
-                request.attribution
-                if request.HasField("attribution")
-                else DEFAULT_RETRACTION_ANCHOR
+                request.anchor if request.HasField("anchor") else DEFAULT_RETRACTION_ANCHOR
             ),
             source=request.source if request.HasField("source") else caller_identity(),
             worth=request.worth if request.HasField("worth") else DEFAULT_UNIT,

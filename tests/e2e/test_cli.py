@@ -353,9 +353,7 @@ def test_retract_names_its_anchor_and_an_outranked_one_is_disbelieved(cli: Cli) 
     said = [line for line in cli.run("history", ns, *ANA).stdout.splitlines() if "ended by" in line]
     assert len(said) == 1 and said[0].startswith("'Porto' ended by a retraction by user_stated")
     (version,) = cli.json("history", ns, *ANA)["versions"]
-    assert [(e["retracts"], e["attribution"]) for e in version["ended_by"]] == [
-        (True, "user_stated")
-    ]
+    assert [(e["retracts"], e["anchor"]) for e in version["ended_by"]] == [(True, "user_stated")]
     bad = cli.run("retract", ns, *ANA, "--anchor", "rumour", check=EXIT_INVALID)
     assert "\n  --anchor: unknown trust anchor 'rumour'" in bad.stderr
 

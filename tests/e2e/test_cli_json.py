@@ -242,3 +242,11 @@ def test_a_node_refusal_names_the_flag_the_user_typed(run: Run) -> None:
     assert code == 6 and [v["field"] for v in doc["error"]["field_violations"]] == ["--limit"]
     code, doc = run("submit", "user:x", *ANA, "Porto", "--anchor", "gossip", "--source", "x")
     assert code == 6 and [v["field"] for v in doc["error"]["field_violations"]] == ["--anchor"]
+
+
+def test_attribution_is_accepted_as_the_former_name_of_anchor(run: Run) -> None:
+    """`--attribution` is an alias of `--anchor`; the reply names the field `anchor`."""
+    ns = unique_ns("user")
+    code, doc = run("submit", ns, *ANA, "Porto", "--attribution", "user_stated", "--source", "a")
+    assert code == 0 and doc["belief"]["evidence"]["anchor"] == "user_stated", doc
+    assert "attribution" not in doc["belief"]["evidence"]

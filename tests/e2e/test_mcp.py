@@ -71,16 +71,17 @@ async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path)
             assert set(tools) == {
                 "remember_fact", "recall", "recall_about", "why", "history", "forget",
             }  # fmt: skip
-            attribution = tools["remember_fact"].input_schema["properties"]["attribution"]
-            assert "user_stated (90)" in attribution["description"]
+            properties = tools["remember_fact"].input_schema["properties"]
+            assert "user_stated (90)" in properties["anchor"]["description"]
+            assert "alias" in properties["attribution"]["description"]
 
             done = await call(
-                session, "remember_fact", **key, object="Porto", attribution="agent_inferred",
+                session, "remember_fact", **key, object="Porto", anchor="agent_inferred",
                 source="chat:1", valid_from="2024-01-01",
             )  # fmt: skip
             assert not done.is_error and text(done).startswith("ACCEPTED"), text(done)
             done = await call(
-                session, "remember_fact", **key, object="Lisbon", attribution="user_stated",
+                session, "remember_fact", **key, object="Lisbon", anchor="user_stated",
                 source="user:ana", confidence=0.9, valid_from="2023-06-01T00:00:00Z",
             )  # fmt: skip
             assert not done.is_error and "'Lisbon' (BELIEVED" in text(done), text(done)
@@ -131,7 +132,7 @@ async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path)
             assert isinstance(contents, TextResourceContents)
             belief = json.loads(contents.text)
             assert (belief["object"], belief["state"]) == ("Oslo", "BELIEVED")
-            assert belief["evidence"]["attribution"] == "user_stated"
+            assert belief["evidence"]["anchor"] == "user_stated"
             with pytest.raises(MCPError, match="not found: no belief for"):
                 await session.read_resource(f"factnode://belief/{ns}/nobody/city")
 
@@ -148,7 +149,7 @@ async def test_bad_input_returns_the_nodes_field_errors(
                 source="chat",
             )  # fmt: skip
             assert bad.is_error
-            assert "attribution: unknown trust anchor 'hearsay'; known: " in text(bad)
+            assert "anchor: unknown trust anchor 'hearsay'; known: " in text(bad)
             bad = await call(
                 session, "remember_fact", **key, object="Rome", attribution="user_stated",
                 source="chat", worth=3.0,

@@ -30,7 +30,7 @@ def _no_controls(text: str) -> None:
 def _evidence() -> pb.Evidence:
     return pb.Evidence(
         evidence_id="e" * 32, key=KEY, object=HOSTILE, version_id="v" * 32,
-        attribution="user_stated", source=HOSTILE, origin_node=HOSTILE,
+        anchor="user_stated", source=HOSTILE, origin_node=HOSTILE,
     )  # fmt: skip
 
 

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from factnode import tokens
 from factnode.client import AsyncClient, Client
 from factnode.client import _types as t
 from factnode.config import Settings
+from factnode.core import Key, Submission
+from factnode.ledger import Ledger
 from factnode.server.app import Node
 
 WAIT = 20.0  # seconds: the deadline of every call
@@ -134,3 +137,19 @@ def blocking_writes(address: str, ns: str) -> None:
         log = {d.seq: d for d in client.decisions(namespace=ns, page_size=100).items}
     assert len(replies) == 5
     assert_listed(replies, log)
+
+
+def test_a_seq_is_never_reused_after_an_erasure_removes_the_newest(ledger: Ledger) -> None:
+    """Erasing the key of the newest decision deletes its log row; the next decision still
+    gets a higher seq than every one answered before (SQLite alone would reuse the highest
+    row id), and a reader that had read up to that seq sees it."""
+    ana, bob = Key("user:e", "ana", "lives_in"), Key("user:e", "bob", "lives_in")
+    first = ledger.submit(Submission(*ana, "Porto", "user_stated", "ana"))
+    second = ledger.submit(Submission(*bob, "Faro", "user_stated", "bob"))
+    ledger.erase(key=bob, operator="olga", reason="asked")
+    third = ledger.submit(Submission(*ana, "Lisbon", "user_stated", "ana", valid_from=10**15))
+    again = ledger.retract(ana, reason="moved")
+    seqs = [first.seq, second.seq, third.seq, again.seq]
+    assert seqs == sorted(set(seqs)) and seqs[0] > 0, seqs
+    after = tokens.seq_position(second.seq)
+    assert [d.seq for d in ledger.decisions(page_token=after).items] == seqs[2:]

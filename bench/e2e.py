@@ -322,7 +322,7 @@ class Workload:
             fact=pb.FactInput(
                 key=pb.Key(namespace=ns, subject=subject, predicate="lives_in"),
                 object=value,
-                attribution="user_stated",
+                anchor="user_stated",
                 source="bench",
             )
         )

@@ -96,7 +96,7 @@ def start_replica(url: str, workdir: Path, **settings: str) -> tuple[subprocess.
 
 def _fact(subject: str, obj: str) -> pb.SubmitFactRequest:
     key = pb.Key(namespace=NAMESPACE, subject=subject, predicate="lives_in")
-    fact = pb.FactInput(key=key, object=obj, attribution="user_stated", source="bench")
+    fact = pb.FactInput(key=key, object=obj, anchor="user_stated", source="bench")
     return pb.SubmitFactRequest(fact=fact, idempotency_key=uuid.uuid4().hex)
 
 

@@ -51,7 +51,7 @@ def fact(writer: int, n: int) -> pb.SubmitFactRequest:
         fact=pb.FactInput(
             key=pb.Key(namespace="soak:w", subject=f"s{writer}-{n:08d}", predicate="lives_in"),
             object=f"city number {n:08d} of writer {writer}, somewhere",
-            attribution="user_stated",
+            anchor="user_stated",
             source="wal-soak",
         )
     )

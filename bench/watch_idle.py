@@ -42,7 +42,7 @@ WAIT = 120.0  # seconds for every stream to see a change
 
 def _fact(obj: str) -> pb.SubmitFactRequest:
     return pb.SubmitFactRequest(
-        fact=pb.FactInput(key=KEY, object=obj, attribution="user_stated", source="bench")
+        fact=pb.FactInput(key=KEY, object=obj, anchor="user_stated", source="bench")
     )
 
 

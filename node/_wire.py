@@ -102,7 +102,7 @@ def submission(req: pb.SubmitFactRequest, prefix: str = "fact.") -> Submission:
         subject=fact.key.subject,
         predicate=fact.key.predicate,
         object=fact.object,
-        attribution=fact.attribution,
+        attribution=fact.anchor,
         source=fact.source,
         worth=fact.worth if fact.HasField("worth") else 0.5,
         confidence=fact.confidence if fact.HasField("confidence") else 0.5,
@@ -123,7 +123,7 @@ def _fill_statement(msg: pb.Evidence | pb.RelayedEvidence, e: Evidence) -> None:
     msg.evidence_id = e.evidence_id
     _set_key(msg.key, e.key)
     msg.object = e.object
-    msg.attribution = e.attribution
+    msg.anchor = e.attribution
     msg.source = e.source
     _set_time(msg.valid_from, e.valid_from)
     msg.valid_from_defaulted = e.valid_from_defaulted
@@ -331,7 +331,7 @@ def relayed(msg: pb.RelayedEvidence) -> Evidence:
         key=k,
         object=msg.object,
         version_id="",
-        attribution=msg.attribution,
+        attribution=msg.anchor,
         source=msg.source,
         worth_milli=msg.worth_milli,
         confidence_milli=msg.confidence_milli,

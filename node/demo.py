@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -23,6 +22,7 @@ from pathlib import Path
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from factnode._grpc_quiet import rerun_quietly
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.certs import issue_node_cert
@@ -61,9 +61,7 @@ class _Client:
     async def submit(
         self, key: pb.Key, value: str, anchor: str, source: str, days_ago: float
     ) -> pb.SubmitFactResponse:
-        fact = pb.FactInput(
-            key=key, object=value, attribution=anchor, source=source, confidence=0.9
-        )
+        fact = pb.FactInput(key=key, object=value, anchor=anchor, source=source, confidence=0.9)
         fact.valid_from.CopyFrom(_when(days_ago))
         return await self.facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=TIMEOUT)
 
@@ -256,13 +254,6 @@ async def _run_and_keep() -> None:
     await run_demo(lambda line: print(line, flush=True), keep=stop)
 
 
-# gRPC's C core reads its log settings from the environment once, when `grpc` is
-# first imported, which the CLI has done before it gets here: the demo therefore runs
-# in a fresh interpreter with gRPC's own logging off, so none of its lines (connection
-# errors while peers start and stop, a user's GRPC_TRACE) interleave with the walkthrough.
-_QUIET = "FACTNODE_DEMO_QUIET"
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """`factnode demo [--keep]`."""
     parser = argparse.ArgumentParser(prog="factnode demo")
@@ -272,12 +263,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="leave the nodes running after the walkthrough (stop with Ctrl-C)",
     )
     args = parser.parse_args(argv)
-    if os.environ.get(_QUIET) != "1":
-        env = {k: v for k, v in os.environ.items() if k != "GRPC_TRACE"}
-        env.update({_QUIET: "1", "GRPC_VERBOSITY": "NONE"})
-        demo_argv = ["--keep"] if args.keep else []
-        sys.stdout.flush()
-        os.execve(sys.executable, [sys.executable, "-m", "factnode.demo", *demo_argv], env)
+    # gRPC's own log lines (connection errors while peers start and stop, a user's
+    # GRPC_TRACE) must not interleave with the walkthrough.
+    rerun_quietly(["-m", "factnode.demo", *(["--keep"] if args.keep else [])])
     # Peers that are not up yet, or already stopped, are expected here: keep the walkthrough readable.
     for name in ("factnode.federation", "grpc", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL)

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -69,10 +69,24 @@ def add_command(sub: Any) -> None:
     p.add_argument(
         "--timeout", type=float, default=3.0, help="seconds to wait (default %(default)s)"
     )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"status": ...} (or the error object) as JSON on stdout; same exit codes',
+    )
 
 
-def run(args: argparse.Namespace) -> int:
-    """Prints the status and returns the exit code a probe reads."""
+class Probe(NamedTuple):
+    """What a probe found: the serving status (SERVING, ...), or for a failure the gRPC
+    status name (UNAVAILABLE, NOT_FOUND) or USAGE, with the words; and the exit code."""
+
+    status: str
+    exit_code: int
+    failure: str = ""
+
+
+def probe(args: argparse.Namespace) -> Probe:
+    """Asks the node `args` name; never raises for an unreachable node or a bad CA file."""
     try:
         status = check(
             args.address,
@@ -82,16 +96,26 @@ def run(args: argparse.Namespace) -> int:
             args.timeout,
         )
     except OSError as exc:
-        print(f"factnode health: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return Probe("USAGE", EXIT_USAGE, str(exc))
     except grpc.RpcError as err:
         code = err.code()
         if code == grpc.StatusCode.NOT_FOUND:
-            print(f"factnode health: {args.address} knows no service {args.service!r}")
-            return EXIT_NOT_SERVING
-        print(
-            f"factnode health: cannot reach {args.address} ({code.name.lower()})", file=sys.stderr
+            return Probe(
+                code.name, EXIT_NOT_SERVING, f"{args.address} knows no service {args.service!r}"
+            )
+        return Probe(
+            code.name, EXIT_UNREACHABLE, f"cannot reach {args.address} ({code.name.lower()})"
         )
-        return EXIT_UNREACHABLE
-    print(status)
-    return EXIT_SERVING if status == "SERVING" else EXIT_NOT_SERVING
+    return Probe(status, EXIT_SERVING if status == "SERVING" else EXIT_NOT_SERVING)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prints the status and returns the exit code a probe reads."""
+    found = probe(args)
+    if not found.failure:
+        print(found.status)
+    elif found.status == "NOT_FOUND":
+        print(f"factnode health: {found.failure}")
+    else:
+        print(f"factnode health: {found.failure}", file=sys.stderr)
+    return found.exit_code

@@ -137,10 +137,16 @@ def _provenance(e: Evidence) -> str:
     source = e.source or "no source"
     origin = f", first recorded on {e.origin_node}" if e.origin_node else ""
     return (
-        f"{e.attribution} from {source}, valid from {_iso(e.valid_from)}, recorded "
+        f"{e.anchor} from {source}, valid from {_iso(e.valid_from)}, recorded "
         f"{_iso(e.recorded_at)}, worth {e.worth:g}, confidence {e.confidence:g}{origin} "
         f"(evidence {e.evidence_id})"
     )
+
+
+# `anchor` by its former name, still accepted from agents configured with it.
+_Alias = Annotated[
+    str | None, Field(description="Former name of 'anchor', accepted as an alias; give one.")
+]
 
 
 def belief_text(b: Belief) -> str:
@@ -177,7 +183,7 @@ def belief_json(b: Belief) -> dict[str, Any]:
         if e is None
         else {
             "evidence_id": e.evidence_id,
-            "attribution": e.attribution,
+            "anchor": e.anchor,
             "source": e.source,
             "worth": e.worth,
             "confidence": e.confidence,
@@ -207,7 +213,7 @@ def recall_line(b: Belief) -> str:
     e = b.evidence
     if e is not None:
         line += (
-            f"; {e.attribution} from {e.source or 'no source'}, valid from {_iso(e.valid_from)}, "
+            f"; {e.anchor} from {e.source or 'no source'}, valid from {_iso(e.valid_from)}, "
             f"confidence {e.confidence:g}"
         )
     return line
@@ -270,19 +276,6 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
         subject: Subject,
         predicate: Predicate,
         object: Annotated[str, Field(description="The value, e.g. 'Lisbon'.")],
-        attribution: Annotated[
-            str,
-            Field(
-                description=(
-                    "The trust anchor: how this fact is known. A higher anchor beats a lower "
-                    "one whatever the dates. Default anchors, most trusted first: "
-                    f"{_ANCHORS}. Use user_stated for what the user told you, agent_observed "
-                    "for what you saw a tool return, agent_inferred for your own deduction, "
-                    "llm_generated for model guesses. The node refuses unknown names and "
-                    "lists the ones it knows."
-                )
-            ),
-        ],
         source: Annotated[
             str,
             Field(
@@ -292,6 +285,19 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
                 )
             ),
         ],
+        anchor: Annotated[
+            str | None,
+            Field(
+                description=(
+                    "The trust anchor: how this fact is known. A higher anchor beats a lower "
+                    "one whatever the dates. Default anchors, most trusted first: "
+                    f"{_ANCHORS}. Use user_stated for what the user told you, agent_observed "
+                    "for what you saw a tool return, agent_inferred for your own deduction, "
+                    "llm_generated for model guesses. The node refuses unknown names and "
+                    "lists the ones it knows. Required (or its former name, 'attribution')."
+                )
+            ),
+        ] = None,
         worth: Annotated[
             float | None,
             Field(description="How much this fact matters, in [0, 1] (default 0.5)."),
@@ -314,13 +320,15 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
                 )
             ),
         ] = None,
+        attribution: _Alias = None,
     ) -> str:
         at = parse_time(valid_from, "valid_from")
         done = await call(
             client.submit(
                 (namespace, subject, predicate),
                 object,
-                attribution,
+                anchor,
+                attribution=attribution,
                 source=source,
                 worth=worth,
                 confidence=confidence,
@@ -329,7 +337,8 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
         )
         d = done.decision
         text = f"{d.outcome} by rule {d.rule}" + (f": {d.detail}" if d.detail else "")
-        text += f" (evidence {done.evidence_id})" if done.evidence_id else ""
+        ids = [f"decision {d.seq}"] + ([f"evidence {done.evidence_id}"] if done.evidence_id else [])
+        text += f" ({', '.join(ids)})"
         if d.outcome == "REJECTED":
             # Not a belief candidate: the model must see that the fact did not count.
             raise ToolError(f"{text}; the fact was not recorded as a belief candidate")
@@ -414,7 +423,7 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
                 )
             ),
         ] = False,
-        attribution: Annotated[
+        anchor: Annotated[
             str | None,
             Field(description="Trust anchor of the retraction; default user_stated."),
         ] = None,
@@ -422,6 +431,7 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
             str | None,
             Field(description="Who or what says it stopped being true; default: this client."),
         ] = None,
+        attribution: _Alias = None,
     ) -> str:
         if (object is None) == (not every_value):
             raise ToolError(
@@ -434,12 +444,14 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
                 (namespace, subject, predicate),
                 reason,
                 object=object,
+                anchor=anchor,
                 attribution=attribution,
                 source=source,
             )
         )
         text = f"{decision.outcome} by rule {decision.rule}"
         text += f": {decision.detail}" if decision.detail else ""
+        text += f" (decision {decision.seq})"
         if not (belief.version_id or belief.values):  # nothing left for the key
             return f"{text}\nnow nothing is believed for {namespace}/{subject}/{predicate}."
         text += f"\nnow: {belief_text(belief)}"

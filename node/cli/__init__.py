@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
-from factnode import health as health_probe
 from factnode.client import Client, ClientError
 
 from . import _commands as commands
@@ -68,7 +68,7 @@ def on_node(command: Callable[[Client, argparse.Namespace], commands.Reply]) -> 
         except UsageError as exc:
             report(Failure("USAGE", str(exc), EXIT_USAGE, named=False), json=args.json)
         except ClientError as err:
-            report(failed_call(err, args.address), json=args.json)
+            report(failed_call(err, args.address, args.command), json=args.json)
         except OSError as exc:
             report(Failure("USAGE", str(exc), EXIT_USAGE, named=False), json=args.json)
         finally:
@@ -100,7 +100,7 @@ VERBS: dict[str, Verb] = {
     "import": Verb(grammar.import_, on_node(commands.import_)),
     "backup": Verb(grammar.backup, on_node(commands.backup)),
     "mcp": Verb(grammar.mcp, local.mcp),
-    "health": Verb(grammar.health, health_probe.run),
+    "health": Verb(grammar.health, local.health),
     "console": Verb(grammar.console, local.console),
 }
 
@@ -112,14 +112,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`factnode ...`: parses the arguments and runs the verb; returns the exit code."""
+    words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if args.command == "certs" and not any(a.startswith("-") for a in extra):
-        # `factnode certs revoke --out DIR beta`: node ids may follow the options, which
-        # argparse does not take for a positional list it has already started.
-        args.node_ids += extra
-    elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        args, extra = parser.parse_known_args(words)
+        if args.command == "certs" and not any(a.startswith("-") for a in extra):
+            # `factnode certs revoke --out DIR beta`: node ids may follow the options, which
+            # argparse does not take for a positional list it has already started.
+            args.node_ids += extra
+        elif "--json" in extra and args.command in grammar.NO_JSON:
+            parser.error(
+                f"factnode {args.command} takes no --json: {grammar.NO_JSON[args.command]}"
+            )
+        elif extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    except grammar.CommandLineError as exc:
+        refused(exc, json="--json" in words)
+    args.words = words  # as typed: a verb that starts afresh (`console`) passes them on
     try:
         return VERBS[args.command].run(args)
     except BrokenPipeError:
@@ -127,6 +136,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         # flushes stdout again at exit, so point it at /dev/null for that to succeed quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
+
+
+def refused(exc: grammar.CommandLineError, *, json: bool) -> NoReturn:
+    """A command line argparse refused: its usage and error on stderr, as argparse prints
+    them; with --json the USAGE error object on stdout instead, naming each argument as
+    typed. Exits 2 either way."""
+    if json:
+        report(Failure("USAGE", exc.message, EXIT_USAGE, usage_violations(exc.message), False),
+               json=True)  # fmt: skip
+    exc.parser.print_usage(sys.stderr)
+    print(f"{exc.parser.prog}: error: {exc.message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+def usage_violations(message: str) -> tuple[tuple[str, str], ...]:
+    """The arguments an argparse message names, each with what is wrong with it."""
+    named = re.fullmatch(r"argument (\S+): (.*)", message, re.DOTALL)
+    if named:
+        return ((named.group(1).split("/")[0], named.group(2)),)
+    for head, sep, why in _LISTING:
+        if message.startswith(head):
+            names = message.removeprefix(head).split(sep)
+            # `--anchor/--attribution`: an option by its first name.
+            return tuple((n.split("/")[0], why) for n in names if n)
+    return ()
+
+
+# argparse's messages that list arguments: (their start, the separator, what is wrong).
+_LISTING = (
+    ("the following arguments are required: ", ", ", "is required"),
+    ("unrecognized arguments: ", " ", "is not an argument of this command"),
+)
 
 
 __all__ = ["VERBS", "UsageError", "Verb", "build_parser", "main"]

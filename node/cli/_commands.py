@@ -80,7 +80,7 @@ def submit(node: Client, args: argparse.Namespace) -> Reply:
     # (an unknown anchor among them) in one answer.
     fact = pb.FactInput(
         key=pb.Key(namespace=args.namespace, subject=args.subject, predicate=args.predicate),
-        object=args.value, attribution=args.anchor, source=args.source or "",
+        object=args.value, anchor=args.anchor, source=args.source or "",
     )  # fmt: skip
     if args.worth is not None:
         fact.worth = args.worth

@@ -72,8 +72,47 @@ def report(failure: Failure, *, json: bool) -> NoReturn:
     raise SystemExit(failure.exit_code)
 
 
-def failed_call(err: ClientError, address: str) -> Failure:
-    """The failure for the client's exception (each bad field on its own line in text)."""
+# The request fields the node names that the command line spells otherwise; any other
+# field is named as it is (a positional such as `subject`, or an option with its name).
+_FLAGS = {
+    "page_size": "--limit",
+    "page_token": "--page-token",
+    "attribution": "--anchor",
+    "anchor": "--anchor",
+    "valid_from": "--valid-from",
+    "idempotency_key": "--idempotency-key",
+    "as_of": "--as-of",
+    "known_at": "--known-at",
+    "worth": "--worth",
+    "confidence": "--confidence",
+    "source": "--source",
+    "corrects": "--corrects",
+    "contradicts": "--contradicts",
+    "reason": "--reason",
+    "operator": "--operator",
+    "at": "--at",
+    "version_id": "--version",
+    "evidence_id": "--evidence",
+    "object": "--value",
+    "now": "--now",
+    "peer_node_id": "--peer",
+}
+# Commands whose value is a positional argument rather than `--value`.
+_VALUE_POSITIONAL = {"submit"}
+
+
+def flag_for(field: str, command: str) -> str:
+    """The command-line argument a request field comes from, as the user typed it: `--limit`
+    for page_size, `--contradicts` for contradicts.subject; a positional keeps its name."""
+    head = field.split(".", 1)[0]
+    if head == "object" and command in _VALUE_POSITIONAL:
+        return "value"
+    return _FLAGS.get(head, field)
+
+
+def failed_call(err: ClientError, address: str, command: str = "") -> Failure:
+    """The failure for the client's exception (each bad field on its own line in text, named
+    as `command`'s argument)."""
     if isinstance(err, Unavailable):
         return Failure(
             err.code,
@@ -83,7 +122,7 @@ def failed_call(err: ClientError, address: str) -> Failure:
             named=False,
         )
     if isinstance(err, InvalidFact):
-        violations = tuple((e.field, e.reason) for e in err.field_errors)
+        violations = tuple((flag_for(e.field, command), e.reason) for e in err.field_errors)
         return Failure(err.code, "invalid request" if violations else str(err), EXIT_INVALID,
                        violations)  # fmt: skip
     exit_code = (

@@ -27,6 +27,7 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
+from grpc_health.v1 import health_pb2
 
 from factnode.api.v1 import factnode_pb2 as pb
 
@@ -133,6 +134,7 @@ OUTPUTS: Mapping[str, Descriptor] = {
     "export": pb.BackupResponse.DESCRIPTOR,  # the file written and its size
     "import": pb.ImportResponse.DESCRIPTOR,
     "backup": pb.BackupResponse.DESCRIPTOR,
+    "health": health_pb2.HealthCheckResponse.DESCRIPTOR,
 }
 # `review show` adds the key's history (every version's evidence) to the queued key.
 EXTRA_FIELDS: Mapping[str, Mapping[str, Descriptor]] = {

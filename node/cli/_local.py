@@ -12,7 +12,14 @@ import signal
 import sys
 from pathlib import Path
 
+from grpc_health.v1 import health_pb2
+
+from factnode import health as health_probe
+from factnode._grpc_quiet import rerun_quietly
+
 from ._exits import EXIT_OK, EXIT_USAGE
+from ._json import error_json
+from ._output import as_json
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -98,6 +105,19 @@ def _revoke_certs(out: Path, node_ids: list[str], cert_files: list[Path], as_jso
     return EXIT_OK
 
 
+def health(args: argparse.Namespace) -> int:
+    """`factnode health`: the node's serving status, as text or (`--json`) as JSON."""
+    if not args.json:
+        return health_probe.run(args)
+    found = health_probe.probe(args)
+    if found.failure:
+        print(as_json(error_json(found.status, found.failure, found.exit_code)))
+    else:
+        status = health_pb2.HealthCheckResponse.ServingStatus.Value(found.status)
+        print(as_json(health_pb2.HealthCheckResponse(status=status)))
+    return found.exit_code
+
+
 def demo(args: argparse.Namespace) -> int:
     from factnode.demo import main as run_demo
 
@@ -137,6 +157,9 @@ def console(args: argparse.Namespace) -> int:
     non-loopback --listen needs credentials, and the console's are the node's own tokens,
     which its users sign in with; a node that answers a call without a token has none, so
     the console refuses to start in front of it."""
+    # gRPC's own log lines (a failed TLS handshake, a user's GRPC_TRACE) stay out of its
+    # output: it reports what fails in its pages and its own words.
+    rerun_quietly(["-m", "factnode.cli", *args.words])
     from factnode.config import is_loopback
     from factnode.console import ConsoleSettings, host_names, node_without_tokens, serve
 

@@ -76,7 +76,7 @@ def as_json(doc: Message | dict[str, Any]) -> str:
 def evidence_line(e: pb.Evidence) -> str:
     """One piece of evidence: id, anchor, source, worth, confidence, event time, origin."""
     return (
-        f"evidence {safe(e.evidence_id)}: {safe(e.attribution)} from {quoted(e.source)}, "
+        f"evidence {safe(e.evidence_id)}: {safe(e.anchor)} from {quoted(e.source)}, "
         f"worth {e.worth:.3f}, confidence {e.confidence:.3f}, valid from {show_time(e.valid_from)}"
         + (" (defaulted to ingestion time)" if e.valid_from_defaulted else "")
         + (f", origin {safe(e.origin_node)}" if e.origin_node else "")
@@ -142,7 +142,7 @@ def _unserved(v: pb.VersionHistory) -> str:
 
 def _ending(e: pb.Evidence) -> str:
     """What ends a version: a retraction, or a fact on another key that contradicts it."""
-    who = f"{safe(e.attribution)} ({safe(e.source)}), from {show_time(e.valid_from)}"
+    who = f"{safe(e.anchor)} ({safe(e.source)}), from {show_time(e.valid_from)}"
     if e.retracts:
         return f"a retraction by {who}"
     k = e.key

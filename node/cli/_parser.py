@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 import factnode
 from factnode import health as health_probe
@@ -87,9 +87,35 @@ def _common(*, json: bool = True) -> argparse.ArgumentParser:
     return common
 
 
+# The commands that take no `--json`, and why (the README's list says the same).
+NO_JSON = {
+    "serve": "it runs a node until stopped and logs, it prints no reply",
+    "demo": "it is a narrated walkthrough for people",
+    "mcp": "its stdout carries the Model Context Protocol's own JSON-RPC messages",
+    "console": "it serves web pages until stopped and prints no reply",
+}
+
+
+class CommandLineError(Exception):
+    """argparse refused the command line: `message` as argparse words it, from `parser`."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose refusals raise CommandLineError instead of exiting, so that
+    `main` can print them as text or, with --json, as the error object."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandLineError(self, message)
+
+
 def build_parser(verbs: Iterable[AddVerb]) -> argparse.ArgumentParser:
     """The `factnode` parser with each verb's subcommand, in the order given."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="factnode",
         description="Deterministic, explainable beliefs for AI agents. "
         "Run a node with `factnode serve`; the other commands talk to one.",
@@ -180,7 +206,13 @@ def submit(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("submit", parents=[common], help="submit a fact and print the decision")
     _add_key(p)
     p.add_argument("value", help="the object of the fact, e.g. Lisbon")
-    p.add_argument("--anchor", required=True, help="trust anchor (attribution), e.g. user_stated")
+    p.add_argument(
+        "--anchor",
+        "--attribution",
+        dest="anchor",
+        required=True,
+        help="trust anchor, e.g. user_stated (--attribution: its former name, still accepted)",
+    )
     p.add_argument(
         "--source", help="who or what said it; without one the fact is REJECTED (no_provenance)"
     )
@@ -227,7 +259,13 @@ def retract(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--value", help="the value to retract (default: every value of the key)")
     p.add_argument("--at", help="when it stopped being true (ISO 8601; default now)")
     p.add_argument("--reason", help="why")
-    p.add_argument("--anchor", help="trust anchor of the retraction (default user_stated)")
+    p.add_argument(
+        "--anchor",
+        "--attribution",
+        dest="anchor",
+        help="trust anchor of the retraction (default user_stated; --attribution: its former "
+        "name, still accepted)",
+    )
     p.add_argument("--source", help="who or what says so (default: your token's name)")
     p.add_argument("--worth", type=float, help="worth in [0, 1] (default 0.5)")
     p.add_argument("--confidence", type=float, help="confidence in [0, 1] (default 0.5)")

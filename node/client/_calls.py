@@ -177,10 +177,21 @@ def key_pb(key: Key | tuple[str, str, str], prefix: str = "key.") -> pb.Key:
     return pb.Key(namespace=k.namespace, subject=k.subject, predicate=k.predicate)
 
 
+def one_anchor(anchor: str | None, attribution: str | None, *, required: bool) -> str | None:
+    """The trust anchor given as `anchor` or by its former name `attribution` (an alias);
+    InvalidFact naming `anchor` when both differ, or when neither is given and it is
+    required."""
+    if anchor is not None and attribution is not None and anchor != attribution:
+        _refuse([FieldViolation("anchor", "give anchor or its alias attribution, not both")])
+    if anchor is None and attribution is None and required:
+        _refuse([FieldViolation("anchor", "is required")])
+    return anchor if anchor is not None else attribution
+
+
 def submit_request(
     key: Key | tuple[str, str, str],
     object: str,
-    attribution: str,
+    anchor: str | None = None,
     source: str = "",
     worth: float | None = None,
     confidence: float | None = None,
@@ -188,22 +199,26 @@ def submit_request(
     corrects: str | None = None,
     contradicts: Key | tuple[str, str, str] | None = None,
     idempotency_key: str | None = None,
+    *,
+    attribution: str | None = None,
 ) -> pb.SubmitFactRequest:
-    """A SubmitFactRequest, checked with the node's own rules (the node checks the anchor)."""
+    """A SubmitFactRequest, checked with the node's own rules (the node checks the anchor;
+    `attribution` is its former name, still accepted)."""
+    anchor = one_anchor(anchor, attribution, required=True) or ""
     k = Key(*key)
     sub = Submission(
-        k.namespace, k.subject, k.predicate, object, attribution, source,
+        k.namespace, k.subject, k.predicate, object, anchor, source,
         DEFAULT_UNIT if worth is None else worth,
         DEFAULT_UNIT if confidence is None else confidence,
         None, corrects, Key(*contradicts) if contradicts is not None else None,
         idempotency_key or str(uuid.uuid4()),
     )  # fmt: skip
     # The trust anchors are the node's policy; the client accepts any name and lets the node say.
-    policy = Policy(anchors={**DEFAULT_ANCHORS, attribution: 0})
-    _refuse([v for v in violations_of(sub, policy) if not v.field.startswith("attribution")])
+    policy = Policy(anchors={**DEFAULT_ANCHORS, anchor: 0})
+    _refuse([v for v in violations_of(sub, policy) if not v.field.startswith("anchor")])
     fact = pb.FactInput(
         key=pb.Key(namespace=k.namespace, subject=k.subject, predicate=k.predicate),
-        object=object, attribution=attribution, source=source,
+        object=object, anchor=anchor, source=source,
     )  # fmt: skip
     if worth is not None:
         fact.worth = worth
@@ -397,8 +412,8 @@ def listing(req: L, page_size: int, page_token: str) -> L:
 
 def retract_request(
     key: Key | tuple[str, str, str], reason: str, object: str | None, at: datetime | None,
-    attribution: str | None = None, source: str | None = None, worth: float | None = None,
-    confidence: float | None = None,
+    anchor: str | None = None, source: str | None = None, worth: float | None = None,
+    confidence: float | None = None, *, attribution: str | None = None,
 ) -> pb.RetractRequest:  # fmt: skip
     req = pb.RetractRequest(key=key_pb(key), reason=reason)
     if object is not None:
@@ -407,7 +422,8 @@ def retract_request(
         req.at.CopyFrom(ts(at, "at"))
     # Unset fields take the node's defaults (user_stated, the caller's identity, 0.5, 0.5).
     for name, value in (
-        ("attribution", attribution), ("source", source), ("worth", worth),
+        ("anchor", one_anchor(anchor, attribution, required=False)), ("source", source),
+        ("worth", worth),
         ("confidence", confidence),
     ):  # fmt: skip
         if value is not None:

@@ -72,15 +72,17 @@ class Client(c.Connection):
                           timeout)  # fmt: skip
 
     def submit(
-        self, key: KeyLike, object: str, attribution: str, *, source: str = "",
+        self, key: KeyLike, object: str, anchor: str | None = None, *, source: str = "",
         worth: float | None = None, confidence: float | None = None,
         valid_from: datetime | None = None, corrects: str | None = None,
         contradicts: KeyLike | None = None, idempotency_key: str | None = None,
-        timeout: float | None = None,
+        timeout: float | None = None, attribution: str | None = None,
     ) -> t.Submitted:  # fmt: skip
-        """Submits one fact; returns the decision (check `.rejected`) and the belief after it."""
-        req = c.submit_request(key, object, attribution, source, worth, confidence, valid_from,
-                               corrects, contradicts, idempotency_key)  # fmt: skip
+        """Submits one fact with its trust `anchor` (`attribution=`, its former name, is
+        accepted too); returns the decision (check `.rejected`) and the belief after it."""
+        req = c.submit_request(key, object, anchor, source, worth, confidence, valid_from,
+                               corrects, contradicts, idempotency_key,
+                               attribution=attribution)  # fmt: skip
         return self._send(c.SUBMIT, req, timeout)
 
     def submit_many(
@@ -150,12 +152,14 @@ class Client(c.Connection):
 
     def retract(
         self, key: KeyLike, reason: str, *, object: str | None = None, at: datetime | None = None,
-        attribution: str | None = None, source: str | None = None, worth: float | None = None,
-        confidence: float | None = None,
+        anchor: str | None = None, source: str | None = None, worth: float | None = None,
+        confidence: float | None = None, attribution: str | None = None,
     ) -> tuple[t.Decision, t.Belief]:  # fmt: skip
         """Records a retraction of a key's value (or of one `object` of a multi-valued key):
-        it ends what it outranks. Unset: anchor user_stated, source the caller's identity."""
-        req = c.retract_request(key, reason, object, at, attribution, source, worth, confidence)
+        it ends what it outranks. Unset: anchor user_stated (`attribution=` is its former
+        name), source the caller's identity."""
+        req = c.retract_request(key, reason, object, at, anchor, source, worth, confidence,
+                                attribution=attribution)  # fmt: skip
         return self._send(c.RETRACT, req)
 
     def decisions(

@@ -36,7 +36,7 @@ class Evidence:
     key: Key
     object: str
     version_id: str
-    attribution: str
+    anchor: str
     source: str
     worth: float
     confidence: float
@@ -47,10 +47,15 @@ class Evidence:
     # A retraction: `object`'s version (empty: the whole key) stopped being true at valid_from.
     retracts: bool = False
 
+    @property
+    def attribution(self) -> str:
+        """`anchor` by its former name (an alias kept for existing code)."""
+        return self.anchor
+
     @classmethod
     def of(cls, m: pb.Evidence) -> Evidence:
         return cls(
-            m.evidence_id, key_of(m.key), m.object, m.version_id, m.attribution, m.source,
+            m.evidence_id, key_of(m.key), m.object, m.version_id, m.anchor, m.source,
             m.worth, m.confidence, when(m.valid_from), when(m.recorded_at), m.origin_node,
             m.corrects, m.retracts,
         )  # fmt: skip

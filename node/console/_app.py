@@ -51,6 +51,7 @@ from factnode.core import Key
 from . import _auth as auth
 from . import _forms as forms
 from ._pictures import DEFAULT_THRESHOLD, percent, tally_svg, timeline_svg
+from ._words import decision_detail, version_values
 
 HERE = Path(__file__).parent
 QUEUE_PAGE = 25
@@ -178,6 +179,7 @@ class Console:
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.globals["threshold"] = percent(DEFAULT_THRESHOLD)
         self.sessions = auth.Sessions(settings.session_seconds)
+        self.templates.env.globals["decision_detail"] = decision_detail
         self.flashes = Flashes()
         self.watch = LogWatch()
         # Whether the server is shutting down (set by whoever serves the app): event
@@ -415,6 +417,7 @@ class Console:
                 "versions": history or (),
                 "contested": contested,
                 "decisions": decisions.items,
+                "values": version_values([history or ()]),
                 "more_decisions": bool(decisions.next_page_token),
                 "timeline": timeline_svg(history or (), now) if history else "",
                 "tally": tally_svg(tallies, threshold) if tallies else "",
@@ -479,11 +482,16 @@ class Console:
                 lambda: self.key_page(request, key, error=refused, typed=params, status=status),
             )
         if htmx:
-            return await self.guarded(
+            page = await self.guarded(
                 request, "Action", lambda: self.key_page(request, key, flash=result)
             )
+            # The result is at the top of the page, the form that was sent near its end:
+            # the swap scrolls to the result, where the user then looks.
+            if page.status_code == 200:
+                page.headers["HX-Reswap"] = f"{KEY_PAGE_SWAP} show:#result:top"
+            return page
         done = self.flashes.put(result)
-        return RedirectResponse(f"/key?{key_query(key, done=done)}", 303)
+        return RedirectResponse(f"/key?{key_query(key, done=done)}#result", 303)
 
     async def resolve(self, request: Request) -> Response:
         async def run(key: Key, p: Mapping[str, str]) -> dict[str, str]:
@@ -550,6 +558,13 @@ class Console:
                 break
         return found, token, last_seq
 
+    async def _values(self, decisions: Sequence[Decision]) -> dict[str, str]:
+        """The value of each version the keys of `decisions` hold (their histories, read
+        together): the log shows values, and holds only ids."""
+        keys = list(dict.fromkeys(d.key for d in decisions))
+        histories = await asyncio.gather(*(absent_if_not_found(self.node.history(k)) for k in keys))
+        return version_values(h or () for h in histories)
+
     async def decisions(self, request: Request) -> Response:
         async def render() -> Response:
             q = request.query_params
@@ -575,6 +590,7 @@ class Console:
                 {
                     "title": "Decision log",
                     "decisions": found,
+                    "values": await self._values(found),
                     "filters": filters,
                     "next_url": next_url,
                     "live_url": live,
@@ -620,7 +636,9 @@ class Console:
                         cursor = page.items[-1].seq
                     new = f.select(page.items)
                     if new:
-                        yield sse("decision", rows.render(decisions=new, key_query=key_query))
+                        values = await self._values(new)
+                        rows_html = rows.render(decisions=new, values=values, key_query=key_query)
+                        yield sse("decision", rows_html)
                     if page.next_page_token:
                         continue  # more than a page arrived at once: read on
                 try:
@@ -730,6 +748,7 @@ class Console:
 
 
 ACTIONS = ("resolve", "retract", "erase")
+KEY_PAGE_SWAP = "outerHTML"  # how an action's answer replaces the page (key.html's hx-swap)
 
 
 class NodeWithoutTokens(Exception):
@@ -780,7 +799,13 @@ def voter_beliefs(tallies: Sequence[Tally], node_id: str | None) -> list[dict[st
 
 
 def decision_words(title: str, d: Decision, note: str) -> dict[str, str]:
-    return {"title": title, "outcome": d.outcome, "rule": d.rule, "detail": note or d.detail}
+    return {
+        "title": title,
+        "outcome": d.outcome,
+        "rule": d.rule,
+        "detail": note or d.detail,
+        "seq": str(d.seq),
+    }
 
 
 def sse(event: str, data: str) -> str:

@@ -159,7 +159,7 @@ def _check_statement(
     if attribution not in policy.anchors:
         out.append(
             FieldViolation(
-                "attribution",
+                "anchor",  # the request's name for it (FactInput.anchor)
                 f"unknown trust anchor {quoted(attribution)}; "
                 f"known: {', '.join(sorted(policy.anchors))}",
             )

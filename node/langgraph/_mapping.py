@@ -37,7 +37,7 @@ SEPARATOR = "."
 MAX_VALUE_DEPTH = 100
 # A dict key an error names after a dot; any other is quoted in brackets.
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
-# The value's reserved key for per-put provenance: {"attribution": ..., "source": ..., ...}.
+# The value's reserved key for per-put provenance: {"anchor": ..., "source": ..., ...}.
 PROVENANCE_KEY = "_factnode"
 
 
@@ -61,14 +61,15 @@ class ItemError(ValueError):
 class Provenance:
     """Who says an item's value, and how strongly: what factnode arbitrates with."""
 
-    attribution: str = "agent_inferred"
+    anchor: str = "agent_inferred"
     source: str = "langgraph"
     worth: float | None = None
     confidence: float | None = None
     valid_from: datetime | None = None
 
 
-_PROVENANCE_FIELDS = ("attribution", "source", "worth", "confidence", "valid_from")
+# "attribution" is the former name of "anchor", still accepted (the same field: give one).
+_PROVENANCE_FIELDS = ("anchor", "attribution", "source", "worth", "confidence", "valid_from")
 
 
 def _utf8_len(text: str, field: str) -> int:
@@ -278,14 +279,17 @@ def provenance_of(raw: Any, defaults: Provenance, field: str) -> Provenance:
             f"{field}.{unknown[0]}", f"is not a provenance field ({', '.join(_PROVENANCE_FIELDS)})"
         )
     out = defaults
-    for name in ("attribution", "source"):
-        if name in raw and not isinstance(raw[name], str):
+    for name in ("anchor", "attribution", "source"):
+        if name in raw and raw[name] is not None and not isinstance(raw[name], str):
             raise ItemError(f"{field}.{name}", "must be a string")
         if name in raw and text_problem(raw[name]):
             raise ItemError(f"{field}.{name}", text_problem(raw[name]))
+    anchor, former = raw.get("anchor"), raw.get("attribution")
+    if anchor is not None and former is not None and anchor != former:
+        raise ItemError(f"{field}.anchor", "give anchor or its former name attribution, not both")
     out = replace(
         out,
-        attribution=raw.get("attribution", out.attribution),
+        anchor=anchor if anchor is not None else former if former is not None else out.anchor,
         source=raw.get("source", out.source),
     )
     for name in ("worth", "confidence"):

@@ -59,7 +59,7 @@ def _fact(w: m.Write) -> dict[str, Any]:
     """A checked put as submit_many's item."""
     p = w.provenance
     return {
-        "key": w.key, "object": w.object, "attribution": p.attribution, "source": p.source,
+        "key": w.key, "object": w.object, "anchor": p.anchor, "source": p.source,
         "worth": p.worth, "confidence": p.confidence, "valid_from": p.valid_from,
     }  # fmt: skip
 
@@ -78,7 +78,8 @@ class _Options:
         client_cert: str | Path | None,
         client_key: str | Path | None,
         timeout: float,
-        attribution: str,
+        anchor: str | None,
+        attribution: str | None,
         source: str,
         worth: float | None,
         confidence: float | None,
@@ -96,7 +97,7 @@ class _Options:
             "client_key": client_key, "timeout": timeout,
         }  # fmt: skip
         defaults = m.provenance_of(
-            {"attribution": attribution, "source": source}
+            {"anchor": anchor, "attribution": attribution, "source": source}
             | ({"worth": worth} if worth is not None else {})
             | ({"confidence": confidence} if confidence is not None else {}),
             m.Provenance(),
@@ -151,7 +152,7 @@ class _Batch:
         if op.ttl is not None:
             raise NotImplementedError(
                 "ttl is not supported by the factnode store: evidence is forgotten by decay, "
-                "at the half-life of its trust anchor (set `attribution`), never by a timer"
+                "at the half-life of its trust anchor (set `anchor`), never by a timer"
             )
         return m.write_of(
             self.o.root, op.namespace, op.key, op.value, self.o.defaults, self.o.multi_valued
@@ -278,7 +279,7 @@ class _Batch:
         # NotFound: nothing believed; deleting an absent item changes nothing, as in LangGraph.
         with contextlib.suppress(NotFound):
             decision, _ = await self.client.retract(
-                key, f"LangGraph store delete of {item_key!r}", attribution=d.attribution,
+                key, f"LangGraph store delete of {item_key!r}", anchor=d.anchor,
                 source=d.source, worth=d.worth, confidence=d.confidence,
             )  # fmt: skip
             if decision.outcome == "REJECTED":
@@ -301,16 +302,18 @@ class _FactnodeStore(BaseStore):
         client_cert: str | Path | None = None,
         client_key: str | Path | None = None,
         timeout: float = 10.0,
-        attribution: str = "agent_inferred",
+        anchor: str | None = None,
         source: str = "langgraph",
         worth: float | None = None,
         confidence: float | None = None,
         multi_valued: Iterable[str] = DEFAULT_MULTI_VALUED,
         unindexed_query: UnindexedQuery = "refuse",
+        attribution: str | None = None,
     ) -> None:
         self._options = _Options(
             address, namespace=namespace, token=token, ca_cert=ca_cert, client_cert=client_cert,
-            client_key=client_key, timeout=timeout, attribution=attribution, source=source,
+            client_key=client_key, timeout=timeout, anchor=anchor, attribution=attribution,
+            source=source,
             worth=worth, confidence=confidence, multi_valued=multi_valued,
             unindexed_query=unindexed_query,
         )  # fmt: skip
@@ -331,7 +334,7 @@ class AsyncFactnodeStore(_FactnodeStore):
 
     Items live in the factnode namespace `namespace`; a LangGraph namespace tuple is the
     subject (labels joined with "."), the key is the predicate, the value is the object as
-    canonical JSON. A put is evidence with the store's provenance (`attribution`, `source`,
+    canonical JSON. A put is evidence with the store's provenance (`anchor`, `source`,
     `worth`, `confidence`) or the one its value names under "_factnode"; a delete is a
     retraction. Its blocking methods work from other threads while its loop runs."""
 

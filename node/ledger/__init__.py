@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import IO
 
 from factnode.clock import Clock
-from factnode.core import Decision, Evidence, Instant, Key, Policy, Submission, VersionHistory
+from factnode.core import Evidence, Instant, Key, Policy, Submission, VersionHistory
 from factnode.core.consensus import Tally, Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.peer_checks import ErasureGrant
@@ -229,7 +229,7 @@ class Ledger:
         source: str = "local",
         worth: float = DEFAULT_UNIT,
         confidence: float = DEFAULT_UNIT,
-    ) -> Decision:
+    ) -> LoggedDecision:
         """`Writing.retract`."""
         return self.writing.retract(
             key,

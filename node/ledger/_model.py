@@ -66,12 +66,14 @@ class Belief:
 
 @dataclass(frozen=True, slots=True)
 class Submitted:
-    """The answer to one submission: its decision and the key's belief after it."""
+    """The answer to one submission: its decision (at `seq` in the decision log) and the
+    key's belief after it."""
 
     decision: Decision
     evidence_id: str
     version_id: str
     belief: Belief | None
+    seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,8 +68,9 @@ class Review(Component):
             rows = served.get(key, [])
             held = {e.evidence_id: e for e in plan.held}
             belief = self._serving.beliefs(tx, [key], held).get(key)
+            [seq] = tx.logged_seqs([plan.decision])
         return _resolution(
-            key, plan.decision, plan.held, rows[0] if rows else None, belief, operator
+            key, plan.decision, seq, plan.held, rows[0] if rows else None, belief, operator
         )
 
 
@@ -93,6 +94,7 @@ def _chosen(key: Key, version_id: str | None, obj: str | None, reason: str, oper
 def _resolution(
     key: Key,
     decision: Decision,
+    seq: int,
     held: Sequence[Evidence],
     row: StoredBelief | None,
     belief: Belief | None,
@@ -108,7 +110,7 @@ def _resolution(
         else min(e.evidence_id for e in held)
     )
     assert chosen is not None
-    submitted = Submitted(decision, evidence_id, chosen, belief)
+    submitted = Submitted(decision, evidence_id, chosen, belief, seq)
     value = held[0].object
     if row is not None and row.version_id == chosen and row.state is BeliefState.BELIEVED:
         return Resolution(submitted, True, f"{key} now believes {value!r} (rule {row.rule})")

@@ -25,7 +25,13 @@ from factnode.core.plan import IngestLoad, IngestPlan, plan_ingest
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger._model import Belief, Committed, NotFound, Submitted, belief_from_rows
 from factnode.ledger._serving import Component, bearing_on, check_key_input
-from factnode.store.repository import RefusedData, StoredBelief, Transaction, Writes
+from factnode.store.repository import (
+    LoggedDecision,
+    RefusedData,
+    StoredBelief,
+    Transaction,
+    Writes,
+)
 
 
 @contextmanager
@@ -107,9 +113,10 @@ class Writing(Component):
             }
             beliefs.update(self._serving.beliefs(tx, untouched, held))
             self._serving.publish(tx, beliefs)
+            seqs = tx.logged_seqs([ruling.decision for _, ruling in rulings])
         return [
-            Submitted(ruling.decision, e.evidence_id, e.version_id, beliefs.get(e.key))
-            for e, ruling in rulings
+            Submitted(ruling.decision, e.evidence_id, e.version_id, beliefs.get(e.key), seq)
+            for (e, ruling), seq in zip(rulings, seqs, strict=True)
         ]
 
     def ingest_in(
@@ -187,7 +194,7 @@ class Writing(Component):
         source: str = "local",
         worth: float = DEFAULT_UNIT,
         confidence: float = DEFAULT_UNIT,
-    ) -> Decision:
+    ) -> LoggedDecision:
         """Records a retraction (specification §5): evidence that the belief (or the value `obj`)
         stopped being true at `at` (default now). It ends what it outranks; an outranked
         retraction is stored all the same and decided DISBELIEVED. A key with no served
@@ -217,7 +224,8 @@ class Writing(Component):
             if verdict is None or (obj is not None and r.version_id not in held):
                 raise NotFound(f"no current belief for {key}" + (" with that value" if obj else ""))
             [(_, ruling)], _ = self.ingest_in(tx, [(r, None)], fx, reasons={r.evidence_id: reason})
-        return ruling.decision
+            [seq] = tx.logged_seqs([ruling.decision])
+        return LoggedDecision(seq, ruling.decision)
 
 
 def _contradicted(

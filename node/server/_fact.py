@@ -8,7 +8,7 @@ from factnode import _wire as wire
 from factnode import tokens
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
-from factnode.core import Decision, Evidence, FieldViolation, InvalidInput
+from factnode.core import Evidence, FieldViolation, InvalidInput
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger import DEFAULT_PAGE_SIZE, Submitted
 from factnode.server._auth import (
@@ -52,7 +52,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         evidence = self.ctx.ledger.evidence_of(sub)
         done = await self.ctx.writer.submit(evidence, sub.idempotency_key)
         reply = pb.SubmitFactResponse(
-            decision=wire.decision_pb(done.decision),
+            decision=wire.decision_pb(done.decision, done.seq),
             evidence_id=done.evidence_id,
             version_id=done.version_id,
         )
@@ -67,7 +67,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         context: Context,
     ) -> pb.SubmitFactsResponse:
         # Each item's outcome by its index in the stream: a decision, or why it was refused.
-        results: list[tuple[int, Decision | pb.ItemError]] = []
+        results: list[tuple[int, Submitted | pb.ItemError]] = []
         pending: list[tuple[int, Evidence, str | None]] = []
         # The whole stream is read and checked before anything is written: one that goes past
         # what its reply can carry is refused, nothing of it stored (specification §9).
@@ -104,7 +104,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
                 del pending[:STREAM_BATCH]
                 self.ctx.metrics.decided([d.decision for d in done if isinstance(d, Submitted)])
                 results.extend(
-                    (i, d.decision if isinstance(d, Submitted) else _item_error(d))
+                    (i, d if isinstance(d, Submitted) else _item_error(d))
                     for (i, _, _), d in zip(batch, done, strict=True)
                 )
                 self.ctx.changes.notify()
@@ -130,7 +130,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
     async def _commit_whole(
         self,
         pending: list[tuple[int, Evidence, str | None]],
-        results: list[tuple[int, Decision | pb.ItemError]],
+        results: list[tuple[int, Submitted | pb.ItemError]],
     ) -> None:
         """An all-or-nothing stream's items, every one valid, decided in one transaction.
         Data the database refuses (RefusedData) fails that transaction, so nothing is written
@@ -139,7 +139,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
             return
         done = await run(self.ctx.ledger.ingest, [(e, k) for _, e, k in pending])
         self.ctx.metrics.decided([d.decision for d in done])
-        results.extend((i, d.decision) for (i, _, _), d in zip(pending, done, strict=True))
+        results.extend((i, d) for (i, _, _), d in zip(pending, done, strict=True))
         self.ctx.changes.notify()
 
     @unary
@@ -223,7 +223,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         at = wire.optional_instant(request, "at", "at", out)
         wire.raise_if(out)
         obj = request.object if request.HasField("object") else None
-        decision = await run(
+        logged = await run(
             self.ctx.ledger.retract,
             key,
             obj,
@@ -231,20 +231,18 @@ class FactServicer(pb_grpc.FactServiceServicer):
             request.reason,
             # Unset: a user's own statement, from whoever the token says is calling.
             attribution=(
-                request.attribution
-                if request.HasField("attribution")
-                else DEFAULT_RETRACTION_ANCHOR
+                request.anchor if request.HasField("anchor") else DEFAULT_RETRACTION_ANCHOR
             ),
             source=request.source if request.HasField("source") else caller_identity(),
             worth=request.worth if request.HasField("worth") else DEFAULT_UNIT,
             confidence=request.confidence if request.HasField("confidence") else DEFAULT_UNIT,
         )
-        self.ctx.metrics.decided([decision])
+        self.ctx.metrics.decided([logged.decision])
         self.ctx.changes.notify()
         belief = await run(maybe_belief, self.ctx.ledger, key)
-        again = await run(believed_again_by, self.ctx.ledger, key, decision)
+        again = await run(believed_again_by, self.ctx.ledger, key, logged.decision)
         return pb.RetractResponse(
-            decision=wire.decision_pb(decision),
+            decision=wire.decision_pb(logged.decision, logged.seq),
             belief=wire.belief_pb(belief) if belief else None,
             believed_again=wire.believed_again_pb(again) if again else None,
         )
@@ -298,7 +296,7 @@ class ItemRefused(Exception):
         self.cause = cause
 
 
-def _report(results: list[tuple[int, Decision | pb.ItemError]]) -> pb.SubmitFactsResponse:
+def _report(results: list[tuple[int, Submitted | pb.ItemError]]) -> pb.SubmitFactsResponse:
     """The results so far, in stream order, with their counts. Filled in place: building
     each ItemResult and its Decision, then copying them into the reply, cost several times
     as much (bench/README.md)."""
@@ -307,8 +305,8 @@ def _report(results: list[tuple[int, Decision | pb.ItemError]]) -> pb.SubmitFact
     for index, outcome in sorted(results, key=lambda r: r[0]):
         item = reply.results.add()
         item.index = index
-        if isinstance(outcome, Decision):
-            wire.fill_decision(item.decision, outcome)
+        if isinstance(outcome, Submitted):
+            wire.fill_decision(item.decision, outcome.decision, outcome.seq)
         else:
             item.error.CopyFrom(outcome)
             invalid += 1

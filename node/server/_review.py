@@ -66,7 +66,7 @@ class ReviewServicer(pb_grpc.ReviewServiceServicer):
         self.ctx.changes.notify()
         belief = resolution.submitted.belief
         return pb.ResolveContestedResponse(
-            decision=wire.decision_pb(resolution.submitted.decision),
+            decision=wire.decision_pb(resolution.submitted.decision, resolution.submitted.seq),
             belief=wire.belief_pb(belief) if belief else None,
             note=resolution.note,
         )

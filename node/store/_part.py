@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 
 from sqlalchemy.engine import Connection
 
-from factnode.core import Key
+from factnode.core import Decision, Key
 from factnode.store.cache import TxCache
 from factnode.store.repository import Touched
 
@@ -25,6 +25,8 @@ class TransactionPart:
         self._touched = touched
         # Run by the repository once this write has committed (`after_commit`).
         self.committed: list[Callable[[Touched], None]] = []
+        # The decisions this transaction logged, in the order it inserted them.
+        self._logged: list[Decision] = []
 
     def _forget(self) -> None:
         """Before a write the key cache does not follow: it starts over, and so does the

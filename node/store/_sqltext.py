@@ -447,6 +447,12 @@ def select_page(
     return _fetch_all(conn, sql, (*(v for _, values in conditions for v in values), limit))
 
 
+def fetch_all(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    """Every row of `sql`, written with `?` markers, run at driver level: on PostgreSQL
+    inside `deferred_writes` it goes out with the queued writes, in one round trip."""
+    return _fetch_all(conn, *driver_form(conn, sql, params))
+
+
 def _fetch_all(conn: Connection, sql: str, params: tuple[Any, ...]) -> list[Any]:
     """Every row of one driver-level statement (`_driver`)."""
     cursor = _driver(conn, sql, params)

@@ -13,6 +13,7 @@ from factnode.core import (
     ids,
 )
 from factnode.core.erasure_bounds import ErasureBound, covers_recorded
+from factnode.store._decisions import keep_highest_seq
 from factnode.store._part import TransactionPart
 from factnode.store._rows import (
     _SELECT_EVIDENCE,
@@ -93,6 +94,7 @@ class SqlTombstones(TransactionPart):
         logs that everything changed, so no replica misses what those rows said).
         """
         self._forget()
+        keep_highest_seq(self._c)
         doomed = set(evidence_ids)
         decided: list[int] = []
         for part in chunks(sorted(ids.key_id(k) for k in held_by)):

@@ -145,6 +145,11 @@ class DecisionTransaction(Protocol):
 
     def last_change_seq(self) -> int: ...
 
+    def logged_seqs(self, decisions: Sequence[Decision]) -> list[int]:
+        """Where each of `decisions` (objects this write transaction logged) stands in the
+        decision log: the `seq` ListDecisions lists for it."""
+        ...
+
 
 class BeliefTransaction(Protocol):
     """Served beliefs: by key, in pages, and counted for status."""

@@ -80,7 +80,7 @@ def fact(ns: str, value: str = "Porto") -> pb.SubmitFactRequest:
     """A valid fact about ana in `ns`."""
     key = pb.Key(namespace=ns, subject="ana", predicate="lives_in")
     return pb.SubmitFactRequest(
-        fact=pb.FactInput(key=key, object=value, attribution="user_stated", source="e2e")
+        fact=pb.FactInput(key=key, object=value, anchor="user_stated", source="e2e")
     )
 
 
@@ -281,7 +281,7 @@ def test_a_contradicts_outside_the_writers_namespaces_is_refused(
     inside, secret = unique_ns("team"), unique_ns("secret")
     target = pb.Key(namespace=secret, subject="ana", predicate="salary_band")
     known = pb.SubmitFactRequest(
-        fact=pb.FactInput(key=target, object="B3", attribution="user_stated", source="hr")
+        fact=pb.FactInput(key=target, object="B3", anchor="user_stated", source="hr")
     )
     assert code_of(facts.SubmitFact, known, OPERATOR) is grpc.StatusCode.OK
     own = fact(inside, "Porto")

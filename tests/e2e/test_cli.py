@@ -247,11 +247,12 @@ def test_sync_and_decay_answer_on_a_lone_node(cli: Cli) -> None:
 
 
 def test_invalid_submission_exits_6_naming_every_bad_field(cli: Cli) -> None:
-    """Bad input exits 6 naming each bad field on stderr, with no traceback; nothing is written."""
+    """Bad input exits 6 naming each bad field on stderr as typed (a positional by its name,
+    an option by its flag), with no traceback; nothing is written."""
     ns = unique_ns("user")
     bad = how("gossip", "x", worth="1.5", confidence="-0.1")
     r = cli.run("submit", ns, "", "lives_in", "Porto", *bad, check=EXIT_INVALID)
-    for name in ("subject", "attribution", "worth", "confidence"):
+    for name in ("subject", "--anchor", "--worth", "--confidence"):
         assert f"\n  {name}: " in r.stderr, r.describe()
     assert r.stdout == ""
     assert cli.json("decisions", "--namespace", ns).get("decisions", []) == []
@@ -352,11 +353,9 @@ def test_retract_names_its_anchor_and_an_outranked_one_is_disbelieved(cli: Cli) 
     said = [line for line in cli.run("history", ns, *ANA).stdout.splitlines() if "ended by" in line]
     assert len(said) == 1 and said[0].startswith("'Porto' ended by a retraction by user_stated")
     (version,) = cli.json("history", ns, *ANA)["versions"]
-    assert [(e["retracts"], e["attribution"]) for e in version["ended_by"]] == [
-        (True, "user_stated")
-    ]
+    assert [(e["retracts"], e["anchor"]) for e in version["ended_by"]] == [(True, "user_stated")]
     bad = cli.run("retract", ns, *ANA, "--anchor", "rumour", check=EXIT_INVALID)
-    assert "attribution" in bad.stderr
+    assert "\n  --anchor: unknown trust anchor 'rumour'" in bad.stderr
 
 
 def test_output_into_a_pipe_its_reader_closed_ends_without_a_traceback(

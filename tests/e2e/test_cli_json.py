@@ -142,7 +142,7 @@ def test_an_invalid_request_names_each_bad_field_in_the_error_object(run: Run) -
     check("error", doc)
     assert code == 6 and doc["error"]["status"] == "INVALID_ARGUMENT"
     fields = {v["field"] for v in doc["error"]["field_violations"]}
-    assert {"subject", "attribution", "worth"} <= fields
+    assert {"subject", "--anchor", "--worth"} <= fields
 
 
 def test_an_unreachable_node_is_an_error_object_too(run: Run) -> None:
@@ -150,3 +150,103 @@ def test_an_unreachable_node_is_an_error_object_too(run: Run) -> None:
     code, doc = run("status", "--timeout", "2", address=f"127.0.0.1:{free_port()}")
     check("error", doc)
     assert code == 3 and doc["error"]["status"] in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+def test_write_replies_carry_the_seq_the_decision_log_lists(run: Run) -> None:
+    """submit, retract and review resolve print the decision's seq, the one `decisions`
+    lists for it, increasing from one write to the next."""
+    ns = unique_ns("user")
+    tie = ("--anchor", "user_stated", "--valid-from", "2024-03-01", "--confidence", "0.9")
+    writes = [
+        run("submit", ns, *ANA, "Porto", *tie, "--source", "ana"),
+        run("submit", ns, *ANA, "Faro", *tie, "--source", "bob"),
+        run("review", "resolve", ns, *ANA, "--value", "Faro", "--reason", "asked"),
+        run("retract", ns, *ANA, "--reason", "moved", "--confidence", "0.9"),
+    ]
+    assert [code for code, _ in writes] == [0, 0, 0, 0], writes
+    replies = [doc["decision"] for _, doc in writes]
+    _, log = run("decisions", "--namespace", ns)
+    listed = {d["seq"]: d for d in log["decisions"]}
+    seqs = [d["seq"] for d in replies]
+    assert seqs == sorted(set(seqs)) and seqs[0] > 0, seqs
+    assert [listed.get(s) for s in seqs] == replies
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["decisions", "--limit", "many"], "--limit"),
+        (["submit", "user:x", *ANA, "Porto"], "--anchor"),
+        (["review", "frobnicate"], "SUBCOMMAND"),
+        (["get", "user:x", "ana"], "predicate"),
+        (["submit", "user:x", *ANA, "Porto", "--anchor", "user_stated", "--bogus"], "--bogus"),
+        (["nosuchcommand"], "COMMAND"),
+    ],
+    ids=["bad-int", "missing-flag", "bad-subcommand", "missing-positional", "unknown", "verb"],
+)
+def test_a_bad_command_line_with_json_is_a_usage_error_object(
+    run: Run, capsys: pytest.CaptureFixture[str], args: list[str], field: str
+) -> None:
+    """argparse's refusals, with --json, print the USAGE error object on stdout (exit 2)
+    naming the argument as typed, and nothing on stderr."""
+    code, doc = run(*args)
+    check("error", doc)
+    assert code == 2 == doc["error"]["exit_code"] and doc["error"]["status"] == "USAGE", doc
+    assert field in [v["field"] for v in doc["error"]["field_violations"]], doc
+    assert capsys.readouterr().err == ""
+
+
+def test_without_json_a_bad_command_line_is_still_argparse_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without --json a bad command line prints argparse's usage and error on stderr, exit 2."""
+    with pytest.raises(SystemExit) as exited:
+        main(["decisions", "--limit", "many"])
+    assert exited.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "usage: factnode decisions" in err
+    assert "argument --limit: invalid int value: 'many'" in err
+
+
+@pytest.mark.parametrize("verb", ["serve", "demo", "mcp", "console"])
+def test_a_command_without_json_says_so_in_the_error_object(
+    verb: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The commands that serve or narrate take no --json; asked for it, they answer with a
+    USAGE error object that says why (the README lists them)."""
+    with pytest.raises(SystemExit) as exited:
+        main([verb, "--json"])
+    doc = check("error", json.loads(capsys.readouterr().out))
+    assert exited.value.code == 2 and doc["error"]["status"] == "USAGE"
+    assert f"factnode {verb} takes no --json" in doc["error"]["message"]
+    readme = (SCHEMAS.parents[1] / "README.md").read_text()
+    assert f"`{verb}`" in readme.split("take no `--json`")[1].split("\n\n")[0]
+
+
+def test_health_takes_json(server: ServerProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    """`health --json` prints {"status": "SERVING"} (its schema), and an unreachable node is
+    the error object with exit 3."""
+    assert main(["health", "--json", "--address", server.address]) == 0
+    assert check("health", json.loads(capsys.readouterr().out)) == {"status": "SERVING"}
+    gone = f"127.0.0.1:{free_port()}"
+    assert main(["health", "--json", "--address", gone, "--timeout", "1"]) == 3
+    doc = check("error", json.loads(capsys.readouterr().out))
+    assert doc["error"]["status"] == "UNAVAILABLE" and doc["error"]["exit_code"] == 3
+
+
+def test_a_node_refusal_names_the_flag_the_user_typed(run: Run) -> None:
+    """A field the node refuses is named as the command line names it: --limit, not
+    page_size; --anchor, not attribution; --valid-from, not valid_from."""
+    code, doc = run("decisions", "--limit", "-1")
+    check("error", doc)
+    assert code == 6 and [v["field"] for v in doc["error"]["field_violations"]] == ["--limit"]
+    code, doc = run("submit", "user:x", *ANA, "Porto", "--anchor", "gossip", "--source", "x")
+    assert code == 6 and [v["field"] for v in doc["error"]["field_violations"]] == ["--anchor"]
+
+
+def test_attribution_is_accepted_as_the_former_name_of_anchor(run: Run) -> None:
+    """`--attribution` is an alias of `--anchor`; the reply names the field `anchor`."""
+    ns = unique_ns("user")
+    code, doc = run("submit", ns, *ANA, "Porto", "--attribution", "user_stated", "--source", "a")
+    assert code == 0 and doc["belief"]["evidence"]["anchor"] == "user_stated", doc
+    assert "attribution" not in doc["belief"]["evidence"]

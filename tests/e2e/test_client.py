@@ -55,7 +55,7 @@ def test_submit_many_reports_progress_and_item_errors(server: ServerProcess) -> 
                 {
                     "key": (ns, "a", "city"),
                     "object": "Oslo",
-                    "attribution": "user_stated",
+                    "anchor": "user_stated",
                     "source": "chat",
                 },
                 {"key": (ns, "b", "city"), "object": "Bern", "attribution": "no_such_anchor"},
@@ -64,14 +64,14 @@ def test_submit_many_reports_progress_and_item_errors(server: ServerProcess) -> 
         )
     assert seen == [1, 2]
     assert items[0].decision is not None and items[0].decision.outcome == "ACCEPTED"
-    assert items[1].decision is None and "attribution" in items[1].error
+    assert items[1].decision is None and "anchor" in items[1].error
 
 
 def test_node_field_violations_become_invalid_fact(server: ServerProcess) -> None:
     """An unknown anchor is refused by the node; InvalidFact carries its field violation."""
     with factnode.Client(server.address) as client, pytest.raises(factnode.InvalidFact) as err:
         client.submit((_ns(), "c", "city"), "Lima", "no_such_anchor")
-    assert [e.field for e in err.value.field_errors] == ["attribution"]
+    assert [e.field for e in err.value.field_errors] == ["anchor"]
 
 
 def test_client_side_checks_raise_before_sending() -> None:

@@ -4,6 +4,7 @@ refuses a bad --listen, and stops on SIGTERM."""
 from __future__ import annotations
 
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -147,3 +148,36 @@ def test_a_session_lifetime_that_is_not_a_positive_number_of_hours_is_refused(
             env=isolated_env(tmp_path / "home"),
         )  # fmt: skip
         assert done.returncode == EXIT_USAGE and "--session-hours" in done.stderr, hours
+
+
+# gRPC's C core logs as `I1201 01:09:50.025 25793 file.cc:110] ...`; absl adds a banner.
+GRPC_LOG_LINE = re.compile(r"^[DIWEF]\d{4} \d\d:\d\d:\d\d|absl::|grpc_init|\.cc:\d+\]", re.M)
+
+
+def test_no_grpc_log_line_reaches_the_consoles_output(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Even with GRPC_VERBOSITY=DEBUG and GRPC_TRACE set, and a node it cannot reach, the
+    console's stdout and stderr carry no line of gRPC's C core."""
+    env = {**isolated_env(tmp_path / "home"), "GRPC_VERBOSITY": "DEBUG", "GRPC_TRACE": "api,http"}
+    gone = socket.create_server(("127.0.0.1", 0))
+    unreachable = f"127.0.0.1:{gone.getsockname()[1]}"
+    gone.close()
+    outputs = []
+    for address in (server.address, unreachable):
+        proc = subprocess.Popen(
+            factnode_command("console", "--address", address, "--listen", "127.0.0.1:0"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            env=env,
+        )  # fmt: skip
+        try:
+            url = first_line(proc, START_TIMEOUT).split()[3]
+            httpx.get(f"{url}/node", timeout=CLI_TIMEOUT)
+            httpx.get(f"{url}/queue", timeout=CLI_TIMEOUT)
+        finally:
+            code = stop_process(proc, signal.SIGTERM)
+            out, err = proc.communicate(timeout=CLI_TIMEOUT)
+        assert code == 0, err
+        outputs.append(out + err)
+    for text in outputs:
+        assert not GRPC_LOG_LINE.search(text), text

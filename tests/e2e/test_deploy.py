@@ -130,7 +130,7 @@ def test_local_cluster_script_starts_a_converging_federation(tmp_path: Path) -> 
         channels = [grpc.insecure_channel(a) for a in addresses]
         for ch in channels:
             grpc.channel_ready_future(ch).result(timeout=30)
-        fact = pb.FactInput(key=key, object="3.12", attribution="codebase_verified", source="ci")
+        fact = pb.FactInput(key=key, object="3.12", anchor="codebase_verified", source="ci")
         pb_grpc.FactServiceStub(channels[0]).SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=10)
 
         def everywhere() -> bool:

@@ -57,7 +57,7 @@ def fact(i: int) -> pb.SubmitFactRequest:
         fact=pb.FactInput(
             key=pb.Key(namespace=NS, subject=f"s{i:06d}", predicate="lives_in"),
             object=f"value {i:06d} " + "x" * 60,
-            attribution="user_stated",
+            anchor="user_stated",
             source="disk-test",
         )
     )

@@ -28,7 +28,7 @@ def fact(ns: str, i: int) -> pb.SubmitFactRequest:
     key = pb.Key(namespace=ns, subject=f"s{i:06d}", predicate="lives_in")
     return pb.SubmitFactRequest(
         fact=pb.FactInput(
-            key=key, object=f"{ns}-value-{i}", attribution="user_stated", source=f"src-{i}"
+            key=key, object=f"{ns}-value-{i}", anchor="user_stated", source=f"src-{i}"
         )
     )
 

@@ -43,7 +43,7 @@ def plant(facts: pb_grpc.FactServiceStub) -> Planted:
         fact = pb.FactInput(
             key=pb.Key(namespace=ns, subject=subject, predicate=predicate),
             object=value,
-            attribution=anchor,
+            anchor=anchor,
             source=src,
             valid_from=Timestamp(seconds=t),
         )
@@ -83,7 +83,7 @@ def watched(facts: pb_grpc.FactServiceStub, ns: str) -> bytes:
     fact = pb.FactInput(
         key=pb.Key(namespace=ns, subject=sentinel, predicate="lives_in"),
         object="Nowhere",
-        attribution="user_stated",
+        anchor="user_stated",
         source="e2e",
     )
     facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=RPC_TIMEOUT)

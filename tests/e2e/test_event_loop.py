@@ -37,7 +37,7 @@ def test_serve_runs_on_the_chosen_loop(tmp_path: Path, loop: str) -> None:
             facts = pb_grpc.FactServiceStub(channel)
             key = pb.Key(namespace=unique_ns("loop"), subject="ana", predicate="lives_in")
             request = pb.SubmitFactRequest(
-                fact=pb.FactInput(key=key, object="Porto", attribution="user_stated", source="t")
+                fact=pb.FactInput(key=key, object="Porto", anchor="user_stated", source="t")
             )
             reply = facts.SubmitFact(request, timeout=RPC_TIMEOUT)
             assert reply.decision.outcome == pb.OUTCOME_ACCEPTED

@@ -19,7 +19,7 @@ def fact(ns: str, subject: str, value: str, **overrides: object) -> pb.SubmitFac
     fields: dict[str, object] = {
         "key": pb.Key(namespace=ns, subject=subject, predicate="lives_in"),
         "object": value,
-        "attribution": "user_stated",
+        "anchor": "user_stated",
         "source": "e2e",
     }
     fields.update(overrides)
@@ -43,12 +43,12 @@ def test_invalid_submit_fact_is_invalid_argument_with_field_violations(
 ) -> None:
     """An invalid SubmitFact fails INVALID_ARGUMENT with one BadRequest violation per bad field."""
     ns = unique_ns("user")
-    request = fact(ns, "", "", attribution="rumour", worth=1.5, confidence=float("nan"))
+    request = fact(ns, "", "", anchor="rumour", worth=1.5, confidence=float("nan"))
     with pytest.raises(grpc.RpcError) as caught:
         facts.SubmitFact(request, timeout=RPC_TIMEOUT)
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     violations = bad_request(caught.value)
-    for name in ("subject", "object", "attribution", "worth", "confidence"):
+    for name in ("subject", "object", "anchor", "worth", "confidence"):
         assert any(field.endswith(name) for field in violations), violations
     # Nothing was written: the decision log of the namespace stays empty.
     logged = facts.ListDecisions(pb.ListDecisionsRequest(namespace=ns), timeout=RPC_TIMEOUT)
@@ -173,7 +173,7 @@ def test_a_node_without_peer_votes_reports_no_tallies(facts: pb_grpc.FactService
     """Belief.tallies stays empty where no peer has voted, as the API documents."""
     key = pb.Key(namespace=unique_ns("solo"), subject="s", predicate="p")
     for value, source in (("a", "one"), ("b", "two")):
-        fact = pb.FactInput(key=key, object=value, attribution="user_stated", source=source)
+        fact = pb.FactInput(key=key, object=value, anchor="user_stated", source=source)
         facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=RPC_TIMEOUT)
     belief = facts.GetBelief(pb.GetBeliefRequest(key=key), timeout=RPC_TIMEOUT)
     assert belief.object in ("a", "b") and list(belief.tallies) == []
@@ -190,7 +190,7 @@ def test_a_retraction_is_decided_by_the_rules_against_the_belief(
     k = pb.Key(namespace=ns, subject="ana", predicate="lives_in")
     held = facts.SubmitFact(fact(ns, "ana", "Porto"), timeout=RPC_TIMEOUT)
     weak = facts.Retract(
-        pb.RetractRequest(key=k, reason="a guess", attribution="llm_generated", source="gpt"),
+        pb.RetractRequest(key=k, reason="a guess", anchor="llm_generated", source="gpt"),
         timeout=RPC_TIMEOUT,
     )
     assert (weak.decision.outcome, weak.decision.rule) == (pb.OUTCOME_DISBELIEVED, "trust_anchor")
@@ -219,11 +219,11 @@ def test_an_invalid_retraction_names_each_bad_field_and_writes_nothing(
     ns = unique_ns("user")
     k = pb.Key(namespace=ns, subject="ana", predicate="lives_in")
     facts.SubmitFact(fact(ns, "ana", "Porto"), timeout=RPC_TIMEOUT)
-    bad = pb.RetractRequest(key=k, attribution="rumour", worth=1.5, confidence=float("nan"))
+    bad = pb.RetractRequest(key=k, anchor="rumour", worth=1.5, confidence=float("nan"))
     with pytest.raises(grpc.RpcError) as caught:
         facts.Retract(bad, timeout=RPC_TIMEOUT)
     assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert set(bad_request(caught.value)) == {"attribution", "worth", "confidence"}
+    assert set(bad_request(caught.value)) == {"anchor", "worth", "confidence"}
     assert facts.GetBelief(pb.GetBeliefRequest(key=k), timeout=RPC_TIMEOUT).object == "Porto"
     logged = facts.ListDecisions(pb.ListDecisionsRequest(key=k), timeout=RPC_TIMEOUT)
     assert len(logged.decisions) == 1

@@ -20,9 +20,7 @@ def test_an_oversized_message_is_refused_and_writes_nothing(
     """A request over max_message_bytes (4 MiB) is refused with RESOURCE_EXHAUSTED; nothing is stored."""
     before = admin.GetStatus(pb.GetStatusRequest(), timeout=RPC_TIMEOUT).counts.evidence
     key = pb.Key(namespace=unique_ns("big"), subject="s", predicate="p")
-    fact = pb.FactInput(
-        key=key, object="x" * (5 * 1024 * 1024), attribution="user_stated", source="s"
-    )
+    fact = pb.FactInput(key=key, object="x" * (5 * 1024 * 1024), anchor="user_stated", source="s")
     with pytest.raises(grpc.RpcError) as err:
         facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=RPC_TIMEOUT)
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -33,7 +31,7 @@ def test_an_oversized_message_is_refused_and_writes_nothing(
 def test_an_object_over_its_limit_names_the_field(facts: pb_grpc.FactServiceStub) -> None:
     """An object over 4096 bytes (but within the message limit) is INVALID_ARGUMENT on `object`."""
     key = pb.Key(namespace=unique_ns("big"), subject="s", predicate="p")
-    fact = pb.FactInput(key=key, object="x" * 5000, attribution="user_stated", source="s")
+    fact = pb.FactInput(key=key, object="x" * 5000, anchor="user_stated", source="s")
     with pytest.raises(grpc.RpcError) as err:
         facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=RPC_TIMEOUT)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -25,6 +26,8 @@ from _e2e import (
 from mcp import ClientSession, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent, TextResourceContents
+
+from factnode.client import AsyncClient
 
 SESSION_TIMEOUT = 60.0  # seconds for one whole MCP session, start to close
 
@@ -68,16 +71,17 @@ async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path)
             assert set(tools) == {
                 "remember_fact", "recall", "recall_about", "why", "history", "forget",
             }  # fmt: skip
-            attribution = tools["remember_fact"].input_schema["properties"]["attribution"]
-            assert "user_stated (90)" in attribution["description"]
+            properties = tools["remember_fact"].input_schema["properties"]
+            assert "user_stated (90)" in properties["anchor"]["description"]
+            assert "alias" in properties["attribution"]["description"]
 
             done = await call(
-                session, "remember_fact", **key, object="Porto", attribution="agent_inferred",
+                session, "remember_fact", **key, object="Porto", anchor="agent_inferred",
                 source="chat:1", valid_from="2024-01-01",
             )  # fmt: skip
             assert not done.is_error and text(done).startswith("ACCEPTED"), text(done)
             done = await call(
-                session, "remember_fact", **key, object="Lisbon", attribution="user_stated",
+                session, "remember_fact", **key, object="Lisbon", anchor="user_stated",
                 source="user:ana", confidence=0.9, valid_from="2023-06-01T00:00:00Z",
             )  # fmt: skip
             assert not done.is_error and "'Lisbon' (BELIEVED" in text(done), text(done)
@@ -102,9 +106,13 @@ async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path)
             speaks = {**key, "predicate": "speaks"}
             for language in ("Portuguese", "English"):
                 await call(
-                    session, "remember_fact", **speaks, object=language,
-                    attribution="user_stated", source="user:ana",
-                )  # fmt: skip
+                    session,
+                    "remember_fact",
+                    **speaks,
+                    object=language,
+                    attribution="user_stated",
+                    source="user:ana",
+                )
             both = text(await call(session, "recall", **speaks))
             assert "values " in both and "'English'" in both and "'Portuguese'" in both, both
             forgot = await call(session, "forget", **speaks, reason="forgot it", object="English")
@@ -124,7 +132,7 @@ async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path)
             assert isinstance(contents, TextResourceContents)
             belief = json.loads(contents.text)
             assert (belief["object"], belief["state"]) == ("Oslo", "BELIEVED")
-            assert belief["evidence"]["attribution"] == "user_stated"
+            assert belief["evidence"]["anchor"] == "user_stated"
             with pytest.raises(MCPError, match="not found: no belief for"):
                 await session.read_resource(f"factnode://belief/{ns}/nobody/city")
 
@@ -141,7 +149,7 @@ async def test_bad_input_returns_the_nodes_field_errors(
                 source="chat",
             )  # fmt: skip
             assert bad.is_error
-            assert "attribution: unknown trust anchor 'hearsay'; known: " in text(bad)
+            assert "anchor: unknown trust anchor 'hearsay'; known: " in text(bad)
             bad = await call(
                 session, "remember_fact", **key, object="Rome", attribution="user_stated",
                 source="chat", worth=3.0,
@@ -174,9 +182,14 @@ async def test_forget_rejections_missing_arguments_and_ended_keys(
         async with mcp_session(server.address, tmp_path) as session:
             for company, day in (("Acme", "2024-01-01"), ("Initech", "2024-06-01")):
                 done = await call(
-                    session, "remember_fact", **key, object=company, attribution="user_stated",
-                    source="user:ed", valid_from=day,
-                )  # fmt: skip
+                    session,
+                    "remember_fact",
+                    **key,
+                    object=company,
+                    attribution="user_stated",
+                    source="user:ed",
+                    valid_from=day,
+                )
                 assert not done.is_error, text(done)
 
             neither = await call(session, "forget", **key, reason="left")
@@ -243,9 +256,13 @@ async def test_token_without_the_role_is_permission_denied_text(tmp_path: Path) 
                 node.address, tmp_path, "--token", "reader-token-0001"
             ) as session:
                 denied = await call(
-                    session, "remember_fact", **key, object="Faro", attribution="user_stated",
+                    session,
+                    "remember_fact",
+                    **key,
+                    object="Faro",
+                    attribution="user_stated",
                     source="chat",
-                )  # fmt: skip
+                )
                 assert denied.is_error and "permission denied (PERMISSION_DENIED)" in text(denied)
                 missing = await call(session, "recall", **key)
                 assert missing.is_error and "not found: " in text(missing), text(missing)
@@ -263,3 +280,40 @@ def test_unreadable_ca_cert_is_a_usage_error(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert str(missing) in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_remember_and_forget_name_the_decision_the_log_lists(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """remember_fact and forget say "(decision N ...)" with N the seq ListDecisions lists for
+    that decision."""
+    ns = unique_ns("mcp")
+    key = {"namespace": ns, "subject": "ana", "predicate": "city"}
+    with anyio.fail_after(SESSION_TIMEOUT):
+        async with mcp_session(server.address, tmp_path) as session:
+            said = [
+                text(
+                    await call(
+                        session,
+                        "remember_fact",
+                        **key,
+                        object=city,
+                        attribution="user_stated",
+                        source="user:ana",
+                        valid_from=since,
+                    )
+                )
+                for city, since in (("Porto", "2023-01-01"), ("Lisbon", "2024-01-01"))
+            ]
+            said.append(text(await call(session, "forget", **key, reason="moved", object="Lisbon")))
+    async with AsyncClient(server.address, timeout=RPC_TIMEOUT) as client:
+        log = {d.seq: d for d in (await client.decisions(namespace=ns)).items}
+    named = [re.search(r"\(decision (\d+)[,)]", t) for t in said]
+    assert all(named), said
+    seqs = [int(m.group(1)) for m in named if m]
+    assert seqs == sorted(set(seqs)) and set(seqs) <= set(log), (said, sorted(log))
+    assert all(
+        t.startswith(f"{log[s].outcome} by rule {log[s].rule}")
+        for t, s in zip(said, seqs, strict=True)
+    )
+    assert log[seqs[-1]].outcome == "RETRACTED"

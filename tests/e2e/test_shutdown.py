@@ -22,7 +22,7 @@ def test_signal_stops_the_node_gracefully_with_exit_0(tmp_path: Path, sig: signa
     channel = open_channel(node.address)
     try:
         key = pb.Key(namespace="user:stop", subject="ana", predicate="lives_in")
-        fact = pb.FactInput(key=key, object="Porto", attribution="user_stated", source="e2e")
+        fact = pb.FactInput(key=key, object="Porto", anchor="user_stated", source="e2e")
         pb_grpc.FactServiceStub(channel).SubmitFact(
             pb.SubmitFactRequest(fact=fact), timeout=RPC_TIMEOUT
         )
@@ -68,7 +68,7 @@ def test_open_watch_streams_do_not_hold_the_node_past_its_grace_period(tmp_path:
     try:
         facts = pb_grpc.FactServiceStub(channel)
         key = pb.Key(namespace="user:stop", subject="ana", predicate="lives_in")
-        fact = pb.FactInput(key=key, object="Porto", attribution="user_stated", source="e2e")
+        fact = pb.FactInput(key=key, object="Porto", anchor="user_stated", source="e2e")
         facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=RPC_TIMEOUT)
         watch = facts.WatchBeliefs(pb.WatchBeliefsRequest(), timeout=STOP_TIMEOUT)
         next(watch)  # the stream is open and live

@@ -168,7 +168,7 @@ class Client:
         fact = pb.FactInput(
             key=_key(d.key),
             object=d.value,
-            attribution=d.anchor,
+            anchor=d.anchor,
             source=source,
             worth=d.worth,
             confidence=d.confidence,
@@ -212,7 +212,7 @@ class Client:
         assert d.key is not None
         source = f"client-{self.seed}-{self.client}-{self.count}"
         req = pb.RetractRequest(
-            key=_key(d.key), reason="campaign", attribution=d.anchor, source=source, confidence=0.9
+            key=_key(d.key), reason="campaign", anchor=d.anchor, source=source, confidence=0.9
         )
         if d.key[2] == MULTI:
             req.object = d.value or ""

@@ -45,7 +45,7 @@ def regression(test: F) -> F:
 
 
 def submit(cluster: Cluster, node: str, value: str, source: str) -> str:
-    fact = pb.FactInput(key=K, object=value, attribution="user_stated", source=source)
+    fact = pb.FactInput(key=K, object=value, anchor="user_stated", source=source)
     reply = cluster[node].facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=15)
     return str(reply.evidence_id)
 

@@ -29,7 +29,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
 def _fact(subject: str, obj: str) -> pb.SubmitFactRequest:
     key = pb.Key(namespace=NS, subject=subject, predicate="lives_in")
     return pb.SubmitFactRequest(
-        fact=pb.FactInput(key=key, object=obj, attribution="user_stated", source="test")
+        fact=pb.FactInput(key=key, object=obj, anchor="user_stated", source="test")
     )
 
 

@@ -32,7 +32,7 @@ def item(i: int) -> pb.SubmitFactRequest:
         fact=pb.FactInput(
             key=pb.Key(namespace=NS, subject=f"s{i:06d}", predicate=PREDICATE),
             object=f"city {i}",
-            attribution="user_stated",
+            anchor="user_stated",
             source="" if i % 5 == 0 else "bulk",
             confidence=0.123 if i % 3 == 0 else 0.9,
         )
@@ -110,7 +110,7 @@ async def test_invalid_items_count_against_the_reply_too(tmp_path: Path) -> None
     async def items() -> AsyncIterator[pb.SubmitFactRequest]:
         for i in range(LIMIT * 4):
             bad = item(i)
-            bad.fact.attribution = "not_an_anchor"
+            bad.fact.anchor = "not_an_anchor"
             yield bad
         yield item(0)
 

@@ -371,6 +371,7 @@ def test_decision_log_streams_new_decisions_live(node: InProcessNode, grpc_clien
                 seen += next(lines) + "\n"
         assert "event: decision" in seen and "SUPERSEDED" in seen
         assert "ACCEPTED" not in seen  # only what is new since the page was drawn
+        assert "<td>&#39;Faro&#39; (replacing &#39;Porto&#39;)</td>" in seen  # values, not ids
         browser.close()
     finally:
         console.close()
@@ -515,3 +516,56 @@ def test_screenshots_go_to_an_ignored_folder_unless_asked(
     assert screenshot_dir().parts[-2:] == ("build", "screenshots")
     monkeypatch.setenv("FACTNODE_UPDATE_SCREENSHOTS", "1")
     assert screenshot_dir().parts[-2:] == ("docs", "screenshots")
+
+
+def test_an_actions_result_is_shown_where_the_user_looks_with_its_decision_number(
+    operator: TestClient, grpc_client: Client
+) -> None:
+    """After an action the result banner is at the top of the key page and the answer scrolls
+    to it (htmx: HX-Reswap `show:#result:top`; a plain POST: a redirect to `#result`); it names
+    the decision's seq, the one the node's log lists for it."""
+    space = ns()
+    tie(grpc_client, space, "ana", ("Porto", "Faro"))
+    [version, *_] = version_ids(operator.get(key_url(space)).text)
+    done = operator.post(
+        "/key/resolve",
+        data=form(space, version_id=version, reason="checked"),
+        headers={"HX-Request": "true"},
+    )
+    assert done.status_code == 200
+    assert done.headers["HX-Reswap"] == "outerHTML show:#result:top"
+    page = done.text
+    assert page.index('id="result"') < page.index("<h2>History</h2>")
+    [logged] = [
+        d
+        for d in grpc_client.decisions(key=(space, "ana", "lives_in")).items
+        if d.outcome == "RESOLVED"
+    ]
+    assert f"(decision {logged.seq})" in page.split('id="result"')[1].split("</div>")[0]
+    retracted = operator.post("/key/retract", data=form(space, reason="she left"))
+    assert retracted.status_code == 303 and retracted.headers["location"].endswith("#result")
+
+
+def test_the_decision_logs_show_values_not_version_ids(
+    operator: TestClient, grpc_client: Client
+) -> None:
+    """The detail column of the log page and of the key page names the value each decision
+    is about (and the one it replaced), never a bare version id of a version the key holds."""
+    space = ns()
+    k = (space, "ana", "lives_in")
+    grpc_client.submit(k, "Porto", "user_stated", source="ana", confidence=0.9)
+    grpc_client.submit(k, "Lisbon", "llm_generated", source="gpt", confidence=0.9)
+    grpc_client.submit(k, "Faro", "user_stated", source="ana", confidence=0.9)
+    held = {v.version_id for v in grpc_client.history(k)}
+    for page in (
+        operator.get("/decisions", params={"namespace": space}).text,
+        operator.get(key_url(space)).text,
+    ):
+        details = re.findall(r'<tr class="decision".*?</tr>', page, re.DOTALL)
+        cells = [re.findall(r"<td>(.*?)</td>", row, re.DOTALL)[-1] for row in details]
+        assert cells == [
+            "&#39;Porto&#39;",
+            "&#39;Lisbon&#39;",
+            "&#39;Faro&#39; (replacing &#39;Porto&#39;)",
+        ], cells
+        assert not any(vid in page.split("<h2>Decisions for this key</h2>")[-1] for vid in held)

@@ -136,7 +136,7 @@ def _seeded(node: RunningNode) -> RunningNode:
         fact = pb.FactInput(
             key=pb.Key(namespace="user:ana", subject=subject, predicate="lives_in"),
             object=obj,
-            attribution="user_stated",
+            anchor="user_stated",
             source="fuzz seed",
         )
         submit(pb.SubmitFactRequest(fact=fact), timeout=RPC_TIMEOUT)
@@ -400,7 +400,7 @@ def test_node_still_serves_after_the_fuzzing(running: RunningNode) -> None:
 
 NUL = "a\x00b"
 _KEY = {"namespace": "user:ana", "subject": "ana", "predicate": "lives_in"}
-_FACT = {"key": _KEY, "object": "Porto", "attribution": "user_stated", "source": "nul test"}
+_FACT = {"key": _KEY, "object": "Porto", "anchor": "user_stated", "source": "nul test"}
 # Each RPC's valid request, and its stored (or queried) string fields: the request path set
 # to a NUL, and the field the violation names.
 _KEY_FIELDS = [(f"key.{p}", f"key.{p}") for p in _KEY]
@@ -413,7 +413,7 @@ NUL_CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
         },
         [
             *[(f"fact.key.{p}", p) for p in _KEY],
-            *[(f"fact.{f}", f) for f in ("object", "attribution", "source", "corrects")],
+            *[(f"fact.{f}", f) for f in ("object", "anchor", "source", "corrects")],
             *[(f"fact.contradicts.{p}", f"contradicts.{p}") for p in _KEY],
             ("idempotency_key", "idempotency_key"),
         ],
@@ -432,10 +432,10 @@ NUL_CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
             "key": _KEY,
             "object": "Porto",
             "reason": "moved",
-            "attribution": "user_stated",
+            "anchor": "user_stated",
             "source": "nul test",
         },
-        [*_KEY_FIELDS, *[(f, f) for f in ("object", "reason", "attribution", "source")]],
+        [*_KEY_FIELDS, *[(f, f) for f in ("object", "reason", "anchor", "source")]],
     ),
     (
         "FactService/ListDecisions",
@@ -589,7 +589,7 @@ def test_a_nul_in_pushed_evidence_or_tombstone_is_refused_alone_on_every_backend
         evidence_id=HEX_ID,
         key=pb.Key(**_KEY),
         object=NUL,
-        attribution="user_stated",
+        anchor="user_stated",
         source="peer",
         worth_milli=500,
         confidence_milli=500,

@@ -265,7 +265,7 @@ async def test_concurrent_submit_fact_calls_on_a_node(tmp_path: Path) -> None:
             fact=pb.FactInput(
                 key=pb.Key(namespace="user:ana", subject=subject, predicate="lives_in"),
                 object=value,
-                attribution="user_stated",
+                anchor="user_stated",
                 source="ana",
             ),
             idempotency_key=key,
@@ -314,7 +314,7 @@ async def test_a_stream_whose_second_batch_fails_reports_only_what_committed(
                 fact=pb.FactInput(
                     key=pb.Key(namespace="user:ana", subject=f"s{i}", predicate="lives_in"),
                     object="Porto",
-                    attribution="user_stated",
+                    anchor="user_stated",
                     source="ana",
                 )
             )
@@ -350,7 +350,7 @@ async def test_as_of_get_belief_read_on_the_loop_answers_like_the_store(tmp_path
             fact=pb.FactInput(
                 key=key,
                 object=value,
-                attribution="user_stated",
+                anchor="user_stated",
                 source="ana",
                 valid_from={"seconds": seconds},
             )

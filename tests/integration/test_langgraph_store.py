@@ -143,7 +143,7 @@ def test_a_weaker_anchor_does_not_replace_a_stronger_one(store: FactnodeStore) -
     """What the user stated survives a later agent_inferred put and delete (InMemoryStore
     would answer the later value, then nothing): the belief is decided by trust anchor."""
     ns = ("memories", "ana")
-    stated = {"city": "Lisbon", "_factnode": {"attribution": "user_stated", "source": "user:ana"}}
+    stated = {"city": "Lisbon", "_factnode": {"anchor": "user_stated", "source": "user:ana"}}
     store.put(ns, "home", stated)
     store.put(ns, "home", {"city": "Porto"})  # the store's default anchor, agent_inferred
     got = store.get(ns, "home")
@@ -201,7 +201,7 @@ def test_the_mapping_is_readable_from_factnode(node: InProcessNode, store: Factn
         belief = client.belief((store.namespace, "memories.ana", "prefs.ui"))
     assert belief.object == '{"a":null,"b":[1,"é"]}'
     assert belief.evidence is not None
-    assert (belief.evidence.attribution, belief.evidence.source) == ("agent_inferred", "chat:7")
+    assert (belief.evidence.anchor, belief.evidence.source) == ("agent_inferred", "chat:7")
     assert belief.evidence.valid_from == at
 
 
@@ -253,7 +253,7 @@ def _nothing_written(node: InProcessNode, store: FactnodeStore) -> bool:
         (("a",), "speaks", {"x": 1}, "key"),
         (("l" * 200, "m" * 100), "k", {"x": 1}, "namespace"),
         (("a",), "k", {"_factnode": {"worth": 2}}, "value._factnode.worth"),
-        (("a",), "k", {"_factnode": {"anchor": "x"}}, "value._factnode.anchor"),
+        (("a",), "k", {"_factnode": {"anchors": "x"}}, "value._factnode.anchors"),
         (("a",), "k", {"_factnode": {"valid_from": "soon"}}, "value._factnode.valid_from"),
     ],
 )
@@ -276,10 +276,10 @@ def test_a_label_with_a_period_is_langgraphs_invalid_namespace(store: FactnodeSt
 def test_the_node_refuses_an_unknown_anchor_by_field(
     node: InProcessNode, store: FactnodeStore
 ) -> None:
-    """An anchor the node does not know is the node's INVALID_ARGUMENT naming attribution."""
+    """An anchor the node does not know is the node's INVALID_ARGUMENT naming `anchor`."""
     with pytest.raises(InvalidFact) as err:
-        store.put(("a",), "k", {"v": 1, "_factnode": {"attribution": "hearsay"}})
-    assert [e.field for e in err.value.field_errors] == ["attribution"]
+        store.put(("a",), "k", {"v": 1, "_factnode": {"anchor": "hearsay"}})
+    assert [e.field for e in err.value.field_errors] == ["anchor"]
     assert _nothing_written(node, store)
 
 

@@ -38,7 +38,7 @@ async def test_metrics_count_decisions_and_decay_without_keys_or_values(tmp_path
             facts = pb_grpc.FactServiceStub(channel)
             key = pb.Key(namespace="user:secret-ns", subject="secret-subject", predicate="lives_in")
             fact = pb.FactInput(
-                key=key, object="Rua-Secreta-99", attribution="user_stated", source="ana"
+                key=key, object="Rua-Secreta-99", anchor="user_stated", source="ana"
             )
             await facts.SubmitFact(pb.SubmitFactRequest(fact=fact), timeout=10)
             await pb_grpc.AdminServiceStub(channel).RunDecay(pb.RunDecayRequest(), timeout=10)

@@ -92,7 +92,7 @@ async def test_a_retraction_replicates_and_is_decided_on_each_peer() -> None:
             await fed.round()
         assert all(lg.belief(WORKS_AT).object == "Acme" for lg in fed.ledgers.values())
         fed.clock.advance(DAY)
-        done = fed.ledgers["a"].retract(WORKS_AT, reason="left")
+        done = fed.ledgers["a"].retract(WORKS_AT, reason="left").decision
         assert done.outcome is Outcome.RETRACTED
         for _ in range(3):
             await fed.round()
@@ -142,7 +142,7 @@ def test_a_relayed_retraction_counts_at_the_peers_ceiling() -> None:
                 Submission(*WORKS_AT, "Acme", "agent_observed", f"crm-{node}", 0.5, 0.9, now - DAY)
             )
         fed.clock.advance(DAY)
-        done = fed.ledgers["a"].retract(WORKS_AT, reason="left")
+        done = fed.ledgers["a"].retract(WORKS_AT, reason="left").decision
         assert done.outcome is Outcome.RETRACTED
         # As a offers it to a peer: signed by a, its origin, with a's certificate beside it.
         [r] = [e for e in fed.ledgers["a"].offer({"evidence": [""]})[1] if e.retracts]
@@ -173,7 +173,9 @@ def test_a_decayed_retraction_stops_ending_the_belief() -> None:
         start = clock.now()
         ledger.submit(Submission(*WORKS_AT, "Acme", "agent_observed", "crm", 0.5, 0.9, start))
         clock.advance(DAY)
-        ended = ledger.retract(WORKS_AT, attribution="api_response", source="hr", confidence=0.9)
+        ended = ledger.retract(
+            WORKS_AT, attribution="api_response", source="hr", confidence=0.9
+        ).decision
         assert ended.outcome is Outcome.RETRACTED
         assert ledger.run_decay(now=start + 20 * DAY).tombstoned == 0
         with pytest.raises(NotFound):

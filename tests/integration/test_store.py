@@ -524,7 +524,7 @@ def test_retract_ends_the_belief_from_its_time(ledger: Ledger, clock: FakeClock)
     at(clock, 10)
     ledger.submit(sub("Acme", key=WORKS_AT, day=1))
     at(clock, 20)
-    decision = ledger.retract(WORKS_AT, reason="left Acme")
+    decision = ledger.retract(WORKS_AT, reason="left Acme").decision
     assert (decision.outcome, decision.rule) == (Outcome.RETRACTED, Rule.RETRACT)
     with pytest.raises(NotFound):
         ledger.belief(WORKS_AT)
@@ -557,13 +557,15 @@ def test_an_outranked_retraction_is_stored_and_disbelieved(
     strong = ledger.submit(sub("Acme", key=WORKS_AT, day=1, anchor="user_stated"))
     weak = ledger.submit(sub("Acme", key=WORKS_AT, day=1, anchor="agent_observed", source="crm"))
     at(clock, 5)
-    decision = ledger.retract(WORKS_AT, attribution="api_response", source="hr", confidence=0.9)
+    decision = ledger.retract(
+        WORKS_AT, attribution="api_response", source="hr", confidence=0.9
+    ).decision
     assert (decision.outcome, decision.rule) == (Outcome.DISBELIEVED, Rule.TRUST_ANCHOR)
     assert strong.evidence_id in decision.detail
     assert ledger.belief(WORKS_AT).object == "Acme"
     # The same instant, the same anchor, a lower confidence: a tie on recency, lost on
     # confidence; a tie on every rule would not end it either.
-    tied = ledger.retract(WORKS_AT, at=FakeClock().now() + DAY, confidence=0.5)
+    tied = ledger.retract(WORKS_AT, at=FakeClock().now() + DAY, confidence=0.5).decision
     assert (tied.outcome, tied.rule) == (Outcome.DISBELIEVED, Rule.CONFIDENCE)
     # Once the user_stated evidence is erased, the stored api_response retraction ends the
     # agent_observed evidence that is left.

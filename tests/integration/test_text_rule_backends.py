@@ -34,7 +34,7 @@ def _fact(subject: str, obj: str = "Porto", **fields: str) -> pb.SubmitFactReque
         fact=pb.FactInput(
             key=pb.Key(namespace=NS, subject=subject, predicate="lives_in"),
             object=obj,
-            attribution=fields.get("attribution", "user_stated"),
+            anchor=fields.get("anchor", "user_stated"),
             source=fields.get("source", "ana"),
         )
     )
@@ -135,22 +135,22 @@ async def test_a_300_item_stream_with_a_nul_item_at_100_writes_the_other_299(
     assert counts.evidence == 299
 
 
-async def test_a_1024_emoji_attribution_is_invalid_argument_with_small_trailers(
+async def test_a_1024_emoji_anchor_is_invalid_argument_with_small_trailers(
     repository_url: str, tmp_path: Path
 ) -> None:
-    """An attribution of 1,024 emoji gets INVALID_ARGUMENT naming `attribution` (not
+    """An anchor of 1,024 emoji gets INVALID_ARGUMENT naming `anchor` (not
     RESOURCE_EXHAUSTED): the error quotes a bounded prefix, so the trailers stay small."""
     node = await _node(repository_url, tmp_path)
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{node.port}") as channel:
             facts = pb_grpc.FactServiceStub(channel)
             with pytest.raises(grpc.aio.AioRpcError) as err:
-                await facts.SubmitFact(_fact("ana", attribution="😀" * 1024), timeout=WAIT)
+                await facts.SubmitFact(_fact("ana", anchor="😀" * 1024), timeout=WAIT)
             trailers = err.value.trailing_metadata()
     finally:
         await node.stop(0)
     assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert _fields(err.value) == ["attribution"]
+    assert _fields(err.value) == ["anchor"]
     size = sum(len(k) + len(v) for k, v in trailers or ())
     assert size < 4096, size
 

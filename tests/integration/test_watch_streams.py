@@ -65,7 +65,7 @@ def _fact(obj: str) -> pb.SubmitFactRequest:
         fact=pb.FactInput(
             key=pb.Key(namespace="team:infra", subject="build", predicate="python_version"),
             object=obj,
-            attribution="user_stated",
+            anchor="user_stated",
             source="ana",
             valid_from=Timestamp(seconds=1_700_000_000),
         )

@@ -10,10 +10,11 @@ import jsonschema
 import pytest
 
 from factnode.api.v1 import factnode_pb2 as pb
+from factnode.cli import VERBS, build_parser, main
 from factnode.cli import _output as out
-from factnode.cli import build_parser
 from factnode.cli._exits import EXIT_CODES, UsageError, check_address
 from factnode.cli._json import OUTPUTS, schema_text, schemas, to_json
+from factnode.cli._parser import NO_JSON
 
 REPO = Path(__file__).resolve().parents[2]
 HOSTILE = "ana\x1b[2J\n999  2026-01-01  x / y / z  RESOLVED\u202e\x9b"
@@ -29,7 +30,7 @@ def _no_controls(text: str) -> None:
 def _evidence() -> pb.Evidence:
     return pb.Evidence(
         evidence_id="e" * 32, key=KEY, object=HOSTILE, version_id="v" * 32,
-        attribution="user_stated", source=HOSTILE, origin_node=HOSTILE,
+        anchor="user_stated", source=HOSTILE, origin_node=HOSTILE,
     )  # fmt: skip
 
 
@@ -135,12 +136,14 @@ def test_the_schemas_refuse_the_old_format() -> None:
 
 
 def test_every_command_that_prints_a_response_has_a_schema() -> None:
-    """Each node-talking verb's output is in OUTPUTS (review by subcommand)."""
+    """Each node-talking verb's output is in OUTPUTS (review by subcommand), and `health`'s;
+    every other verb is either `certs` (its own JSON of paths) or says why it takes none."""
     talking = {"submit", "get", "explain", "history", "retract", "decisions", "erase",
                "decay", "status", "sync", "members", "revoke", "export", "import",
-               "backup"}  # fmt: skip
+               "backup", "health"}  # fmt: skip
     review = {"review-list", "review-show", "review-resolve"}
     assert set(OUTPUTS) == talking | review
+    assert set(VERBS) == talking | {"review", "certs"} | set(NO_JSON)
 
 
 def test_help_lists_every_exit_code() -> None:
@@ -176,5 +179,5 @@ def test_servers_take_no_json_flag(verb: str) -> None:
     """`factnode mcp --json` (stdout carries the protocol) and `console --json` (it prints
     no response) are usage errors rather than flags that do nothing."""
     with pytest.raises(SystemExit) as exited:
-        build_parser().parse_args([verb, "--json"])
+        main([verb, "--json"])
     assert exited.value.code == 2

@@ -17,6 +17,7 @@ from factnode.console import tally_svg, timeline_svg
 from factnode.console._app import LogWatch
 from factnode.console._forms import DecisionFilter, check_erase, erase_phrase, when
 from factnode.console._pictures import CHAR_WIDTH, LABEL_WIDTH, PLOT_WIDTH
+from factnode.console._words import decision_detail, version_values
 from factnode.core import Key
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -240,3 +241,24 @@ async def test_log_watch_wakes_waiters_and_resumes_after_the_last_change() -> No
             await watch.wait_past(3, 0.05)
     finally:
         follower.cancel()
+
+
+def _logged(version_id: str, supersedes: str, detail: str) -> Decision:
+    return Decision(KEY, "SUPERSEDED", "recency", T0, "e" * 32, version_id, supersedes, detail, 7)
+
+
+def test_the_log_detail_names_values_not_version_ids() -> None:
+    """A logged decision's detail leads with the value decided (and the one it replaced) and
+    says every version id it names as that version's value; an id without a known value
+    (an erased version) stays an id, and an evidence id is left alone."""
+    faro, porto, gone = "a" * 32, "b" * 32, "c" * 32
+    values = version_values([[_version(faro, "Faro", "BELIEVED")],
+                             [_version(porto, "Porto", "SUPERSEDED")]])  # fmt: skip
+    tally = f"tally: {faro}: 70.0% by a, b; {gone}: 30.0% by c"
+    assert decision_detail(_logged(faro, porto, tally), values) == (
+        f"'Faro' (replacing 'Porto'): tally: 'Faro': 70.0% by a, b; {gone}: 30.0% by c"
+    )
+    assert decision_detail(_logged(faro, "", ""), values) == "'Faro'"
+    assert decision_detail(_logged(faro, faro, "moved"), values) == "'Faro': moved"
+    evidence = f"contradicted by evidence {'e' * 32} on user:ana"
+    assert decision_detail(_logged(gone, "", evidence), values) == evidence

@@ -145,3 +145,16 @@ def test_stamps_are_first_evidence_and_latest_believed_evidence() -> None:
     t = [datetime(2025, 1, d, tzinfo=UTC) for d in (1, 2, 3, 4)]
     stamped = m.stamps([("v1", t[0]), ("v2", t[1]), ("v1", t[2]), ("v2", t[3])], "v1", t[3])
     assert (stamped.created_at, stamped.updated_at) == (t[0], t[2])
+
+
+def test_the_anchor_may_be_given_by_its_former_name_attribution() -> None:
+    """`anchor` names the trust anchor; `attribution`, its former name, is an alias; both
+    given and different is refused naming `anchor`."""
+    defaults = m.Provenance()
+    for raw in ({"anchor": "user_stated"}, {"attribution": "user_stated"},
+                {"anchor": "user_stated", "attribution": "user_stated"}):  # fmt: skip
+        _, p = m.split_provenance({"v": 1, "_factnode": raw}, defaults)
+        assert p.anchor == "user_stated", raw
+    with pytest.raises(m.ItemError) as err:
+        m.split_provenance({"_factnode": {"anchor": "user_stated", "attribution": "x"}}, defaults)
+    assert err.value.field == "value._factnode.anchor"

@@ -50,7 +50,7 @@ def _sub(**fields: object) -> Submission:
         ({"subject": NUL}, "subject"),
         ({"predicate": NUL}, "predicate"),
         ({"object": NUL}, "object"),
-        ({"attribution": NUL}, "attribution"),
+        ({"attribution": NUL}, "anchor"),
         ({"source": NUL}, "source"),
         ({"corrects": NUL}, "corrects"),
         ({"corrects": "not-an-evidence-id"}, "corrects"),
@@ -94,7 +94,7 @@ def test_an_error_quotes_a_bounded_prefix_of_the_value() -> None:
     """An unknown anchor of 1,024 emoji is quoted by its first 40 characters only."""
     assert quoted("😀" * 1024) == repr("😀" * 40) + "…"
     [violation] = violations_of(_sub(attribution="😀" * 1024), POLICY)
-    assert violation.field == "attribution"
+    assert violation.field == "anchor"
     assert "😀" * 41 not in violation.reason
 
 

@@ -55,7 +55,7 @@ def _expected_evidence(e: Evidence) -> pb.Evidence:
         evidence_id=e.evidence_id,
         key=_key(e.key),
         object=e.object,
-        attribution=e.attribution,
+        anchor=e.attribution,
         source=e.source,
         valid_from=_ts(e.valid_from),
         valid_from_defaulted=e.valid_from_defaulted,

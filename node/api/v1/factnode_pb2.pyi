@@ -116,12 +116,12 @@ class FieldViolation(_message.Message):
     def __init__(self, field: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
 
 class Evidence(_message.Message):
-    __slots__ = ("evidence_id", "key", "object", "version_id", "attribution", "source", "worth", "confidence", "valid_from", "valid_from_defaulted", "recorded_at", "origin_node", "corrects", "contradicts", "anchor_cap", "retracts")
+    __slots__ = ("evidence_id", "key", "object", "version_id", "anchor", "source", "worth", "confidence", "valid_from", "valid_from_defaulted", "recorded_at", "origin_node", "corrects", "contradicts", "anchor_cap", "retracts")
     EVIDENCE_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
-    ATTRIBUTION_FIELD_NUMBER: _ClassVar[int]
+    ANCHOR_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     WORTH_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
@@ -137,7 +137,7 @@ class Evidence(_message.Message):
     key: Key
     object: str
     version_id: str
-    attribution: str
+    anchor: str
     source: str
     worth: float
     confidence: float
@@ -149,7 +149,7 @@ class Evidence(_message.Message):
     contradicts: Key
     anchor_cap: str
     retracts: bool
-    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., version_id: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ..., retracts: _Optional[bool] = ...) -> None: ...
+    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., version_id: _Optional[str] = ..., anchor: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ..., retracts: _Optional[bool] = ...) -> None: ...
 
 class Decision(_message.Message):
     __slots__ = ("key", "outcome", "rule", "decided_at", "evidence_id", "version_id", "supersedes", "detail", "seq")
@@ -232,10 +232,10 @@ class ConsensusThreshold(_message.Message):
     def __init__(self, numerator: _Optional[int] = ..., denominator: _Optional[int] = ...) -> None: ...
 
 class FactInput(_message.Message):
-    __slots__ = ("key", "object", "attribution", "source", "worth", "confidence", "valid_from", "corrects", "contradicts")
+    __slots__ = ("key", "object", "anchor", "source", "worth", "confidence", "valid_from", "corrects", "contradicts")
     KEY_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
-    ATTRIBUTION_FIELD_NUMBER: _ClassVar[int]
+    ANCHOR_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     WORTH_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
@@ -244,14 +244,14 @@ class FactInput(_message.Message):
     CONTRADICTS_FIELD_NUMBER: _ClassVar[int]
     key: Key
     object: str
-    attribution: str
+    anchor: str
     source: str
     worth: float
     confidence: float
     valid_from: _timestamp_pb2.Timestamp
     corrects: str
     contradicts: Key
-    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ...) -> None: ...
+    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., anchor: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ...) -> None: ...
 
 class SubmitFactRequest(_message.Message):
     __slots__ = ("fact", "idempotency_key", "all_or_nothing")
@@ -442,12 +442,12 @@ class ExplainResponse(_message.Message):
     def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., comparisons: _Optional[_Iterable[_Union[Comparison, _Mapping]]] = ..., review: _Optional[str] = ..., believed_again: _Optional[_Union[BelievedAgain, _Mapping]] = ...) -> None: ...
 
 class RetractRequest(_message.Message):
-    __slots__ = ("key", "object", "at", "reason", "attribution", "source", "worth", "confidence")
+    __slots__ = ("key", "object", "at", "reason", "anchor", "source", "worth", "confidence")
     KEY_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     AT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
-    ATTRIBUTION_FIELD_NUMBER: _ClassVar[int]
+    ANCHOR_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     WORTH_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
@@ -455,11 +455,11 @@ class RetractRequest(_message.Message):
     object: str
     at: _timestamp_pb2.Timestamp
     reason: str
-    attribution: str
+    anchor: str
     source: str
     worth: float
     confidence: float
-    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ...) -> None: ...
+    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., anchor: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ...) -> None: ...
 
 class RetractResponse(_message.Message):
     __slots__ = ("decision", "belief", "believed_again")
@@ -796,11 +796,11 @@ class DeltaRequest(_message.Message):
     def __init__(self, buckets: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., have_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RelayedEvidence(_message.Message):
-    __slots__ = ("evidence_id", "key", "object", "attribution", "source", "worth_milli", "confidence_milli", "valid_from", "valid_from_defaulted", "recorded_at", "origin_node", "corrects", "contradicts", "anchor_cap", "retracts", "signature")
+    __slots__ = ("evidence_id", "key", "object", "anchor", "source", "worth_milli", "confidence_milli", "valid_from", "valid_from_defaulted", "recorded_at", "origin_node", "corrects", "contradicts", "anchor_cap", "retracts", "signature")
     EVIDENCE_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
-    ATTRIBUTION_FIELD_NUMBER: _ClassVar[int]
+    ANCHOR_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     WORTH_MILLI_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_MILLI_FIELD_NUMBER: _ClassVar[int]
@@ -816,7 +816,7 @@ class RelayedEvidence(_message.Message):
     evidence_id: str
     key: Key
     object: str
-    attribution: str
+    anchor: str
     source: str
     worth_milli: int
     confidence_milli: int
@@ -829,7 +829,7 @@ class RelayedEvidence(_message.Message):
     anchor_cap: str
     retracts: bool
     signature: bytes
-    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., attribution: _Optional[str] = ..., source: _Optional[str] = ..., worth_milli: _Optional[int] = ..., confidence_milli: _Optional[int] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ..., retracts: _Optional[bool] = ..., signature: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, evidence_id: _Optional[str] = ..., key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., anchor: _Optional[str] = ..., source: _Optional[str] = ..., worth_milli: _Optional[int] = ..., confidence_milli: _Optional[int] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from_defaulted: _Optional[bool] = ..., recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., origin_node: _Optional[str] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ..., anchor_cap: _Optional[str] = ..., retracts: _Optional[bool] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Vote(_message.Message):
     __slots__ = ("key", "version_id", "evidence_id", "anchor", "worth_milli", "fresh_since", "cast_at", "voter", "seq", "signature")

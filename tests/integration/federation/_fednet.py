@@ -319,7 +319,7 @@ class FedNode:
         fact = pb.FactInput(
             key=k,
             object=obj,
-            attribution=attribution,
+            anchor=attribution,
             source=source,
             worth=worth,
             confidence=confidence,

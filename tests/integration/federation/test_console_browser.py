@@ -117,8 +117,8 @@ def test_a_contested_key_is_listed_opened_resolved_and_leaves_the_queue(
     console: ConsoleServer, contested: tuple[str, str], page: object, fed: Federation
 ) -> None:
     """The queue lists the federation's contested key; its page shows the tally bars with the
-    66% line and the history picture; resolving with a reason shows RESOLVED and the key
-    leaves the queue."""
+    66% line and the history picture; resolving with a reason shows RESOLVED (with the
+    decision's seq) in view, and the key leaves the queue."""
     ns, _ = contested
     pg: object = page
     pg.goto(f"{console.url}/queue?namespace={ns}")  # type: ignore[attr-defined]
@@ -143,6 +143,9 @@ def test_a_contested_key_is_listed_opened_resolved_and_leaves_the_queue(
     result = pg.locator("#result")  # type: ignore[attr-defined]
     playwright.expect(result).to_contain_text("RESOLVED")
     playwright.expect(result).to_contain_text("operator_resolution")
+    # Where the user looks after clicking: the page scrolled from the form to the result.
+    playwright.expect(result).to_be_in_viewport()
+    playwright.expect(result).to_contain_text("(decision ")
     playwright.expect(pg.locator(".belief")).to_contain_text("BELIEVED")  # type: ignore[attr-defined]
 
     pg.goto(f"{console.url}/queue?namespace={ns}")  # type: ignore[attr-defined]

@@ -80,7 +80,7 @@ def evidence(
         evidence_id=eid,
         key=k,
         object=obj,
-        attribution=attribution,
+        anchor=attribution,
         source=source,
         worth_milli=worth_milli,
         confidence_milli=confidence_milli,

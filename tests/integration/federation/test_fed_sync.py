@@ -74,7 +74,7 @@ def test_a_fact_reaches_every_node_within_a_bounded_number_of_rounds(fed: Federa
     # Relayed evidence keeps its provenance and counts capped at the peer ceiling.
     for peer in ("n2", "n3"):
         ev = fed[peer].belief(k).evidence  # type: ignore[union-attr]
-        assert (ev.attribution, ev.source, ev.origin_node) == (
+        assert (ev.anchor, ev.source, ev.origin_node) == (
             "agent_observed",
             "agent:scout",
             "n1",

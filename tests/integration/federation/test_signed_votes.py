@@ -252,7 +252,7 @@ def test_relayed_evidence_counts_at_its_origins_cap_whoever_delivers_it(
     own.CopyFrom(offered[0])
     own.object, own.source, own.origin_node = "3.13", "agent:h", H
     own.evidence_id = ids.evidence_id(
-        Key(k.namespace, k.subject, k.predicate), "3.13", own.attribution, "agent:h",
+        Key(k.namespace, k.subject, k.predicate), "3.13", own.anchor, "agent:h",
         own.valid_from.ToMicroseconds(), own.worth_milli, own.confidence_milli, None, None,
     )  # fmt: skip
     own = signed_evidence(fed[H].tls, own)
@@ -291,7 +291,7 @@ def test_a_relay_cannot_reattribute_evidence_to_a_more_trusted_origin(
         ),
         key=k,
         object=obj,
-        attribution="agent_observed",
+        anchor="agent_observed",
         source=source,
         worth_milli=500,
         confidence_milli=900,

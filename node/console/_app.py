@@ -558,11 +558,15 @@ class Console:
                 break
         return found, token, last_seq
 
-    async def _values(self, decisions: Sequence[Decision]) -> dict[str, str]:
+    async def _values(
+        self, decisions: Sequence[Decision], node: AsyncClient | None = None
+    ) -> dict[str, str]:
         """The value of each version the keys of `decisions` hold (their histories, read
-        together): the log shows values, and holds only ids."""
+        together, as `node`'s user, by default the request's): the log shows values, and
+        holds only ids."""
+        reader = self.node if node is None else node
         keys = list(dict.fromkeys(d.key for d in decisions))
-        histories = await asyncio.gather(*(absent_if_not_found(self.node.history(k)) for k in keys))
+        histories = await asyncio.gather(*(absent_if_not_found(reader.history(k)) for k in keys))
         return version_values(h or () for h in histories)
 
     async def decisions(self, request: Request) -> Response:
@@ -636,7 +640,7 @@ class Console:
                         cursor = page.items[-1].seq
                     new = f.select(page.items)
                     if new:
-                        values = await self._values(new)
+                        values = await self._values(new, node)
                         rows_html = rows.render(decisions=new, values=values, key_query=key_query)
                         yield sse("decision", rows_html)
                     if page.next_page_token:

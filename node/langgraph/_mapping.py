@@ -282,7 +282,7 @@ def provenance_of(raw: Any, defaults: Provenance, field: str) -> Provenance:
     for name in ("anchor", "attribution", "source"):
         if name in raw and raw[name] is not None and not isinstance(raw[name], str):
             raise ItemError(f"{field}.{name}", "must be a string")
-        if name in raw and text_problem(raw[name]):
+        if isinstance(raw.get(name), str) and text_problem(raw[name]):
             raise ItemError(f"{field}.{name}", text_problem(raw[name]))
     anchor, former = raw.get("anchor"), raw.get("attribution")
     if anchor is not None and former is not None and anchor != former:

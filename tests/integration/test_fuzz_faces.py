@@ -197,7 +197,7 @@ def face(
 
 def _fact(**fields: Any) -> dict[str, Any]:
     base = {"namespace": "user:fuzz", "subject": "ana", "predicate": "lives_in",
-            "object": "Porto", "attribution": "user_stated", "source": "user:ana"}  # fmt: skip
+            "object": "Porto", "anchor": "user_stated", "source": "user:ana"}  # fmt: skip
     return {**base, **fields}
 
 
@@ -209,7 +209,7 @@ MALFORMED_CALLS = [
       for bad in (NUL, SURROGATE)],
     *[(tool, {**{k: "x" for k in KEY_FIELDS}, f: NUL}, f) for tool in ("recall", "why", "history")
       for f in KEY_FIELDS],
-    ("remember_fact", _fact(attribution=NUL), "attribution"),
+    ("remember_fact", _fact(anchor=NUL), "anchor"),
     ("remember_fact", _fact(subject="s" * 257), "subject"),
     ("remember_fact", _fact(object="é" * 2049), "object"),
     ("remember_fact", _fact(valid_from=EARLY), "valid_from"),
@@ -246,7 +246,7 @@ def test_a_malformed_mcp_call_over_http_names_the_field_and_writes_nothing(
     else:
         assert text.startswith("invalid input"), text
         assert field in text, text
-    if arguments.get(field) == NUL and field != "attribution":  # an anchor is a known name
+    if arguments.get(field) == NUL and field != "anchor":  # an anchor is a known name
         assert TEXT_RULE[NUL] in text, text
     assert face.node.counts() == before
 
@@ -259,7 +259,7 @@ json_scalars = (
     | st.text()
 )
 mcp_arguments = st.dictionaries(
-    st.sampled_from([*KEY_FIELDS, "object", "attribution", "source", "worth", "confidence",
+    st.sampled_from([*KEY_FIELDS, "object", "anchor", "source", "worth", "confidence",
                      "valid_from", "as_of", "limit", "reason", "every_value", "unknown"]),
     json_scalars | st.sampled_from([EARLY, LATE, NUL, SURROGATE, "2025-03-01"]) | st.lists(json_scalars, max_size=2),
 )  # fmt: skip

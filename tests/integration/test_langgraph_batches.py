@@ -102,7 +102,7 @@ def test_an_unknown_anchor_in_a_later_op_writes_nothing(
         store.batch(ops)
     assert err.value.item == 2
     assert "op 2" in str(err.value)
-    assert [e.field for e in err.value.field_errors] == ["attribution"]
+    assert [e.field for e in err.value.field_errors] == ["anchor"]
     assert _written(node, store.namespace) == (0, 0)
 
 

@@ -58,7 +58,7 @@ def test_a_retraction_of_the_winner_is_told_by_explain(ledger: Ledger, clock: Fa
     _say(ledger, clock, "Milan", "agent_observed", "doc")
     _say(ledger, clock, "Rome", "user_stated", "ana")
     clock.advance(1_000_000)
-    decision = ledger.retract(LIVES_IN, "Rome", reason="moved", source="ana")
+    decision = ledger.retract(LIVES_IN, "Rome", reason="moved", source="ana").decision
     again = ledger.explain(LIVES_IN).believed_again
     assert again is not None and again.ended_by == (decision.evidence_id,)
     assert again.text.startswith(

@@ -133,6 +133,18 @@ def withdrawn(v: Vote, now: Instant) -> Vote:
     return Vote(v.voter, v.key, None, "", 0, 0, 0, now)
 
 
+def votes_numbered_after(counter: int, after: int, now: Instant) -> int:
+    """The number a voter's next votes are numbered after (the first takes one more): above
+    its store's counter (`counter`: the highest number it signed, 0 where the store counts
+    none) and any number of its own a relay showed it (`after`), and no lower than the clock
+    (`now`, microseconds), the epoch that grows while its store does not. A voter that lost its
+    store (emptied, or restored from an export or an older copy) has lost its counter, not the
+    time: its next votes still number above every vote it signed before, so no peer holds two
+    different votes of it under one number and takes it for an equivocator (specification §7).
+    The clock only picks numbers; receivers order a voter's votes by number alone."""
+    return max(counter, after, now)
+
+
 def equivocates(a: Vote, b: Vote) -> bool:
     """`a` and `b` prove their voter equivocated: one voter, one key, one number, and
     different signed content (each must have been verified before this is asked)."""

@@ -48,8 +48,10 @@ from factnode.core import (
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord, record_problem
 from factnode.core.policy import policy_fingerprint
+from factnode.core.signed import votes_numbered_after
 from factnode.core.validation import relayed_violations
 from factnode.ledger._model import Committed, NotFound, NotUnderReview
+from factnode.ledger._serving import VOTE_SEQ_META
 from factnode.store import StoredMember, Tombstone, Writes, replica_name
 
 if TYPE_CHECKING:
@@ -524,7 +526,11 @@ def _claim(ledger: Ledger, description: str) -> None:
                 f"{c.erasures} erasures): import restores into an empty node only"
                 + (f"; it holds {restored}" if restored else "")
             )
-        tx.apply(Writes(meta={IMPORT_META: description}))
+        # The replay casts this node's votes at the export's times, by a clock running in the
+        # past: numbered after the present instead, they outnumber every vote it signed before
+        # the restore, and none repeats one of its numbers (`core.signed.votes_numbered_after`).
+        counter = votes_numbered_after(int(tx.meta(VOTE_SEQ_META) or 0), 0, ledger.clock.now())
+        tx.apply(Writes(meta={IMPORT_META: description, VOTE_SEQ_META: str(counter)}))
 
 
 def _federation_state(ledger: Ledger, checked: _Checked, description: str) -> None:

@@ -32,7 +32,7 @@ from factnode.core.consensus import (
 )
 from factnode.core.erasure_bounds import ErasureBound, lowered_bounds
 from factnode.core.serving import counted_votes, own_vote, peer_voted, serve
-from factnode.core.signed import vote_payload, withdrawn
+from factnode.core.signed import vote_payload, votes_numbered_after, withdrawn
 from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_key, check_text
 from factnode.ledger._memory import CheckedMemory, ServedMemory
 from factnode.ledger._model import Belief, Committed, Signing, belief_from_rows, served_of
@@ -355,11 +355,11 @@ class Serving:
         self, tx: Transaction, votes: Sequence[Vote], after: int = 0
     ) -> tuple[list[Vote], str]:
         """This node's new votes, numbered after every vote it cast before (on any key, so a
-        vote cast again after its key was erased still outnumbers the old one) and after
-        `after` (a number of its own a relay showed it, perhaps signed before a restore from
-        an older backup), and signed; beside the last number, which the write keeps
-        (`VOTE_SEQ_META`)."""
-        last = max(int(tx.meta(VOTE_SEQ_META) or 0), after)
+        vote cast again after its key was erased still outnumbers the old one), after `after`
+        (a number of its own a relay showed it) and after the clock, so they outnumber those it
+        signed before it lost its store (`core.signed.votes_numbered_after`), and signed;
+        beside the last number, which the write keeps (`VOTE_SEQ_META`)."""
+        last = votes_numbered_after(int(tx.meta(VOTE_SEQ_META) or 0), after, self.clock.now())
         out = []
         for seq, v in enumerate(votes, start=last + 1):
             numbered = replace(v, seq=seq)

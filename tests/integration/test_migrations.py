@@ -389,7 +389,7 @@ def test_0009_adds_signed_votes_and_reverses(tmp_path: Path) -> None:
         ledger.submit(Submission(*LIVES_IN, "Lisbon", "agent_observed", "agent:a", 0.5, 0.9))
         with repo.read() as tx:
             [signed] = tx.votes([LIVES_IN])[LIVES_IN]
-        assert signed.seq == 1 and signed.signature
+        assert signed.seq > 0 and signed.signature
         with repo.engine.connect() as conn:
             cfg = alembic_config()
             cfg.attributes["connection"] = conn
@@ -414,7 +414,7 @@ def test_0009_adds_signed_votes_and_reverses(tmp_path: Path) -> None:
         assert ledger.sign_own_votes() == 1
         with again.read() as tx:
             [resigned] = tx.votes([LIVES_IN])[LIVES_IN]
-        assert resigned.seq == 2 and roster.verify_vote(resigned) is Signature.VALID
+        assert resigned.seq > signed.seq and roster.verify_vote(resigned) is Signature.VALID
     finally:
         again.close()
 

@@ -171,9 +171,11 @@ async def _equivocating_e(fed: Federation, worths: tuple[int, ...]) -> tuple[lis
         fed.links[(n, "e")].up = fed.links[("e", n)].up = False
     held = next(v for v in fed.ledgers["b"].offer({"votes": [""]})[2] if v.key == KEY)
     signer = fed.credentials.signer("e")
+    # Numbered after every vote e cast, as its next vote would be.
+    seq = max((v.seq for v in fed.ledgers["e"].offer({"votes": [""]})[2]), default=0) + 1
     votes = []
     for worth in worths:
-        v = dataclasses.replace(held, voter="e", worth_milli=worth, seq=3, signature=b"")
+        v = dataclasses.replace(held, voter="e", worth_milli=worth, seq=seq, signature=b"")
         votes.append(dataclasses.replace(v, signature=signer.sign(vote_payload(v))))
     return votes, signer.identity.der
 

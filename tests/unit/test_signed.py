@@ -9,6 +9,8 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from factnode.certs import ensure_ca, issue_node_cert, revoke
 from factnode.core import BeliefState, Evidence, Key, Policy, Rule
@@ -23,6 +25,7 @@ from factnode.core.signed import (
     refusal,
     tombstone_payload,
     vote_payload,
+    votes_numbered_after,
     withdrawn,
     without_equivocators,
 )
@@ -84,6 +87,51 @@ def test_unnumbered_votes_are_still_ordered_by_time() -> None:
     late = dataclasses.replace(VOTE, seq=0, cast_at=2, version_id="3" * 32)
     assert newer(late, early)
     assert newer(dataclasses.replace(VOTE, seq=1, cast_at=0), late)
+
+
+NOW = 1_796_000_000 * 1_000_000  # a wall-clock instant, in microseconds
+
+
+@pytest.mark.parametrize(
+    ("counter", "after", "now", "expected"),
+    [
+        (41, 0, NOW, NOW),  # a counter from before numbers followed the clock: the clock
+        (NOW + 5, 0, NOW, NOW + 5),  # votes cast faster than the clock ticks: the counter
+        (NOW + 5, 0, NOW - 3_600_000_000, NOW + 5),  # a clock set back: the counter
+        (0, 0, NOW, NOW),  # a store that counts none (emptied, or restored): the clock
+        (0, NOW + 9, NOW, NOW + 9),  # a relay showed a higher number of its own: after it
+        (41, 40, 0, 41),  # no clock to go by: the counter, as before
+    ],
+)
+def test_votes_are_numbered_after_the_counter_the_copies_and_the_clock(
+    counter: int, after: int, now: int, expected: int
+) -> None:
+    """A voter's next votes number after the highest of its counter, its own copies and the
+    clock (specification §7: a voter never contradicts itself by losing its disk)."""
+    assert votes_numbered_after(counter, after, now) == expected
+
+
+@given(
+    signed=st.lists(st.integers(0, 10_000), min_size=1, max_size=20),
+    lost_at=st.integers(0, 19),
+    start=st.integers(0, 10**12),
+    gap=st.integers(1, 10**9),
+)
+def test_a_voter_that_loses_its_counter_never_repeats_a_number(
+    signed: list[int], lost_at: int, start: int, gap: int
+) -> None:
+    """A voter casts votes at non-decreasing clock readings (`signed`: the time each took, at
+    most one vote per microsecond on average) and loses its counter once, later on the clock:
+    every number it signs, before and after the loss, is new and above the ones before."""
+    numbers: list[int] = []
+    counter, now = 0, start
+    for i, took in enumerate(signed):
+        now += took + 1
+        if i == lost_at:
+            counter, now = 0, now + gap  # the store is lost; the clock keeps going
+        counter = votes_numbered_after(counter, 0, now) + 1
+        numbers.append(counter)
+    assert numbers == sorted(set(numbers))
 
 
 def test_two_contents_under_one_number_prove_equivocation() -> None:

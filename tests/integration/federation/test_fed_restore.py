@@ -33,6 +33,7 @@ from factnode.certs import revoke
 from factnode.core import Key, ids
 
 WAIT = 30.0  # seconds for a restored node's first round to complete
+QUIET_SWEEPS = 4  # sweeps of SyncNow within which the fleet goes quiet, restored members too
 
 
 @pytest.fixture(scope="module")
@@ -88,12 +89,10 @@ def _status(call: Callable[[], object]) -> tuple[grpc.StatusCode | None, object]
 
 
 def _spread(fed: Federation) -> None:
-    """Two sweeps of SyncNow on every running member: what one holds reaches the others (not
-    until quiet: a restored member's votes, renumbered, keep differing, see the report of
-    issue 41)."""
-    for _ in range(2):
-        for node in fed.running():
-            node.sync()
+    """SyncNow on every running member until a whole sweep moves nothing (at most
+    `QUIET_SWEEPS`): what one holds reaches the others, a restored member's votes included
+    (numbered above those it signed before, test_fed_restore_votes.py)."""
+    fed.sync_until_quiet(down=[n.node_id for n in fed if not n.running], sweeps=QUIET_SWEEPS)
 
 
 def _story(fed: Federation, prefix: str) -> tuple[str, pb.Key, pb.Key]:

@@ -133,6 +133,14 @@ async def logged(address: str, namespace: str, timeout: float) -> int:
                 return count
 
 
+def client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The clients' options: the deadline, and `--max-in-flight` where given."""
+    out: dict[str, Any] = {"timeout": args.timeout}
+    if args.max_in_flight is not None:
+        out["max_in_flight"] = args.max_in_flight
+    return out
+
+
 async def level(
     n: int, node: NodeProcess, echoes: dict[str, str], metrics: str, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -153,7 +161,7 @@ async def level(
             echo = channel.unary_unary(ECHO_PATH)
             await echo(payload, timeout=args.timeout)  # connected before the clock starts
             await phase(name, lambda e=echo: burst(n, lambda i: e(payload, timeout=args.timeout)))
-    async with factnode.AsyncClient(node.address, timeout=args.timeout) as client:
+    async with factnode.AsyncClient(node.address, **client_options(args)) as client:
         await client.submit(key, "Porto", "user_stated", source="ana")
         await phase("get", lambda: burst(n, lambda i: client.belief(key)))
         root = f"put-{uuid.uuid4().hex[:8]}"
@@ -236,6 +244,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=30, help="clients of put_clients")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=60.0, help="each call's deadline")
+    parser.add_argument("--max-in-flight", type=int, help="each client's (default: its own)")
     args = parser.parse_args()
     if args.quick:
         args.in_flight = "100,1000"

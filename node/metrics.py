@@ -49,7 +49,8 @@ class Metrics:
         self.calls_overloaded = Counter(
             "factnode_calls_overloaded",
             "Client calls answered RESOURCE_EXHAUSTED because the node ran max_calls_in_flight "
-            "calls (each refused attempt counts; the clients retry them).",
+            "calls and max_calls_waiting waited (each refused attempt counts; the clients "
+            "retry them).",
             registry=self.registry,
         )
         self.erasures_refused = Counter(

@@ -59,14 +59,14 @@ def _handler(
     access: Access | None,
     gate: CallGate | None,
 ) -> Any:
-    """The one handler layer of an RPC: a place among the calls the node runs at once
-    (`gate`; before anything else, so a refused call did nothing), the caller's access
-    (before anything is decoded), then the request's bytes decoded and checked, then the
-    servicer's method. Streams out (WatchBeliefs) have their own quota and take no place."""
+    """The one handler layer of an RPC: the caller's access (before anything is decoded),
+    a place among the calls the node runs at once (`gate`; a refused call did nothing), then
+    the request's bytes decoded and checked, then the servicer's method. Streams out
+    (WatchBeliefs) have their own quota and take no place."""
     response = getattr(pb, desc.output_type.name)
     role = required_role(f"/{desc.containing_service.full_name}/{desc.name}")
 
-    def place() -> contextlib.AbstractContextManager[None]:
+    def place() -> contextlib.AbstractAsyncContextManager[None]:
         return gate.hold() if gate is not None else contextlib.nullcontext()
 
     def admit(context: Context) -> None:
@@ -82,10 +82,10 @@ def _handler(
                     yield decode(method, cls, data, index)
                     index += 1
 
-            with contextlib.ExitStack() as held:
+            async with contextlib.AsyncExitStack() as held:
                 try:
-                    held.enter_context(place())
                     admit(context)
+                    await held.enter_async_context(place())
                 except _REFUSED as exc:
                     await abort(context, exc)
                 return await impl(items(), context)
@@ -115,10 +115,10 @@ def _handler(
         )
 
     async def unary(data: bytes, context: Context) -> Any:
-        with contextlib.ExitStack() as held:
+        async with contextlib.AsyncExitStack() as held:
             try:
-                held.enter_context(place())
                 admit(context)
+                await held.enter_async_context(place())
                 request = parsed(data)
             except _REFUSED as exc:
                 await abort(context, exc)

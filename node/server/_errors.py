@@ -46,13 +46,15 @@ class ResourceExhausted(Exception):
 
 
 class Overloaded(ResourceExhausted):
-    """The node holds as many calls as it takes (`max_calls_in_flight`): this one was refused
-    before anything was read or done, and may be sent again after `retry_after_ms`."""
+    """The node runs as many calls as it takes (`max_calls_in_flight`) and as many wait for a
+    place as may (`max_calls_waiting`): this one was refused before anything was read or
+    done, and may be sent again after `retry_after_ms`."""
 
-    def __init__(self, in_flight: int, most: int, retry_after_ms: int) -> None:
+    def __init__(self, in_flight: int, most: int, waiting: int, retry_after_ms: int) -> None:
         super().__init__(
-            f"the node is overloaded: {in_flight} calls in flight (at most {most}: "
-            f"max_calls_in_flight); nothing was done, retry after {retry_after_ms} ms"
+            f"the node is overloaded: {in_flight} calls running, {waiting} waiting (at most "
+            f"{most} and {waiting}: max_calls_in_flight, max_calls_waiting); nothing was "
+            f"done, retry after {retry_after_ms} ms"
         )
         self.retry_after_ms = retry_after_ms
 

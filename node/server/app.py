@@ -263,7 +263,9 @@ class Node:
             ]
         )
         access = Access(s)
-        gate = CallGate(s.max_calls_in_flight, self.metrics.calls_overloaded.inc)
+        gate = CallGate(
+            s.max_calls_in_flight, s.max_calls_waiting, self.metrics.calls_overloaded.inc
+        )
         changes = self.changes = Changes(self.ledger.last_change)
         await changes.start()
         if not self.repo.is_sqlite:

@@ -79,9 +79,9 @@ class ServedNode:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[ServedNode]:
-    """A node with the default limits."""
-    n = ServedNode(tmp_path)
+def served(tmp_path: Path, repository_url: str) -> Iterator[ServedNode]:
+    """A node with the default limits, on SQLite and on PostgreSQL."""
+    n = ServedNode(tmp_path, database_url=repository_url)
     yield n
     n.close()
 
@@ -150,10 +150,11 @@ def _submit(i: int, root: str) -> bytes:
 def test_a_node_over_its_call_limit_answers_resource_exhausted_with_a_retry_hint(
     tmp_path: Path,
 ) -> None:
-    """With max_calls_in_flight=1, of 200 SubmitFacts at once (no client retries) some are
-    answered RESOURCE_EXHAUSTED, each with grpc-retry-pushback-ms and a google.rpc.RetryInfo
-    of the same delay, and wrote nothing: the log holds one decision per call answered OK."""
-    node = ServedNode(tmp_path, max_calls_in_flight=1)
+    """With max_calls_in_flight=1 and no queue, of 200 SubmitFacts at once (no client
+    retries) some are answered RESOURCE_EXHAUSTED, each with grpc-retry-pushback-ms and a
+    google.rpc.RetryInfo of the same delay, and wrote nothing: the log holds one decision
+    per call answered OK."""
+    node = ServedNode(tmp_path, max_calls_in_flight=1, max_calls_waiting=0)
     root = f"ovl-{uuid.uuid4().hex[:8]}"
     try:
 
@@ -191,11 +192,14 @@ def test_a_node_over_its_call_limit_answers_resource_exhausted_with_a_retry_hint
 
 
 def test_the_clients_ride_out_an_overloaded_node_and_each_submit_is_logged_once(
-    tmp_path: Path,
+    tmp_path: Path, repository_url: str
 ) -> None:
-    """With max_calls_in_flight=4, 100 concurrent submits from one AsyncClient all complete:
-    the refused ones were retried after the node's hint, and the log holds 100 decisions."""
-    node = ServedNode(tmp_path, max_calls_in_flight=4)
+    """With 4 calls running and 48 waiting at most, 100 concurrent submits from one
+    AsyncClient all complete: those refused were retried after the node's hint, and the
+    log holds 100 decisions, one per submit."""
+    node = ServedNode(
+        tmp_path, max_calls_in_flight=4, max_calls_waiting=48, database_url=repository_url
+    )
     root = f"ovl-{uuid.uuid4().hex[:8]}"
     try:
 

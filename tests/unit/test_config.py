@@ -204,6 +204,7 @@ SAMPLES: dict[str, tuple[str, str, Callable[[Settings], object], object]] = {
     "event_loop": ('"asyncio"', "asyncio", lambda s: s.event_loop, "asyncio"),
     "watch_streams_per_client": ("5", "5", lambda s: s.watch_streams_per_client, 5),
     "max_calls_in_flight": ("50", "50", lambda s: s.max_calls_in_flight, 50),
+    "max_calls_waiting": ("0", "0", lambda s: s.max_calls_waiting, 0),
     "policy.anchors": ("{internal_wiki = 75}", '{"internal_wiki": 75}',
                        lambda s: s.policy.anchors["internal_wiki"], 75),
     "policy.half_life_days": ("{llm_generated = 7}", '{"llm_generated": 7}',

@@ -31,9 +31,11 @@ class AsyncClient(c.Connection):
     TLS) switch to TLS. `timeout` is each call's deadline in seconds, retries included (a
     method's `timeout=` overrides it). Calls that are safe to repeat (reads, and submit,
     which always carries an idempotency key) are retried up to `retries` times (at most 4)
-    on UNAVAILABLE by gRPC's own retry policy, after random waits of up to `backoff`
-    seconds, doubling. Failures raise a ClientError subclass: InvalidFact (with `field_errors`),
-    NotFound, PermissionDenied, Unavailable."""
+    on UNAVAILABLE and RESOURCE_EXHAUSTED by gRPC's own retry policy, after random waits of
+    up to `backoff` seconds, doubling, or the wait an overloaded node names. At most
+    `max_in_flight` calls are sent at once; more wait in the client within their deadline.
+    Failures raise a ClientError subclass: InvalidFact (with `field_errors`), NotFound,
+    PermissionDenied, FailedPrecondition, Overloaded, Unavailable."""
 
     _channel: grpc.aio.Channel
 

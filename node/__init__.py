@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 
 _CLIENT_NAMES = frozenset(
     {"AsyncClient", "Client", "ClientError", "FailedPrecondition", "InvalidFact", "NotFound",
-     "PermissionDenied", "Unavailable"}
+     "Overloaded", "PermissionDenied", "Unavailable"}
 )  # fmt: skip
 
 if TYPE_CHECKING:
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         FailedPrecondition,
         InvalidFact,
         NotFound,
+        Overloaded,
         PermissionDenied,
         Unavailable,
     )
@@ -35,5 +36,5 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AsyncClient", "Client", "ClientError", "FailedPrecondition", "InvalidFact", "NotFound",
-    "PermissionDenied", "Unavailable", "__version__",
+    "Overloaded", "PermissionDenied", "Unavailable", "__version__",
 ]  # fmt: skip

@@ -30,6 +30,11 @@ EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 ROLES = ("reader", "writer", "operator")
 # WatchBeliefs streams one client (token, or address without tokens) may hold open at once.
 DEFAULT_WATCH_STREAMS_PER_CLIENT = 1000
+# Calls the client port runs at once, and calls that may wait for a place; one more is
+# answered RESOURCE_EXHAUSTED with a retry push-back. One client (100 calls at once:
+# client.DEFAULT_MAX_IN_FLIGHT) never meets the first; thirty busy ones are not refused.
+DEFAULT_MAX_CALLS_IN_FLIGHT = 1000
+DEFAULT_MAX_CALLS_WAITING = 2000
 
 
 class ConfigError(ValueError):
@@ -122,6 +127,8 @@ class Settings:
     cache_keys: int = DEFAULT_CACHE_KEYS  # hot keys the write path keeps in memory; 0: none
     event_loop: str = "auto"  # one of EVENT_LOOPS: uvloop where installed, else asyncio's
     watch_streams_per_client: int = DEFAULT_WATCH_STREAMS_PER_CLIENT
+    max_calls_in_flight: int = DEFAULT_MAX_CALLS_IN_FLIGHT
+    max_calls_waiting: int = DEFAULT_MAX_CALLS_WAITING
     # PostgreSQL replicas (specification §10): the background-work lease is checked, and taken when
     # free, twice every `lease_seconds`; a dead holder's work moves within two of them.
     lease_seconds: float = 5.0
@@ -479,6 +486,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("watch_streams_per_client", "watch_streams_per_client", _at_least(1),
             "WatchBeliefs streams one token may hold open", str(DEFAULT_WATCH_STREAMS_PER_CLIENT),
             _whole),
+    Setting("max_calls_in_flight", "max_calls_in_flight", _at_least(1),
+            "calls the client port runs at once; more wait for a place (max_calls_waiting)",
+            str(DEFAULT_MAX_CALLS_IN_FLIGHT), _whole),
+    Setting("max_calls_waiting", "max_calls_waiting", _at_least(0),
+            "calls that may wait, in arrival order, for a place to run; one more is answered "
+            "RESOURCE_EXHAUSTED with a retry push-back, having done nothing",
+            str(DEFAULT_MAX_CALLS_WAITING), _whole),
     _policy_row("anchors", "trust anchors and their values (a table; adds or changes)",
                 "the specification's table"),
     _policy_row("half_life_days", "decay half-life per anchor in days (a table)",

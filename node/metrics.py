@@ -52,6 +52,13 @@ class Metrics:
             "Evidence turned into a tombstone by decay.",
             registry=self.registry,
         )
+        self.calls_overloaded = Counter(
+            "factnode_calls_overloaded",
+            "Client calls answered RESOURCE_EXHAUSTED because the node ran max_calls_in_flight "
+            "calls and max_calls_waiting waited (each refused attempt counts; the clients "
+            "retry them).",
+            registry=self.registry,
+        )
         self.erasures_refused = Counter(
             "federation_erasures_refused",
             "Peers' erasure tombstones not applied, by federation.accept_erasures_from.",

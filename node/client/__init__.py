@@ -1,7 +1,7 @@
 """A typed Python client for a factnode: `Client` (blocking) and `AsyncClient` (asyncio).
 
 Plain values in and out (frozen dataclasses from `_types`, datetimes), bearer tokens and
-TLS, per-call deadlines, retries on UNAVAILABLE for calls safe to repeat, and exceptions
+TLS, per-call deadlines, retries on UNAVAILABLE and overload for calls safe to repeat, and exceptions
 carrying the node's field violations. Requests are built and responses parsed once, in
 `_calls`; the two clients differ only in how they send. May import factnode.core and
 factnode.api; never the ledger, store, server or federation."""
@@ -13,6 +13,7 @@ from ._errors import (
     FieldError,
     InvalidFact,
     NotFound,
+    Overloaded,
     PermissionDenied,
     Unavailable,
 )
@@ -21,6 +22,7 @@ from ._types import Belief, Decision, Evidence, Explanation, Page, Submitted, Ve
 
 __all__ = [
     "AsyncClient", "Belief", "Client", "ClientError", "Decision", "Evidence", "Explanation",
-    "FailedPrecondition", "FieldError", "InvalidFact", "NotFound", "Page", "PermissionDenied", "Submitted",
+    "FailedPrecondition", "FieldError", "InvalidFact", "NotFound", "Overloaded", "Page",
+    "PermissionDenied", "Submitted",
     "Unavailable", "Version",
 ]  # fmt: skip

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeVar
@@ -28,18 +31,36 @@ class AsyncClient(c.Connection):
     TLS) switch to TLS. `timeout` is each call's deadline in seconds, retries included (a
     method's `timeout=` overrides it). Calls that are safe to repeat (reads, and submit,
     which always carries an idempotency key) are retried up to `retries` times (at most 4)
-    on UNAVAILABLE by gRPC's own retry policy, after random waits of up to `backoff`
-    seconds, doubling. Failures raise a ClientError subclass: InvalidFact (with `field_errors`),
-    NotFound, PermissionDenied, Unavailable."""
+    on UNAVAILABLE and RESOURCE_EXHAUSTED by gRPC's own retry policy, after random waits of
+    up to `backoff` seconds, doubling, or the wait an overloaded node names. At most
+    `max_in_flight` calls are sent at once; more wait in the client within their deadline.
+    Failures raise a ClientError subclass: InvalidFact (with `field_errors`), NotFound,
+    PermissionDenied, FailedPrecondition, Overloaded, Unavailable."""
 
     _channel: grpc.aio.Channel
 
     def _open(
         self, address: str, creds: grpc.ChannelCredentials | None, options: list[tuple[str, Any]]
     ) -> grpc.aio.Channel:
+        self._places = asyncio.Semaphore(self.max_in_flight)
         if creds:
             return grpc.aio.secure_channel(address, creds, options=options)
         return grpc.aio.insecure_channel(address, options=options)
+
+    @contextlib.asynccontextmanager
+    async def _place(self, timeout: float) -> AsyncIterator[float]:
+        """One of the client's `max_in_flight` places, waited for within `timeout`; gives the
+        time left of it for the call."""
+        start = time.monotonic()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._places.acquire()
+        except TimeoutError:
+            raise self._no_place(timeout) from None
+        try:
+            yield max(timeout - (time.monotonic() - start), 0.0)
+        finally:
+            self._places.release()
 
     async def close(self) -> None:
         await self._channel.close(None)
@@ -56,10 +77,11 @@ class AsyncClient(c.Connection):
             call.path, request_serializer=type(request).SerializeToString,
             response_deserializer=call.response.FromString,
         )  # fmt: skip
-        try:
-            response = await rpc(request, timeout=timeout or self._timeout, metadata=self._metadata)
-        except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+        async with self._place(timeout or self._timeout) as left:
+            try:
+                response = await rpc(request, timeout=left, metadata=self._metadata)
+            except grpc.RpcError as err:
+                raise from_rpc_error(err) from None
         return call.parse(response)
 
     async def submit(
@@ -95,12 +117,13 @@ class AsyncClient(c.Connection):
             c.SUBMIT_MANY.path, request_serializer=pb.SubmitFactRequest.SerializeToString,
             response_deserializer=pb.SubmitFactsResponse.FromString,
         )  # fmt: skip
-        try:
-            response = await rpc(
-                stream(), timeout=timeout or self._timeout, metadata=self._metadata
-            )
-        except grpc.RpcError as err:
-            raise from_rpc_error(err, item=refused_item(err) if all_or_nothing else None) from None
+        async with self._place(timeout or self._timeout) as left:
+            try:
+                response = await rpc(stream(), timeout=left, metadata=self._metadata)
+            except grpc.RpcError as err:
+                raise from_rpc_error(
+                    err, item=refused_item(err) if all_or_nothing else None
+                ) from None
         return c.SUBMIT_MANY.parse(response)
 
     async def belief(

@@ -32,7 +32,7 @@ from factnode.core.validation import (
 )
 
 from . import _types as t
-from ._errors import FieldError, InvalidFact
+from ._errors import FieldError, InvalidFact, Unavailable
 
 R = TypeVar("R")
 L = TypeVar("L", bound=Message)
@@ -61,14 +61,23 @@ def _call(service: str, method: str, response: type[Message], parse: Callable[[A
 
 # gRPC caps a retry policy's attempts at five.
 MAX_ATTEMPTS = 5
+# Calls one client sends at once; its further calls wait in the client for a place, so one
+# client never fills a node's `max_calls_in_flight` (1,000) and queue. Refusals and five
+# attempts did not see thousands of one client's calls through (85 of 1,500 LangGraph puts
+# refused), nor does HTTP/2's MAX_CONCURRENT_STREAMS (gRPC's Python server refuses streams
+# past it, REFUSED_STREAM, before the client has seen its earlier streams close).
+DEFAULT_MAX_IN_FLIGHT = 100
 
 
 def service_config(retries: int, backoff: float) -> str:
     """gRPC's service config for the clients' channels: the calls safe to repeat (reads, and
-    submit, which always carries an idempotency key) are retried on UNAVAILABLE up to
-    `retries` more times (at most 4: gRPC allows five attempts), the first after a random
-    wait of up to `backoff` seconds, each limit doubling (gRPC's jittered exponential
-    backoff). The call's deadline covers every attempt, so `timeout` bounds the whole call."""
+    submit, which always carries an idempotency key) are retried on UNAVAILABLE and on
+    RESOURCE_EXHAUSTED up to `retries` more times (at most 4: gRPC allows five attempts),
+    the first after a random wait of up to `backoff` seconds, each limit doubling (gRPC's
+    jittered exponential backoff), unless the node named the wait (its retry push-back, sent
+    with an overloaded node's RESOURCE_EXHAUSTED; its other RESOURCE_EXHAUSTED answers carry
+    a negative one, which tells gRPC not to retry). The call's deadline covers every
+    attempt, so `timeout` bounds the whole call."""
     safe = [
         {"service": c.path.split("/")[1], "method": c.path.split("/")[2]}
         for c in CALLS
@@ -82,7 +91,7 @@ def service_config(retries: int, backoff: float) -> str:
         "initialBackoff": f"{backoff:.3f}s",
         "maxBackoff": f"{backoff * 2 ** (attempts - 1):.3f}s",
         "backoffMultiplier": 2,
-        "retryableStatusCodes": ["UNAVAILABLE"],
+        "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"],
     }
     return json.dumps({"methodConfig": [{"name": safe, "retryPolicy": policy}]})
 
@@ -120,8 +129,14 @@ class Connection:
         timeout: float = 10.0,
         retries: int = 3,
         backoff: float = 0.2,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
+        whole = isinstance(max_in_flight, int) and not isinstance(max_in_flight, bool)
+        if not whole or max_in_flight < 1:
+            why = f"must be a whole number >= 1, got {max_in_flight!r}"
+            _refuse([FieldViolation("max_in_flight", why)])
         self.address = address
+        self.max_in_flight = max_in_flight
         options = [
             ("grpc.enable_retries", 1),
             ("grpc.service_config", service_config(retries, backoff)),
@@ -147,6 +162,14 @@ class Connection:
     ) -> Any:
         """The channel to `address`, with TLS when `creds` are given, and `options`."""
         raise NotImplementedError
+
+    def _no_place(self, timeout: float) -> Unavailable:
+        """The error of a call whose deadline passed while it waited for a place."""
+        return Unavailable(
+            f"the call's deadline ({timeout:g} s) passed while it waited in the client for one "
+            f"of its max_in_flight={self.max_in_flight} places; nothing was sent",
+            "DEADLINE_EXCEEDED",
+        )
 
 
 def _refuse(out: list[FieldViolation]) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeVar
@@ -31,18 +34,33 @@ class Client(c.Connection):
     TLS) switch to TLS. `timeout` is each call's deadline in seconds, retries included (a
     method's `timeout=` overrides it). Calls that are safe to repeat (reads, and submit,
     which always carries an idempotency key) are retried up to `retries` times (at most 4)
-    on UNAVAILABLE by gRPC's own retry policy, after random waits of up to `backoff`
-    seconds, doubling. Failures raise a ClientError subclass: InvalidFact (with `field_errors`),
-    NotFound, PermissionDenied, Unavailable."""
+    on UNAVAILABLE and RESOURCE_EXHAUSTED by gRPC's own retry policy, after random waits of
+    up to `backoff` seconds, doubling, or the wait an overloaded node names. At most
+    `max_in_flight` calls are sent at once; more wait in the client within their deadline.
+    Failures raise a ClientError subclass: InvalidFact (with `field_errors`), NotFound,
+    PermissionDenied, FailedPrecondition, Overloaded, Unavailable."""
 
     _channel: grpc.Channel
 
     def _open(
         self, address: str, creds: grpc.ChannelCredentials | None, options: list[tuple[str, Any]]
     ) -> grpc.Channel:
+        self._places = threading.BoundedSemaphore(self.max_in_flight)
         if creds:
             return grpc.secure_channel(address, creds, options=options)
         return grpc.insecure_channel(address, options=options)
+
+    @contextlib.contextmanager
+    def _place(self, timeout: float) -> Iterator[float]:
+        """One of the client's `max_in_flight` places (for threads sharing it), waited for
+        within `timeout`; gives the time left of it for the call."""
+        start = time.monotonic()
+        if not self._places.acquire(timeout=timeout):
+            raise self._no_place(timeout)
+        try:
+            yield max(timeout - (time.monotonic() - start), 0.0)
+        finally:
+            self._places.release()
 
     def close(self) -> None:
         self._channel.close()
@@ -59,10 +77,11 @@ class Client(c.Connection):
             call.path, request_serializer=type(request).SerializeToString,
             response_deserializer=call.response.FromString,
         )  # fmt: skip
-        try:
-            response = rpc(request, timeout=timeout or self._timeout, metadata=self._metadata)
-        except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+        with self._place(timeout or self._timeout) as left:
+            try:
+                response = rpc(request, timeout=left, metadata=self._metadata)
+            except grpc.RpcError as err:
+                raise from_rpc_error(err) from None
         return call.parse(response)
 
     def send(self, call: c.Call[Any], request: Message, *, timeout: float | None = None) -> Message:
@@ -104,10 +123,13 @@ class Client(c.Connection):
             c.SUBMIT_MANY.path, request_serializer=pb.SubmitFactRequest.SerializeToString,
             response_deserializer=pb.SubmitFactsResponse.FromString,
         )  # fmt: skip
-        try:
-            response = rpc(stream(), timeout=timeout or self._timeout, metadata=self._metadata)
-        except grpc.RpcError as err:
-            raise from_rpc_error(err, item=refused_item(err) if all_or_nothing else None) from None
+        with self._place(timeout or self._timeout) as left:
+            try:
+                response = rpc(stream(), timeout=left, metadata=self._metadata)
+            except grpc.RpcError as err:
+                raise from_rpc_error(
+                    err, item=refused_item(err) if all_or_nothing else None
+                ) from None
         return c.SUBMIT_MANY.parse(response)
 
     def belief(

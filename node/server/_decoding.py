@@ -10,6 +10,7 @@ anything. Items of a client stream are decoded here and checked one by one by th
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -18,10 +19,12 @@ from google.protobuf.message import DecodeError, Message
 
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import FieldViolation, InvalidInput
+from factnode.server._admission import CallGate
 from factnode.server._auth import Access, required_role
 from factnode.server._errors import (
     Context,
     FailedPrecondition,
+    Overloaded,
     PermissionDenied,
     Unauthenticated,
     abort,
@@ -29,7 +32,7 @@ from factnode.server._errors import (
 from factnode.server._requests import check
 
 # What a handler refuses before the servicer runs.
-_REFUSED = (InvalidInput, PermissionDenied, Unauthenticated, FailedPrecondition)
+_REFUSED = (InvalidInput, PermissionDenied, Unauthenticated, FailedPrecondition, Overloaded)
 # The services a restored node holds back until its first round (`_restore`); admin answers.
 _HELD_SERVICES = frozenset({"FactService", "ReviewService"})
 
@@ -57,12 +60,18 @@ def _handler(
     cls: type[Message],
     desc: Any,
     access: Access | None,
+    gate: CallGate | None,
 ) -> Any:
     """The one handler layer of an RPC: the caller's access (before anything is decoded),
-    then the request's bytes decoded and checked, then the servicer's method."""
+    a place among the calls the node runs at once (`gate`; a refused call did nothing), then
+    the request's bytes decoded and checked, then the servicer's method. Streams out
+    (WatchBeliefs) have their own quota and take no place."""
     response = getattr(pb, desc.output_type.name)
     role = required_role(f"/{desc.containing_service.full_name}/{desc.name}")
     held_back = desc.containing_service.name in _HELD_SERVICES
+
+    def place() -> contextlib.AbstractAsyncContextManager[None]:
+        return gate.hold() if gate is not None else contextlib.nullcontext()
 
     def admit(context: Context) -> None:
         if access is not None:
@@ -74,18 +83,19 @@ def _handler(
     if desc.client_streaming:
 
         async def stream_in(raw: AsyncIterator[bytes], context: Context) -> Any:
-            try:
-                admit(context)
-            except _REFUSED as exc:
-                await abort(context, exc)
-
             async def items() -> AsyncIterator[Any]:
                 index = 0
                 async for data in raw:
                     yield decode(method, cls, data, index)
                     index += 1
 
-            return await impl(items(), context)
+            async with contextlib.AsyncExitStack() as held:
+                try:
+                    admit(context)
+                    await held.enter_async_context(place())
+                except _REFUSED as exc:
+                    await abort(context, exc)
+                return await impl(items(), context)
 
         return grpc.stream_unary_rpc_method_handler(
             stream_in, response_serializer=response.SerializeToString
@@ -112,12 +122,14 @@ def _handler(
         )
 
     async def unary(data: bytes, context: Context) -> Any:
-        try:
-            admit(context)
-            request = parsed(data)
-        except _REFUSED as exc:
-            await abort(context, exc)
-        return await impl(request, context)
+        async with contextlib.AsyncExitStack() as held:
+            try:
+                admit(context)
+                await held.enter_async_context(place())
+                request = parsed(data)
+            except _REFUSED as exc:
+                await abort(context, exc)
+            return await impl(request, context)
 
     return grpc.unary_unary_rpc_method_handler(
         unary, response_serializer=response.SerializeToString
@@ -125,11 +137,16 @@ def _handler(
 
 
 def add_service(
-    server: grpc.aio.Server, servicer: object, service: str, access: Access | None
+    server: grpc.aio.Server,
+    servicer: object,
+    service: str,
+    access: Access | None,
+    gate: CallGate | None = None,
 ) -> None:
     """Registers `servicer` for the API's `service` with bytes-in handlers decoded here.
     With `access` (the client port) each RPC first checks its caller's token; None is for
-    the federation port, whose callers mutual TLS has already checked."""
+    the federation port, whose callers mutual TLS has already checked. With `gate` (the
+    client port) each call but a stream out first takes a place among those running."""
     desc = pb.DESCRIPTOR.services_by_name[service]
     handlers = {
         m.name: _handler(
@@ -138,6 +155,7 @@ def add_service(
             getattr(pb, m.input_type.name),
             m,
             access,
+            gate,
         )
         for m in desc.methods
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -44,6 +45,31 @@ class ResourceExhausted(Exception):
     """The caller is over a limit (streams held, requests per second); it may retry later."""
 
 
+class Overloaded(ResourceExhausted):
+    """The node runs as many calls as it takes (`max_calls_in_flight`) and as many wait for a
+    place as may (`max_calls_waiting`): this one was refused before anything was read or
+    done, and may be sent again after `retry_after_ms`."""
+
+    def __init__(self, in_flight: int, most: int, waiting: int, retry_after_ms: int) -> None:
+        super().__init__(
+            f"the node is overloaded: {in_flight} calls running, {waiting} waiting (at most "
+            f"{most} and {waiting}: max_calls_in_flight, max_calls_waiting); nothing was "
+            f"done, retry after {retry_after_ms} ms"
+        )
+        self.retry_after_ms = retry_after_ms
+
+
+# gRPC's retry push-back trailer: a client's retry policy waits this many milliseconds
+# before its next attempt; a negative value tells it not to retry (gRFC A6).
+PUSHBACK = "grpc-retry-pushback-ms"
+
+
+class _Status(
+    collections.namedtuple("_Status", ("code", "details", "trailing_metadata")), grpc.Status
+):
+    """A status with trailers of our own beside grpc-status-details-bin."""
+
+
 # A status travels in trailers, which clients cap (grpc: 16 KiB); echoed input is cut short.
 # In UTF-8 bytes: the message goes out percent-encoded (up to three bytes for each), and
 # the details base64-encoded, so a bound in characters let 1,024 emoji overflow the cap.
@@ -65,13 +91,19 @@ def _short(text: str, limit: int) -> str:
     return raw[: limit - 3].decode("utf-8", "ignore") + "…"
 
 
-def _status(code: int, message: str, details: Sequence[Message] = ()) -> grpc.Status:
+def _status(
+    code: int, message: str, details: Sequence[Message] = (), pushback_ms: int | None = None
+) -> grpc.Status:
     proto = status_pb2.Status(code=code, message=_short(message, MAX_MESSAGE_BYTES))
     for d in details:
         packed = any_pb2.Any()
         packed.Pack(d)
         proto.details.append(packed)
-    return rpc_status.to_status(proto)
+    status = rpc_status.to_status(proto)
+    if pushback_ms is None:
+        return status
+    trailers = (*status.trailing_metadata, (PUSHBACK, str(pushback_ms)))
+    return _Status(status.code, status.details, trailers)
 
 
 def status_for(exc: BaseException, extra: Sequence[Message] = ()) -> grpc.Status:
@@ -106,8 +138,14 @@ def _status_of(exc: BaseException, extra: list[Message]) -> grpc.Status:
         return _status(code_pb2.UNAUTHENTICATED, str(exc), extra)
     if isinstance(exc, (FailedPrecondition, NotUnderReview)):
         return _status(code_pb2.FAILED_PRECONDITION, str(exc), extra)
+    if isinstance(exc, Overloaded):
+        info = error_details_pb2.RetryInfo()
+        info.retry_delay.FromMilliseconds(exc.retry_after_ms)
+        return _status(code_pb2.RESOURCE_EXHAUSTED, str(exc), [info, *extra], exc.retry_after_ms)
     if isinstance(exc, (ResourceExhausted, StorageFull)):
-        return _status(code_pb2.RESOURCE_EXHAUSTED, str(exc), extra)
+        # Over a limit that waiting a moment does not lift: the clients' retry policy, which
+        # retries RESOURCE_EXHAUSTED for Overloaded, is told not to.
+        return _status(code_pb2.RESOURCE_EXHAUSTED, str(exc), extra, -1)
     # The type only: a message or traceback could quote a fact's value or source.
     log.error("internal error: %s", type(exc).__name__)
     return _status(code_pb2.INTERNAL, "internal error; the node's log has the details", extra)

@@ -38,6 +38,7 @@ from factnode.ledger import (
 )
 from factnode.metrics import Metrics, serve_metrics
 from factnode.server._admin import AdminServicer
+from factnode.server._admission import CallGate
 from factnode.server._auth import Access
 from factnode.server._background import Background, Job
 from factnode.server._context import Changes, NodeContext, StreamQuota
@@ -58,6 +59,12 @@ from factnode.store import (
 )
 
 log = logging.getLogger("factnode.server")
+
+# gRPC's server drops, as CANCELLED, calls that arrive while more than 1,000 wait for the
+# application to pick them up (at random up to 3,000, every one beyond). The client port
+# answers overload itself, at once and with a retry hint (`_admission`), so it picks calls
+# up fast; this bound is left only against a flood far beyond any client's.
+MAX_WAITING_CALLS = 100_000
 
 SERVICE_NAMES = tuple(
     pb.DESCRIPTOR.services_by_name[name].full_name
@@ -312,9 +319,18 @@ class Node:
             ("grpc.max_send_message_length", s.max_message_bytes),
             ("grpc.so_reuseport", 0),
         ]
-        server = grpc.aio.server(options=options)
+        server = grpc.aio.server(
+            options=[
+                *options,
+                ("grpc.server.max_pending_requests", MAX_WAITING_CALLS),
+                ("grpc.server.max_pending_requests_hard_limit", MAX_WAITING_CALLS),
+            ]
+        )
         access = Access(s)
         access.hold = self.gate.refusal
+        gate = CallGate(
+            s.max_calls_in_flight, s.max_calls_waiting, self.metrics.calls_overloaded.inc
+        )
         changes = self.changes = Changes(self.ledger.last_change)
         await changes.start()
         if not self.repo.is_sqlite:
@@ -340,9 +356,9 @@ class Node:
             replica=replica_name(),
             restored=self.gate.restored,
         )
-        add_service(server, FactServicer(ctx), "FactService", access)
-        add_service(server, ReviewServicer(ctx), "ReviewService", access)
-        add_service(server, AdminServicer(ctx), "AdminService", access)
+        add_service(server, FactServicer(ctx), "FactService", access, gate)
+        add_service(server, ReviewServicer(ctx), "ReviewService", access, gate)
+        add_service(server, AdminServicer(ctx), "AdminService", access, gate)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (

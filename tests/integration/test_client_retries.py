@@ -18,7 +18,7 @@ from factnode.client import _calls as c
 
 
 def test_the_policy_covers_the_calls_safe_to_repeat_and_no_other() -> None:
-    """Reads and SubmitFact are retried on UNAVAILABLE; Retract, ResolveContested, Erase and
+    """Reads and SubmitFact are retried on UNAVAILABLE and RESOURCE_EXHAUSTED; Retract, ResolveContested, Erase and
     the streams are not; retries=0 turns retrying off; gRPC's cap of five attempts holds."""
     config = json.loads(c.service_config(retries=3, backoff=0.2))
     [method] = config["methodConfig"]
@@ -26,7 +26,8 @@ def test_the_policy_covers_the_calls_safe_to_repeat_and_no_other() -> None:
     assert {"GetBelief", "SubmitFact", "Explain", "GetStatus"} <= names
     assert not names & {"Retract", "ResolveContested", "Erase", "SubmitFacts", "WatchBeliefs"}
     policy = method["retryPolicy"]
-    assert policy["maxAttempts"] == 4 and policy["retryableStatusCodes"] == ["UNAVAILABLE"]
+    assert policy["maxAttempts"] == 4
+    assert policy["retryableStatusCodes"] == ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]
     assert policy["initialBackoff"] == "0.200s" and policy["maxBackoff"] == "1.600s"
     assert json.loads(c.service_config(retries=0, backoff=0.2)) == {"methodConfig": []}
     assert (

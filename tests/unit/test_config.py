@@ -123,6 +123,16 @@ def test_a_bad_erasure_grant_is_refused_by_name(tmp_path: Path, toml: str, field
     assert refused.value.setting == field
 
 
+def test_max_calls_in_flight_defaults_to_a_thousand_and_must_be_positive(tmp_path: Path) -> None:
+    """max_calls_in_flight is 1,000 unless set; zero or a fraction is refused by name."""
+    assert _load(tmp_path, "").max_calls_in_flight == 1000
+    assert _load(tmp_path, "max_calls_in_flight = 5\n").max_calls_in_flight == 5
+    for bad in ("0", "2.5"):
+        with pytest.raises(ConfigError) as refused:
+            _load(tmp_path, f"max_calls_in_flight = {bad}\n")
+        assert refused.value.setting == "max_calls_in_flight"
+
+
 def test_watch_streams_per_client_defaults_to_a_thousand_and_must_be_positive(
     tmp_path: Path,
 ) -> None:
@@ -195,6 +205,8 @@ SAMPLES: dict[str, tuple[str, str, Callable[[Settings], object], object]] = {
     "cache_keys": ("7", "7", lambda s: s.cache_keys, 7),
     "event_loop": ('"asyncio"', "asyncio", lambda s: s.event_loop, "asyncio"),
     "watch_streams_per_client": ("5", "5", lambda s: s.watch_streams_per_client, 5),
+    "max_calls_in_flight": ("50", "50", lambda s: s.max_calls_in_flight, 50),
+    "max_calls_waiting": ("0", "0", lambda s: s.max_calls_waiting, 0),
     "policy.anchors": ("{internal_wiki = 75}", '{"internal_wiki": 75}',
                        lambda s: s.policy.anchors["internal_wiki"], 75),
     "policy.half_life_days": ("{llm_generated = 7}", '{"llm_generated": 7}',

@@ -24,7 +24,8 @@ from factnode.core import (
     Submission,
     VersionHistory,
 )
-from factnode.ledger import BadExport, ImportRefused, Ledger, NotFound, NotUnderReview
+from factnode.core.story import ERASED
+from factnode.ledger import BadExport, Explanation, ImportRefused, Ledger, NotFound, NotUnderReview
 from factnode.store import SqlRepository
 from factnode.testing import FakeClock, memory_ledger
 
@@ -183,6 +184,17 @@ def _history(ledger: Ledger, key: Key, skip: set[Key]) -> list[VersionHistory]:
     return [replace(v, supersedes=(), superseded_by=()) for v in history]
 
 
+def _explanation(ledger: Ledger, key: Key, skip: set[Key]) -> Explanation:
+    """A key's explanation; for a key in `skip` without an erasure's story, which the
+    original tells from its logged erasure: the replay never held what was erased, so the
+    version it serves was never outranked by it."""
+    explained = ledger.explain(key)
+    again = explained.believed_again
+    if key in skip and again is not None and again.cause == ERASED:
+        return replace(explained, believed_again=None)
+    return explained
+
+
 def _replayable(ledger: Ledger, skip: set[Key]) -> list[Decision]:
     """The decision log as a replay rebuilds it (`docs/operations/backup.md`): without
     decisions that stored nothing (DUPLICATE; a REJECTED by erasure, whose evidence is not
@@ -209,7 +221,7 @@ def state(ledger: Ledger, skip: set[Key] = frozenset()) -> dict[str, Any]:  # ty
             k: (
                 _or_none(lambda k=k: ledger.belief(k)),
                 _or_none(lambda k=k: _history(ledger, k, skip)),
-                _or_none(lambda k=k: ledger.explain(k)),
+                _or_none(lambda k=k: _explanation(ledger, k, skip)),
             )
             for k in KEYS
         },

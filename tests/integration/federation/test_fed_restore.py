@@ -260,7 +260,7 @@ def test_a_revocation_survives_export_and_import(fed: Federation, tmp_path: Path
         evidence_id=eid,
         key=k,
         object="Lima",
-        attribution="agent_observed",
+        anchor="agent_observed",
         source="agent:r3",
         worth_milli=500,
         confidence_milli=900,

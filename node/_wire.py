@@ -223,6 +223,10 @@ def history_pb(h: VersionHistory, evidence: dict[str, Evidence]) -> pb.VersionHi
             interval.end.CopyFrom(timestamp(iv.end))
     if h.served_until is not None:
         msg.served_until.CopyFrom(timestamp(h.served_until))
+    if h.decayed_at is not None:
+        msg.decayed_at.CopyFrom(timestamp(h.decayed_at))
+    if h.confirmed_at is not None:
+        msg.confirmed_at.CopyFrom(timestamp(h.confirmed_at))
     return msg
 
 

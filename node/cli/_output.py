@@ -123,7 +123,7 @@ def history(r: pb.GetHistoryResponse) -> str:
             (
                 quoted(v.object),
                 enum_name(pb.VersionStatus.DESCRIPTOR, v.status),
-                spans or _unserved(v),
+                ", ".join(filter(None, (spans, _decayed(v)))) or _unserved(v),
                 str(len(v.evidence)),
                 v.version_id[:12],
             )
@@ -131,6 +131,13 @@ def history(r: pb.GetHistoryResponse) -> str:
     out = table(rows, ("value", "status", "believed (event time)", "evidence", "version"))
     ended = [f"{quoted(v.object)} ended by {_ending(e)}" for v in r.versions for e in v.ended_by]
     return "\n".join([out, *ended])
+
+
+def _decayed(v: pb.VersionHistory) -> str:
+    """When a DECAYED version's claims expired, and the confirmation they counted from."""
+    if not v.HasField("decayed_at"):
+        return ""
+    return f"decayed {show_time(v.decayed_at)} (last confirmed {show_time(v.confirmed_at)})"
 
 
 def _unserved(v: pb.VersionHistory) -> str:

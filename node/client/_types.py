@@ -175,6 +175,9 @@ class Version:
     # For a version believed at no event time now that was served until an operator's
     # resolution chose another: when that resolution was recorded.
     served_until: datetime | None = None
+    # For a DECAYED version: when its last claim expired, and the confirmed_at it counted from.
+    decayed_at: datetime | None = None
+    confirmed_at: datetime | None = None
 
     @classmethod
     def of(cls, m: pb.VersionHistory) -> Version:
@@ -185,6 +188,8 @@ class Version:
             tuple(Evidence.of(e) for e in m.evidence), tuple(m.supersedes), tuple(m.superseded_by),
             tuple(Evidence.of(e) for e in m.ended_by), m.rule,
             when(m.served_until) if m.HasField("served_until") else None,
+            when(m.decayed_at) if m.HasField("decayed_at") else None,
+            when(m.confirmed_at) if m.HasField("confirmed_at") else None,
         )  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from factnode.core._model import (
     MICROS_PER_DAY,
     MICROS_PER_SECOND,
     BeliefState,
+    Confirmation,
     Decision,
     Evidence,
     EvidenceStatus,
@@ -34,7 +35,7 @@ from factnode.core.arbitration import (
     representatives,
     visible,
 )
-from factnode.core.decay import cold_evidence, effective_confidence_milli, freshness_milli
+from factnode.core.decay import confirmed_at, expiry, freshness_milli, holds
 from factnode.core.decide import Arbitrated, KeyState, Ruling, decide
 from factnode.core.policy import Policy, PolicyError, load_policy, policy_from_mapping
 from factnode.core.validation import (
@@ -53,6 +54,7 @@ __all__ = [
     "ArbitrationRule",
     "BeliefState",
     "Comparison",
+    "Confirmation",
     "Decision",
     "Evidence",
     "EvidenceStatus",
@@ -73,12 +75,13 @@ __all__ = [
     "arbitrate",
     "belief_at",
     "believed_versions",
-    "cold_evidence",
+    "confirmed_at",
     "decide",
-    "effective_confidence_milli",
+    "expiry",
     "explain",
     "freshness_milli",
     "history",
+    "holds",
     "load_policy",
     "make_evidence",
     "make_retraction",

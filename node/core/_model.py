@@ -45,6 +45,9 @@ class Outcome(enum.StrEnum):
     CONTESTED = "CONTESTED"
     # Not a submission outcome: a peer's erasure applied on this node (rule peer_erasure).
     ERASED = "ERASED"
+    # Not a submission outcome: the decay job's record of a served belief that changed
+    # because a claim reached its expiry (rule decay).
+    DECAYED = "DECAYED"
 
 
 class Rule(enum.StrEnum):
@@ -70,6 +73,8 @@ class Rule(enum.StrEnum):
     CORROBORATION = "corroboration"
     MULTI_VALUED = "multi_valued"
     RETRACT = "retract"
+    # A served belief changed because a claim reached its expiry (specification §6).
+    DECAY = "decay"
     CORRECTION = "correction"
     # Federation.
     FEDERATION_CONSENSUS = "federation_consensus"
@@ -139,11 +144,32 @@ class Evidence:
     # Its origin's signature of `signed.evidence_payload` as it travels (specification §7); empty on
     # evidence read from the store, which keeps signatures apart (`evidence_signatures`).
     signature: bytes = b""
+    # When a client last stated it to a member, as this node counts the confirmations it
+    # holds (specification §6); None: never restated, so its first recording.
+    confirmed_at: Instant | None = None
 
     @property
     def first_recorded_at(self) -> Instant:
         """When the statement was first recorded anywhere."""
         return self.recorded_at if self.origin_recorded_at is None else self.origin_recorded_at
+
+    @property
+    def confirmed(self) -> Instant:
+        """When a client last stated it, as far as this node counts: its age starts here."""
+        return self.first_recorded_at if self.confirmed_at is None else self.confirmed_at
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    """A restatement of held evidence (a submission that was its DUPLICATE), signed by the
+    node that took it (specification §6): the evidence's age counts from `confirmed_at`."""
+
+    evidence_id: str
+    signer: str
+    confirmed_at: Instant
+    # When this node first held the confirmation (a view as known earlier does not see it).
+    received_at: Instant
+    signature: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,3 +237,7 @@ class VersionHistory:
     # operator's resolution chose another: when the resolution was recorded (believed until
     # then). None otherwise.
     served_until: Instant | None = None
+    # For a version whose every claim has expired (status DECAYED): when the last expired,
+    # and the `confirmed_at` it decayed from (specification §6). None otherwise.
+    decayed_at: Instant | None = None
+    confirmed_at: Instant | None = None

@@ -1,12 +1,16 @@
-"""Forgetting: confidence decays with age, and cold evidence becomes a tombstone."""
+"""Forgetting: a claim's confidence decays from when it was last stated, and from its
+expiry on it no longer holds (specification §6). Pure: no clock, no I/O."""
 
 from __future__ import annotations
 
+import decimal
 import functools
 import math
 from collections.abc import Iterable
+from decimal import Decimal
+from fractions import Fraction
 
-from factnode.core._model import Evidence, Instant
+from factnode.core._model import Confirmation, Evidence, Instant
 from factnode.core.policy import Policy
 
 
@@ -28,20 +32,71 @@ def decays_as(e: Evidence, policy: Policy) -> str:
     return e.attribution
 
 
-def effective_confidence_milli(e: Evidence, policy: Policy, now: Instant) -> int:
-    """Confidence x 0.5^(age / half_life[anchor]), age counted from the event time."""
-    fresh = freshness_milli(now - e.valid_from, policy.half_life_micros(decays_as(e, policy)))
-    return e.confidence_milli * fresh // 1000
+def counts(c: Confirmation, e: Evidence, policy: Policy, node_id: str) -> bool:
+    """Whether confirmation `c` extends `e`'s life on node `node_id`: signed by its origin,
+    by this node (a client with write rights restated it here), or by a member whose cap
+    here is at least the anchor `e` counts as (specification §6)."""
+    if c.evidence_id != e.evidence_id:
+        return False
+    if c.signer in (e.origin_node, node_id):
+        return True
+    cap = policy.anchors[policy.cap_for(c.signer)]
+    return cap >= policy.anchor_value(e.attribution, e.anchor_cap)
 
 
-def is_cold(e: Evidence, policy: Policy, now: Instant) -> bool:
-    """Evidence whose effective confidence fell below `min_confidence` leaves beliefs."""
-    return effective_confidence_milli(e, policy, now) < policy.min_confidence_milli
+def confirmed_at(
+    e: Evidence,
+    confirmations: Iterable[Confirmation],
+    policy: Policy,
+    node_id: str,
+    known_at: Instant | None = None,
+) -> Instant:
+    """When `e` was last stated, as known at `known_at` (unset: all held): its first
+    recording, or the latest confirmation that counts here and was held by then."""
+    latest = e.first_recorded_at
+    for c in confirmations:
+        if (known_at is None or c.received_at <= known_at) and counts(c, e, policy, node_id):
+            latest = max(latest, c.confirmed_at)
+    return latest
 
 
-def cold_evidence(evidence: Iterable[Evidence], policy: Policy, now: Instant) -> list[str]:
-    """Ids of the evidence the decay step turns into tombstones, in id order."""
-    return sorted(e.evidence_id for e in evidence if is_cold(e, policy, now))
+# Digits enough that rounding cannot move the floor of half_life x log2(ratio): that product
+# is irrational unless the ratio is a power of two, which `lifetime` handles in integers.
+_DIGITS = decimal.Context(prec=60, rounding=decimal.ROUND_HALF_EVEN)
+
+
+def lifetime(confidence_milli: int, min_milli: int, half_life: Instant) -> Instant:
+    """The smallest age d (µs) at which confidence x 0.5^(d / half_life) < min_confidence:
+    floor(half_life x log2(confidence / min)) + 1, in integer and correctly rounded decimal
+    arithmetic, so every node gets the same integer. 0 when the confidence is below the
+    minimum already."""
+    if confidence_milli < min_milli:
+        return 0
+    ratio = Fraction(confidence_milli, min_milli)
+    exponent = ratio.numerator.bit_length() - 1
+    if ratio.denominator == 1 and ratio.numerator == 1 << exponent:
+        return half_life * exponent + 1  # a power of two: log2 is the integer exponent
+    with decimal.localcontext(_DIGITS):
+        log2 = (Decimal(confidence_milli) / Decimal(min_milli)).ln() / Decimal(2).ln()
+        return int((Decimal(half_life) * log2).to_integral_value(decimal.ROUND_FLOOR)) + 1
+
+
+def expiry(e: Evidence, policy: Policy, confirmed: Instant | None = None) -> Instant | None:
+    """The first instant at which `e` no longer holds: its effective confidence,
+    confidence x 0.5^((t - confirmed) / half_life[the anchor it counts as here]), is below
+    `min_confidence`. None for an anchor that never decays. `confirmed` (`confirmed_at`)
+    defaults to what the evidence carries; age never counts from the event time."""
+    half_life = policy.half_life_micros(decays_as(e, policy))
+    if half_life is None:
+        return None
+    start = e.confirmed if confirmed is None else confirmed
+    return start + lifetime(e.confidence_milli, policy.min_confidence_milli, half_life)
+
+
+def holds(e: Evidence, policy: Policy, at: Instant, confirmed: Instant | None = None) -> bool:
+    """Whether `e` still holds at event time `at`: `at` is before its expiry."""
+    end = expiry(e, policy, confirmed)
+    return end is None or at < end
 
 
 PPM = 1_000_000

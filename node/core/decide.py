@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from factnode.core._model import Decision, Evidence, Outcome, Rule, Verdict
+from factnode.core._model import Decision, Evidence, Instant, Outcome, Rule, Verdict
 from factnode.core.arbitration import (
     arbitrate,
     believed_versions,
@@ -25,6 +25,7 @@ from factnode.core.arbitration import (
     visible,
     with_evidence,
 )
+from factnode.core.decay import expiry, holds
 from factnode.core.policy import Policy
 
 
@@ -44,6 +45,29 @@ class KeyState:
     def belief(self, policy: Policy) -> Verdict | None:
         """The current belief over this state."""
         return arbitrate(self.visible(policy), policy)
+
+    def holding(self, policy: Policy, at: Instant) -> KeyState:
+        """The state at event time `at` as far as decay goes: assertions past their expiry
+        left out (specification §6; retraction-like evidence never expires, so nothing it
+        ended comes back by decay). The same object when nothing has expired."""
+        kept = [e for e in self.evidence if holds(e, policy, at)]
+        if len(kept) == len(self.evidence):
+            return self
+        return KeyState(tuple(kept), self.retractions)
+
+    def next_expiry(self, policy: Policy, after: Instant) -> Instant | None:
+        """The first expiry of an assertion later than `after`: until then, what the state
+        serves at the present cannot change by decay (None: no such expiry)."""
+        ends = [t for e in self.evidence if (t := expiry(e, policy)) is not None and t > after]
+        return min(ends, default=None)
+
+    def expired_between(self, policy: Policy, since: Instant, until: Instant) -> bool:
+        """Whether an assertion's expiry falls in (`since`, `until`]."""
+        for e in self.evidence:
+            t = expiry(e, policy)
+            if t is not None and since < t <= until:
+                return True
+        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,8 @@
 The shell reads everything a batch of submissions needs up front (`IngestLoad`), `plan_ingest`
 turns that and the batch's items into everything the batch writes (`IngestPlan`), and the
 shell writes it; an erasure likewise (`ErasureLoad`, `plan_erasure`, `ErasurePlan`), an
-operator's resolution (`ResolutionLoad`, `plan_resolution`) and a page of decay
-(`plan_decay`); a peer's delta has its own module (`core.delta`). No I/O and no clock here:
+operator's resolution (`ResolutionLoad`, `plan_resolution`); a peer's delta has its own
+module (`core.delta`). No I/O and no clock here:
 the same load and items give the same plan, which the tests assert row for row
 (tests/unit/test_plan.py).
 
@@ -14,13 +14,14 @@ keys it names in `refresh` (`Serving.refresh`, shared by every kind of write).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from factnode.core import ids
 from factnode.core._model import (
     BeliefState,
+    Confirmation,
     Decision,
     Evidence,
     EvidenceStatus,
@@ -28,10 +29,11 @@ from factnode.core._model import (
     Key,
     Outcome,
     Rule,
+    iso,
 )
 from factnode.core.arbitration import serves_alike
 from factnode.core.consensus import Vote
-from factnode.core.decay import cold_evidence, effective_confidence_milli
+from factnode.core.decay import holds
 from factnode.core.decide import Arbitrated, KeyState, Ruling, decide
 from factnode.core.policy import Policy
 
@@ -55,6 +57,11 @@ class IngestLoad:
     erased: frozenset[str] = frozenset()
     # Keys some peer votes on: new evidence there can count for a version the votes favour.
     peer_voted: frozenset[Key] = frozenset()
+    # The batch's instant: assertions expired by then count no more (None: none expire).
+    at: Instant | None = None
+    # The node that takes clients' restatements (a DUPLICATE of held evidence confirms it,
+    # specification §6); None where the items are not clients' statements (a peer's relay).
+    restated_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,17 +81,31 @@ class IngestPlan:
     refresh: frozenset[Key]
     states: Mapping[Key, KeyState]
     arbitrated: Mapping[Key, Arbitrated]
+    # Restatements: the confirmations to keep, and the held evidence they moved.
+    confirmations: tuple[Confirmation, ...] = ()
+    confirmed: tuple[Evidence, ...] = ()
 
 
 class _Batch:
     """The keys' states as the batch grows them, in lists appended to in place."""
 
-    __slots__ = ("evidence", "known", "retractions")
+    __slots__ = ("evidence", "held", "known", "retractions")
 
-    def __init__(self, load: IngestLoad) -> None:
-        self.evidence = {k: list(s.evidence) for k, s in load.states.items()}
+    def __init__(self, load: IngestLoad, policy: Policy) -> None:
+        at = load.at
+        # Every assertion held, expired or not (a restatement may revive one).
+        self.held = {k: {e.evidence_id: e for e in s.evidence} for k, s in load.states.items()}
+        self.evidence = {
+            k: [e for e in s.evidence if at is None or holds(e, policy, at)]
+            for k, s in load.states.items()
+        }
         self.retractions = {k: list(s.retractions) for k, s in load.states.items()}
-        self.known = dict(load.remembered)
+        self.known = {
+            k: a
+            for k, a in load.remembered.items()
+            if len(self.evidence.get(k, ())) == len(load.states[k].evidence)
+            if k in load.states
+        }
 
     def state(self, key: Key) -> KeyState:
         return KeyState(self.evidence.setdefault(key, []), self.retractions.setdefault(key, []))
@@ -98,7 +119,8 @@ def plan_ingest(
 ) -> IngestPlan:
     """Decides `items` in order against `load`. `reasons` (by evidence id) go before the
     detail of their decisions (a Retract's reason)."""
-    batch = _Batch(load)
+    batch = _Batch(load, policy)
+    restated: list[tuple[Confirmation, Evidence]] = []
     stored = set(load.stored)
     by_idempotency = dict(load.by_idempotency)
     rows: list[EvidenceRow] = []
@@ -121,6 +143,18 @@ def plan_ingest(
         if retry:
             assert idem is not None
             e, ruling = _retried(e, ruling, by_idempotency[idem])
+        elif duplicate and load.restated_by is not None:
+            confirmed = _restate(batch, e, load.restated_by, touched)
+            if confirmed is not None:
+                restated.append(confirmed)
+                ruling = replace(
+                    ruling,
+                    decision=replace(
+                        ruling.decision,
+                        detail="restated: this evidence is already stored, and its age now "
+                        f"counts from {iso(e.recorded_at)} (confirmed_at)",
+                    ),
+                )
         if ruling.candidate is not None:
             rows.append(
                 (e, EvidenceStatus.ACTIVE if ruling.candidate else EvidenceStatus.REJECTED, idem)
@@ -144,7 +178,32 @@ def plan_ingest(
         refresh=frozenset(touched),
         states={k: batch.state(k) for k in touched},
         arbitrated={k: batch.known[k] for k in touched if k in batch.known},
+        confirmations=tuple(c for c, _ in restated),
+        confirmed=tuple(e for _, e in restated),
     )
+
+
+def _restate(
+    batch: _Batch, e: Evidence, node_id: str, touched: set[Key]
+) -> tuple[Confirmation, Evidence] | None:
+    """A client's DUPLICATE of a held assertion confirms it: its `confirmed_at` moves to the
+    restatement's ingestion time, and the key's state holds it again if it had expired.
+    None where nothing moves (not a held assertion, or confirmed later already)."""
+    held = batch.held.get(e.key, {}).get(e.evidence_id)
+    if held is None or e.recorded_at <= held.confirmed:
+        return None
+    moved = replace(held, confirmed_at=e.recorded_at)
+    batch.held[e.key][e.evidence_id] = moved
+    kept = batch.state(e.key).evidence
+    assert isinstance(kept, list)
+    at = next((i for i, h in enumerate(kept) if h.evidence_id == e.evidence_id), None)
+    if at is None:
+        kept.append(moved)
+    else:
+        kept[at] = moved
+    batch.known.pop(e.key, None)
+    touched.add(e.key)
+    return Confirmation(e.evidence_id, node_id, e.recorded_at, e.recorded_at), moved
 
 
 def _retried(e: Evidence, ruling: Ruling, first: str) -> tuple[Evidence, Ruling]:
@@ -343,29 +402,3 @@ def plan_resolution(
         detail=f"pinned by {operator}: {reason}",
     )
     return ResolutionPlan(decision, held)
-
-
-@dataclass(frozen=True, slots=True)
-class DecayPlan:
-    """What one page of decaying evidence changes (specification §4)."""
-
-    # How many of the page's evidence have an effective confidence below their own.
-    decayed: int
-    # The evidence that leaves beliefs, votes and sync (DECAYED), in id order.
-    cold: tuple[Evidence, ...]
-
-    @property
-    def keys(self) -> frozenset[Key]:
-        """The keys the cold evidence belongs to."""
-        return frozenset(e.key for e in self.cold)
-
-
-def plan_decay(page: Iterable[Evidence], policy: Policy, now: Instant) -> DecayPlan:
-    """Which of a page of evidence whose anchor decays has decayed by `now`, and which fell
-    below min_confidence (`decay.cold_evidence`)."""
-    page = list(page)
-    decayed = sum(
-        1 for e in page if effective_confidence_milli(e, policy, now) < e.confidence_milli
-    )
-    by_id = {e.evidence_id: e for e in page}
-    return DecayPlan(decayed, tuple(by_id[i] for i in cold_evidence(page, policy, now)))

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 
 from factnode.core._model import (
     BeliefState,
+    Confirmation,
     Evidence,
     Instant,
     Interval,
@@ -47,6 +48,7 @@ from factnode.core.arbitration import (
     visible,
 )
 from factnode.core.consensus import Served, Tally, Vote, pinned, served, tally, tied_versions
+from factnode.core.decay import confirmed_at, expiry
 from factnode.core.decide import KeyState
 from factnode.core.peer_checks import counted_vote
 from factnode.core.policy import Policy
@@ -204,16 +206,25 @@ def counted_votes(
 
 
 def is_present(
-    state: KeyState, pin: Pin | None, as_of: Instant | None, known_at: Instant | None
+    state: KeyState,
+    pin: Pin | None,
+    as_of: Instant | None,
+    known_at: Instant | None,
+    policy: Policy,
+    now: Instant,
 ) -> bool:
     """Whether a view at (`as_of`, `known_at`) sees every piece of evidence the key holds
-    and its pin: then it is the present, and answers what GetBelief does."""
+    and its pin, and no assertion of it has expired by then (by `now`, as far as the stored
+    present goes): then it is the present, and answers what GetBelief does."""
+    at = now if as_of is None else max(as_of, now)
+    if state.holding(policy, at) is not state:
+        return False
     if as_of is None and known_at is None:
         return True
     if known_at is not None and pin is not None and pin.pinned_at > known_at:
         return False
     for e in (*state.evidence, *state.retractions):
-        if known_at is not None and e.recorded_at > known_at:
+        if known_at is not None and (e.recorded_at > known_at or e.confirmed > known_at):
             return False
         if as_of is not None and e.valid_from > as_of:
             return False
@@ -232,16 +243,20 @@ def view(
     as_of: Instant | None = None,
     known_at: Instant | None = None,
     present: Sequence[tuple[str, str, Rule, BeliefState]] | None = None,
+    confirmations: Sequence[Confirmation] = (),
 ) -> Answer:
-    """What `key` serves at event time `as_of` as known at `known_at` (unset: now), from
-    its state, the votes held on it and its pin (see the module's notes for how pins and
-    votes count in a past view). `present` is what the node stores for the present, as
-    (version_id, evidence_id, rule, state) rows; a view that is the present answers it."""
+    """What `key` serves at event time `as_of` (unset: `now`) as known at `known_at` (unset:
+    now), from its state, the votes held on it and its pin (see the module's notes for how
+    pins and votes count in a past view). An assertion counts only before its expiry as
+    known at `known_at` (`confirmations`: those held on the key's evidence; a view as known
+    now reads `Evidence.confirmed_at`). `present` is what the node stores for the present,
+    as (version_id, evidence_id, rule, state) rows; a view that is the present answers it."""
     held = [
         e
         for e in state.evidence
         if (known_at is None or e.recorded_at <= known_at)
         and (as_of is None or e.valid_from <= as_of)
+        and holds_then(e, policy, node_id, now if as_of is None else as_of, known_at, confirmations)
     ]
     seen = tuple(visible(held, state.retractions, policy=policy, as_of=as_of, known_at=known_at))
     reps = representatives(seen, policy)
@@ -253,7 +268,7 @@ def view(
     values, result = serve(
         verdict, reps.get, [*counted, *([mine] if mine else [])], policy, node_id, now, pin_version
     )
-    if present is not None and is_present(state, pin, as_of, known_at):
+    if present is not None and is_present(state, pin, as_of, known_at, policy, now):
         by_id = {e.evidence_id: e for e in state.evidence}
         stored = tuple(
             ServedValue(vid, by_id[eid], rule, st) for vid, eid, rule, st in present if eid in by_id
@@ -261,6 +276,32 @@ def view(
         if len(stored) == len(present):
             values = stored
     return Answer(values, verdict, result, seen, pin_version)
+
+
+def expiry_then(
+    e: Evidence,
+    policy: Policy,
+    node_id: str,
+    known_at: Instant | None,
+    confirmations: Sequence[Confirmation],
+) -> Instant | None:
+    """`e`'s expiry as known at `known_at`: from the confirmations held by then."""
+    if known_at is None:
+        return expiry(e, policy)
+    return expiry(e, policy, confirmed_at(e, confirmations, policy, node_id, known_at))
+
+
+def holds_then(
+    e: Evidence,
+    policy: Policy,
+    node_id: str,
+    at: Instant,
+    known_at: Instant | None,
+    confirmations: Sequence[Confirmation],
+) -> bool:
+    """Whether `e` still holds at event time `at`, as known at `known_at`."""
+    end = expiry_then(e, policy, node_id, known_at, confirmations)
+    return end is None or at < end
 
 
 def _where(as_of: Instant | None, known_at: Instant | None) -> str:
@@ -322,14 +363,21 @@ def served_history(
     state: KeyState,
     at: Callable[[Instant | None], Answer],
     known_at: Instant | None = None,
+    lives: Mapping[str, tuple[Instant, Instant]] | None = None,
+    now: Instant | None = None,
 ) -> list[VersionHistory]:
     """`local` (arbitration's history of a key) with what the key served: each version's
     intervals are the event times at which `at` (the view at that event time, as known at
     `known_at`) serves it, and the served version's status and rule are the present view's,
-    so history, GetBelief and its as-of answers agree."""
+    so history, GetBelief and its as-of answers agree. `lives` holds, by evidence id, the
+    (expiry, confirmed_at) of each decaying assertion as known at `known_at`: a version not
+    served at `now` whose every claim has expired by then is DECAYED (rule decay), its
+    believed intervals ending at the expiries."""
+    lives = lives or {}
     known = [e for e in state.evidence if known_at is None or e.recorded_at <= known_at]
     rets = [r for r in state.retractions if known_at is None or r.recorded_at <= known_at]
-    points = sorted({e.valid_from for e in known} | {r.valid_from for r in rets})
+    ends_at = {lives[e.evidence_id][0] for e in known if e.evidence_id in lives}
+    points = sorted({e.valid_from for e in known} | {r.valid_from for r in rets} | ends_at)
     open_since: dict[str, Instant] = {}
     intervals: dict[str, list[Interval]] = {}
     for t in points:
@@ -346,8 +394,21 @@ def served_history(
     out = []
     for h in local:
         value = served_now.get(h.version_id)
+        decayed = _decayed(h, known, lives, now) if value is None else None
         if value is not None:
             status, rule = str(value.state), value.rule
+        elif decayed is not None and h.status not in ("RETRACTED", "CORRECTED"):
+            out.append(
+                replace(
+                    h,
+                    intervals=tuple(intervals.get(h.version_id, ())),
+                    status="DECAYED",
+                    rule=Rule.DECAY,
+                    decayed_at=decayed[0],
+                    confirmed_at=decayed[1],
+                )
+            )
+            continue
         else:
             status, rule = h.status, None
             if status in ("BELIEVED", "AMBIGUOUS") and first is not None:
@@ -366,3 +427,19 @@ def served_history(
             replace(h, intervals=tuple(intervals.get(h.version_id, ())), status=status, rule=rule)
         )
     return out
+
+
+def _decayed(
+    h: VersionHistory,
+    known: Sequence[Evidence],
+    lives: Mapping[str, tuple[Instant, Instant]],
+    now: Instant | None,
+) -> tuple[Instant, Instant] | None:
+    """(decayed_at, confirmed_at) of a version whose every known claim has expired by
+    `now`: the last expiry, and the confirmation it counted from. None otherwise."""
+    if now is None:
+        return None
+    mine = [lives.get(e.evidence_id) for e in known if e.version_id == h.version_id]
+    if not mine or any(life is None or life[0] > now for life in mine):
+        return None
+    return max(life for life in mine if life is not None)

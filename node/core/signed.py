@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from factnode.core._model import Evidence, Instant, Key
+from factnode.core._model import Confirmation, Evidence, Instant, Key
 from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.peer_checks import ErasureRecord
@@ -24,6 +24,7 @@ _VOTE_TAG = b"factnode/vote/v1"
 _EVIDENCE_TAG = b"factnode/evidence/v1"
 _TOMBSTONE_TAG = b"factnode/tombstone/v1"
 _BOUND_TAG = b"factnode/erasure-bound/v1"
+_CONFIRMATION_TAG = b"factnode/confirmation/v1"
 
 
 class Signature(StrEnum):
@@ -124,6 +125,12 @@ def bound_payload(b: ErasureBound) -> bytes:
     """The bytes a node signs when it bounds an erasure dated beyond its clock: the erasure,
     itself, and the time it applied it (`erasure_bounds`)."""
     return _BOUND_TAG + _encode((b.erasure_id, b.node, b.bound_at))
+
+
+def confirmation_payload(c: Confirmation) -> bytes:
+    """The bytes the node that took a restatement signs: which evidence, itself, and when
+    (specification §6); not when a receiver got it."""
+    return _CONFIRMATION_TAG + _encode((c.evidence_id, c.signer, c.confirmed_at))
 
 
 def withdrawn(v: Vote, now: Instant) -> Vote:

@@ -15,9 +15,11 @@ from dataclasses import dataclass, replace
 
 from factnode.core._model import (
     BeliefState,
+    Decision,
     Evidence,
     Instant,
     Key,
+    Outcome,
     Rule,
     VersionHistory,
     iso,
@@ -33,6 +35,7 @@ from factnode.core.arbitration import (
     visible,
 )
 from factnode.core.consensus import Tally, consensus_reason, tied_versions
+from factnode.core.decay import expiry
 from factnode.core.decide import KeyState
 from factnode.core.policy import Policy
 from factnode.core.serving import Answer, Pin
@@ -288,3 +291,44 @@ def served_until_resolution(
             h = replace(h, served_until=pin.pinned_at)
         out.append(h)
     return out
+
+
+def decayed_decision(
+    key: Key,
+    state: KeyState,
+    before: Sequence[tuple[str, BeliefState]],
+    after: Sequence[tuple[str, BeliefState]],
+    policy: Policy,
+    now: Instant,
+) -> Decision | None:
+    """The decay job's entry for a key whose served (version, state) pairs went from
+    `before` to `after` because claims expired by `now`: outcome DECAYED, rule decay, naming
+    the claim that expired last (ids and times only, as every logged decision). None when
+    what it serves did not change."""
+    if sorted(before) == sorted(after):
+        return None
+    served_before = {v for v, _ in before}
+    expired = sorted(
+        (t, e.version_id in served_before, e.evidence_id, e)
+        for e in state.evidence
+        if (t := expiry(e, policy)) is not None and t <= now
+    )
+    if not expired:
+        return None
+    at, _, _, claim = max(expired, key=lambda x: (x[1], x[0], x[2]))
+    first_before = before[0][0] if before else None
+    first_after = after[0][0] if after else None
+    now_serving = (
+        f"version {first_after} is served" if first_after else "nothing is served any more"
+    )
+    return Decision(
+        key=key,
+        outcome=Outcome.DECAYED,
+        rule=Rule.DECAY,
+        decided_at=now,
+        evidence_id=claim.evidence_id,
+        version_id=first_after,
+        supersedes=first_before if first_before != first_after else None,
+        detail=f"evidence {claim.evidence_id} (version {claim.version_id}) expired at "
+        f"{iso(at)}, decayed from confirmed_at {iso(claim.confirmed)}; {now_serving}",
+    )

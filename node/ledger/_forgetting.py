@@ -1,5 +1,5 @@
 """Forgetting: privacy erasure (values and sources destroyed, a hash tombstone kept) and
-decay (evidence whose effective confidence fell too low leaves beliefs, votes and sync)."""
+the decay job, which records the served beliefs that expiries changed (specification §6)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,19 @@ from factnode.core import (
     Instant,
     InvalidInput,
     Key,
+    KeyState,
     Outcome,
+    Policy,
     Rule,
     ids,
 )
-from factnode.core.plan import ErasureLoad, plan_decay, plan_erasure
-from factnode.core.story import BelievedAgain, ServedBefore, believed_again_by_erasure
+from factnode.core.plan import ErasureLoad, plan_erasure
+from factnode.core.story import (
+    BelievedAgain,
+    ServedBefore,
+    believed_again_by_erasure,
+    decayed_decision,
+)
 from factnode.core.validation import (
     MAX_KEY_PART_BYTES,
     MAX_NODE_ID_BYTES,
@@ -30,7 +37,7 @@ from factnode.core.validation import (
 from factnode.ledger._model import Committed, DecayReport, ErasureReport
 from factnode.ledger._serving import Component, bearing_on
 from factnode.store import Tombstone
-from factnode.store.repository import Transaction, Writes
+from factnode.store.repository import StoredBelief, Transaction, Writes
 
 
 class Forgetting(Component):
@@ -173,27 +180,62 @@ class Forgetting(Component):
         return set(plan.refresh), [story for story, _ in again]
 
     def run_decay(self, now: Instant | None = None, batch: int = 2000) -> DecayReport:
-        """Tombstones evidence whose effective confidence fell below min_confidence."""
-        now = self.clock.now() if now is None else now
+        """Materialises decay up to `now` (default, and at most, the node's clock): every key
+        holding a decaying assertion whose expiry passed since its served rows were worked
+        out is recomputed, and each served belief that changed gets one DECAYED decision
+        (rule decay). Every view asks expiry itself (`KeyState.holding`, `serving.view`),
+        so running this or not changes no answer: only the log and the counters."""
+        clock = self.clock.now()
+        if now is not None and now > clock:
+            raise InvalidInput([FieldViolation("now", "must not be after the node's clock")])
+        now = clock if now is None else now
         decaying = {a for a in self.policy.anchors if self.policy.half_life_micros(a) is not None}
-        decayed = tombstoned = 0
+        decayed = 0
         after = ""
         while True:
             with self.repo.read() as tx:
-                page = tx.decaying_evidence(decaying, after, batch)
-            if not page:
+                keys = tx.decaying_keys(decaying, after, batch)
+            if not keys:
                 break
-            after = page[-1].evidence_id
-            plan = plan_decay(page, self.policy, now)
-            decayed += plan.decayed
-            if not plan.cold:
-                continue
-            tombstoned += len(plan.cold)
-            cold = {e.evidence_id for e in plan.cold}
+            after = ids.key_id(keys[-1])
             fx = Committed()
-            with self.repo.write() as tx:
+            with self.repo.write(set(keys)) as tx:
                 self._serving.announce(tx, fx)
-                keys = plan.keys | bearing_on(tx, plan.cold)
-                self._serving.apply(tx, Writes(decayed=cold), fx)
-                self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
-        return DecayReport(decayed, tombstoned)
+                current = tx.beliefs(keys)
+                states = tx.key_states(keys)
+                stale = {
+                    k: st
+                    for k, st in states.items()
+                    if current.get(k)
+                    and st.expired_between(self.policy, min(b.updated_at for b in current[k]), now)
+                }
+                if not stale:
+                    continue
+                served = self._serving.refresh(tx, stale, now, fx, current=current)
+                logged = [
+                    d
+                    for k in sorted(stale)
+                    if (d := _decayed(k, stale[k], current[k], served[k], self.policy, now))
+                    is not None
+                ]
+                self._serving.apply(tx, Writes(decisions=logged), fx)
+                decayed += len(logged)
+        return DecayReport(decayed, 0)
+
+
+def _decayed(
+    key: Key,
+    state: KeyState,
+    before: Sequence[StoredBelief],
+    after: Sequence[StoredBelief],
+    policy: Policy,
+    now: Instant,
+) -> Decision | None:
+    return decayed_decision(
+        key,
+        state,
+        [(b.version_id, b.state) for b in before],
+        [(b.version_id, b.state) for b in after],
+        policy,
+        now,
+    )

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from factnode.core import Key, ids
+from factnode.core import Instant, Key, ids
 from factnode.ledger._model import Belief
 from factnode.store.repository import Touched, Transaction
 
@@ -20,18 +20,26 @@ class ServedMemory:
     A read that missed fills its answer only if no write forgot anything since it took
     `epoch()` before opening its read transaction: a fill that raced a commit is dropped, and
     the next read loads again. Bounded to `capacity` keys, the oldest filled leaving first.
+    An answer is kept with the instant its key's next claim expires (specification §6), and
+    is not given from then on: no write is needed for decay to change an answer.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, clock: Callable[[], Instant]) -> None:
         if capacity < 0:
             raise ValueError("cache capacity must not be negative")
         self.capacity = capacity
-        self._entries: dict[Key, Belief] = {}
+        self._clock = clock
+        # Each key's answer and the instant it stops holding (None: until a write).
+        self._entries: dict[Key, tuple[Belief, Instant | None]] = {}
         self._lock = threading.Lock()
         self._epoch = 0
 
     def get(self, key: Key) -> Belief | None:
-        return self._entries.get(key)
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        answer, until = found
+        return answer if until is None or self._clock() < until else None
 
     def recall(self, tx: Transaction, key: Key) -> Belief | None:
         """The kept answer of `key`, asked inside the read transaction `tx` (`CheckedMemory`
@@ -43,14 +51,14 @@ class ServedMemory:
         transaction after `recall` and before it reads anything."""
         return self._epoch
 
-    def fill(self, epoch: int, key: Key, value: Belief) -> bool:
-        """Keeps `value` for `key` unless a write forgot anything since `epoch`."""
+    def fill(self, epoch: int, key: Key, value: Belief, until: Instant | None = None) -> bool:
+        """Keeps `value` for `key` until `until` unless a write forgot anything since `epoch`."""
         if self.capacity == 0:
             return False
         with self._lock:
             if epoch != self._epoch:
                 return False
-            self._keep({key: value})
+            self._keep({key: (value, until)})
             return True
 
     def forget(self, touched: Touched) -> None:
@@ -66,8 +74,11 @@ class ServedMemory:
                 for key in touched.keys:
                     entries.pop(key, None)
 
-    def publish(self, answers: Mapping[Key, Belief], touched: Touched) -> None:
-        """Keeps the answers a write worked out as they stand at its commit. Called from the
+    def publish(
+        self, answers: Mapping[Key, tuple[Belief, Instant | None]], touched: Touched
+    ) -> None:
+        """Keeps the answers a write worked out as they stand at its commit, each until its
+        key's next expiry. Called from the
         write's `after_commit`, after the repository's `forget` and still under its write
         lock: no other commit can come between."""
         if not answers or touched.every or self.capacity == 0:
@@ -75,7 +86,7 @@ class ServedMemory:
         with self._lock:
             self._keep(answers)
 
-    def _keep(self, answers: Mapping[Key, Belief]) -> None:
+    def _keep(self, answers: Mapping[Key, tuple[Belief, Instant | None]]) -> None:
         """Keeps `answers` as the newest entries, the oldest leaving beyond `capacity`; the
         caller holds the lock."""
         entries = self._entries
@@ -99,8 +110,8 @@ class CheckedMemory(ServedMemory):
     before it answers from memory, so a write acknowledged on any replica before the read
     started is never hidden by a kept answer; nothing depends on being told of a write."""
 
-    def __init__(self, capacity: int) -> None:
-        super().__init__(capacity)
+    def __init__(self, capacity: int, clock: Callable[[], Instant]) -> None:
+        super().__init__(capacity, clock)
         self._ids: dict[str, Key] = {}
         self._started = False
         self.hits = 0  # answers served from memory (for tests and the bench)
@@ -125,7 +136,7 @@ class CheckedMemory(ServedMemory):
 
     def _hit(self, key: Key) -> Belief | None:
         """The kept answer of `key`, counted; the caller holds the lock."""
-        found = self._entries.get(key)
+        found = super().get(key)
         if found is not None:
             self.hits += 1
         return found
@@ -144,7 +155,7 @@ class CheckedMemory(ServedMemory):
         self._epoch = max(self._epoch, head)
         self._started = True
 
-    def _keep(self, answers: Mapping[Key, Belief]) -> None:
+    def _keep(self, answers: Mapping[Key, tuple[Belief, Instant | None]]) -> None:
         for key in answers:
             self._ids[ids.key_id(key)] = key
         super()._keep(answers)
@@ -154,6 +165,8 @@ class CheckedMemory(ServedMemory):
     def forget(self, touched: Touched) -> None:
         """Nothing: the log says what changed, to every replica alike (this one's writes too)."""
 
-    def publish(self, answers: Mapping[Key, Belief], touched: Touched) -> None:
+    def publish(
+        self, answers: Mapping[Key, tuple[Belief, Instant | None]], touched: Touched
+    ) -> None:
         """Nothing: an answer worked out by a write could be kept after the log has moved
         past a later write by another replica."""

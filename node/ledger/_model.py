@@ -164,7 +164,6 @@ class Committed:
         self.evidence_added.update(
             e.evidence_id for e, status, _ in changes.evidence if status is EvidenceStatus.ACTIVE
         )
-        self.evidence_removed.update(changes.decayed)  # decayed evidence leaves sync too
         if changes.erasure is not None:
             self.evidence_removed.update(changes.erasure.evidence_ids)
             self.votes_removed.extend(changes.erasure.votes_removed)

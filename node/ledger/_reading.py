@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 
 from factnode import tokens
 from factnode.core import (
+    BeliefState,
+    Confirmation,
     Decision,
     Evidence,
     FieldViolation,
@@ -17,6 +19,8 @@ from factnode.core import (
     Outcome,
     Rule,
     VersionHistory,
+    confirmed_at,
+    expiry,
     explain,
     history,
     ids,
@@ -78,26 +82,59 @@ class Reading(Component):
         check_key_input(key)
         check_times(as_of, known_at)
         with self.repo.read() as tx:
+            state = tx.key_states([key])[key]
             if as_of is None and known_at is None:
-                found = self._serving.beliefs(tx, [key]).get(key)
-                state = None
+                found = self._current(tx, key, state)
             else:
-                state = tx.key_states([key])[key]
                 votes = tx.votes([key])[key]
                 pin = tx.pins([key]).get(key) if self._may_pin(state, votes) else None
-                if is_present(state, pin, as_of, known_at):
+                if is_present(state, pin, as_of, known_at, self.policy, self.clock.now()):
                     # The view sees everything: it is GetBelief's answer, read as GetBelief does.
                     held = {e.evidence_id: e for e in state.evidence}
                     found = self._serving.beliefs(tx, [key], held).get(key)
                 else:
-                    answer = self._answer(key, state, votes, pin, [], as_of, known_at)
+                    confirmations = self._confirmations(tx, state, known_at)
+                    answer = self._answer(
+                        key, state, votes, pin, [], as_of, known_at, confirmations
+                    )
                     found = belief_of(key, answer)
         if found is None:
-            if state is None:
-                with self.repo.read() as tx:
-                    state = tx.key_states([key])[key]
             raise NotFound(nothing_served(key, state, self.policy, as_of, known_at))
         return found
+
+    def _confirmations(
+        self, tx: Transaction, state: KeyState, known_at: Instant | None
+    ) -> list[Confirmation]:
+        """The confirmations a view as known at `known_at` counts expiries from: none needed
+        for a view as known now (the evidence carries its `confirmed_at`)."""
+        if known_at is None:
+            return []
+        return tx.confirmations([e.evidence_id for e in state.evidence])
+
+    def _stale(self, rows: Sequence[StoredBelief], state: KeyState) -> bool:
+        """Whether a claim of the key expired after its served rows were worked out: then
+        they are not the present any more, and a read works the present out itself."""
+        if not rows:
+            return False
+        since = min(b.updated_at for b in rows)
+        return state.expired_between(self.policy, since, self.clock.now())
+
+    def _current(
+        self,
+        tx: Transaction,
+        key: Key,
+        state: KeyState,
+        rows: Sequence[StoredBelief] | None = None,
+    ) -> Belief | None:
+        """What the key serves now: its stored rows, or, where a claim expired since they
+        were worked out (`_stale`), the present view worked out here."""
+        rows = tx.beliefs([key]).get(key, []) if rows is None else rows
+        if not self._stale(rows, state):
+            held = {e.evidence_id: e for e in state.evidence}
+            return self._serving.beliefs(tx, [key], held).get(key)
+        votes = tx.votes([key])[key]
+        pin = tx.pins([key]).get(key)
+        return belief_of(key, self._answer(key, state, votes, pin, []))
 
     def _may_pin(self, state: KeyState, votes: Sequence[Vote]) -> bool:
         """Whether a pin could apply to a key in some view: only where versions can tie
@@ -116,6 +153,7 @@ class Reading(Component):
         present: Sequence[StoredBelief],
         as_of: Instant | None = None,
         known_at: Instant | None = None,
+        confirmations: Sequence[Confirmation] = (),
     ) -> Answer:
         return view(
             key,
@@ -128,6 +166,7 @@ class Reading(Component):
             as_of=as_of,
             known_at=known_at,
             present=[(b.version_id, b.evidence_id, b.rule, b.state) for b in present],
+            confirmations=confirmations,
         )
 
     def served_in_memory(self, key: Key) -> Belief | None:
@@ -148,17 +187,18 @@ class Reading(Component):
                 return hot, None
             epoch = memory.epoch()
             rows = tx.beliefs([key]).get(key, [])
-            found = self._serving.beliefs(tx, [key]).get(key)
+            state = tx.key_states([key])[key]
+            stale = self._stale(rows, state)
+            found = self._current(tx, key, state, rows)
             if found is None:
-                state = tx.key_states([key])[key]
                 raise NotFound(nothing_served(key, state, self.policy))
             votes = tx.votes([key])[key]
             if not self._serving.peer_voted(votes):
-                memory.fill(epoch, key, found)
+                if not stale:
+                    memory.fill(epoch, key, found, state.next_expiry(self.policy, self.clock.now()))
                 return found, None
-            state = tx.key_states([key])[key]
             pin = tx.pins([key]).get(key)
-        return found, self._explained(key, state, votes, pin, rows)
+        return found, self._explained(key, state, votes, pin, [] if stale else rows)
 
     def list_beliefs(
         self, namespace: str, subject: str | None = None, page_size: int = 0, page_token: str = ""
@@ -189,13 +229,17 @@ class Reading(Component):
         def position(b: StoredBelief) -> str:
             return tokens.queue_position(b.updated_at, ids.key_id(b.key), b.version_id)
 
-        return self._page(rows, position, page_size)
+        def queued(b: Belief) -> bool:
+            return b.state in (BeliefState.AMBIGUOUS, BeliefState.CONTESTED)
+
+        return self._page(rows, position, page_size, queued)
 
     def _page(
         self,
         rows_after: Callable[[Transaction, int], list[StoredBelief]],
         position: Callable[[StoredBelief], str],
         page_size: int,
+        keep: Callable[[Belief], bool] | None = None,
     ) -> Page[Belief]:
         """One page of served beliefs: `rows_after` reads the rows after the token's position
         in the page's order, `position` makes the token for the page after a row."""
@@ -215,10 +259,20 @@ class Reading(Component):
                     ]
                     rows = rows + rest
             reps = tx.evidence([b.evidence_id for b in rows])
-        grouped: dict[Key, list[StoredBelief]] = {}
-        for b in rows:
-            grouped.setdefault(b.key, []).append(b)
-        items = [belief_from_rows(bs, reps) for bs in grouped.values()]
+            grouped: dict[Key, list[StoredBelief]] = {}
+            for b in rows:
+                grouped.setdefault(b.key, []).append(b)
+            states = tx.key_states(list(grouped))
+            items = []
+            for key, bs in grouped.items():
+                if not self._stale(bs, states[key]):
+                    items.append(belief_from_rows(bs, reps))
+                    continue
+                # A claim expired since the rows were worked out: the present, worked out
+                # here, stays on the page only if it still belongs there.
+                found = self._current(tx, key, states[key], bs)
+                if found is not None and (keep is None or keep(found)):
+                    items.append(found)
         return Page(items, position(rows[-1]) if more else "")
 
     def history(self, key: Key, known_at: Instant | None = None) -> list[VersionHistory]:
@@ -233,16 +287,29 @@ class Reading(Component):
             votes = tx.votes([key])[key]
             pin = tx.pins([key]).get(key)
             present = tx.beliefs([key]).get(key, [])
+            confirmations = tx.confirmations([e.evidence_id for e in state.evidence])
         if not state.evidence:
             raise NotFound(f"no evidence for {key}")
+        if self._stale(present, state):
+            present = []
+        now = self.clock.now()
         local = history(
             state.evidence, state.retractions, self.policy, known_at=known_at, lineage=lineage
         )
 
         def at(as_of: Instant | None) -> Answer:
-            return self._answer(key, state, votes, pin, present, as_of, known_at)
+            return self._answer(key, state, votes, pin, present, as_of, known_at, confirmations)
 
-        served = served_history(local, state, at, known_at)
+        def lives(known: Instant | None) -> dict[str, tuple[Instant, Instant]]:
+            out = {}
+            for e in state.evidence:
+                confirmed = confirmed_at(e, confirmations, self.policy, self.node_id, known)
+                end = expiry(e, self.policy, confirmed)
+                if end is not None:
+                    out[e.evidence_id] = (end, confirmed)
+            return out
+
+        served = served_history(local, state, at, known_at, lives(known_at), now)
         if pin is None or (known_at is not None and pin.pinned_at > known_at):
             return served
         then = pin.pinned_at - 1
@@ -254,9 +321,9 @@ class Reading(Component):
             )
 
             def at_then(as_of: Instant | None) -> Answer:
-                return self._answer(key, state, votes, pin, [], as_of, then)
+                return self._answer(key, state, votes, pin, [], as_of, then, confirmations)
 
-            return served_history(earlier, state, at_then, then)
+            return served_history(earlier, state, at_then, then, lives(then), now)
 
         return served_until_resolution(served, before_pin, pin)
 
@@ -275,7 +342,12 @@ class Reading(Component):
             pin = tx.pins([key]).get(key)
             present = tx.beliefs([key]).get(key, [])
             latest = tx.latest_decision(key, _SERVED_CHANGES)
-        return self._explained(key, state, votes, pin, present, as_of, known_at, latest)
+            confirmations = self._confirmations(tx, state, known_at)
+        if self._stale(present, state):
+            present = []
+        return self._explained(
+            key, state, votes, pin, present, as_of, known_at, latest, confirmations
+        )
 
     def _explained(
         self,
@@ -287,10 +359,11 @@ class Reading(Component):
         as_of: Instant | None = None,
         known_at: Instant | None = None,
         latest: LoggedDecision | None = None,
+        confirmations: Sequence[Confirmation] = (),
     ) -> Explanation:
         """The explanation of a view; `latest` is the key's latest decision that changed what
         it serves (an erasure's story holds until the next one)."""
-        answer = self._answer(key, state, votes, pin, present, as_of, known_at)
+        answer = self._answer(key, state, votes, pin, present, as_of, known_at, confirmations)
         belief = belief_of(key, answer)
         if belief is None:
             raise NotFound(nothing_served(key, state, self.policy, as_of, known_at))
@@ -332,8 +405,13 @@ class Reading(Component):
         out = {}
         for key in keys:
             try:
+                present = rows.get(key, [])
                 out[key] = self._explained(
-                    key, states[key], votes[key], pins.get(key), rows.get(key, [])
+                    key,
+                    states[key],
+                    votes[key],
+                    pins.get(key),
+                    [] if self._stale(present, states[key]) else present,
                 )
             except NotFound:
                 continue

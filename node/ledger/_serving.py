@@ -121,7 +121,7 @@ class Serving:
         self.node_id = node_id
         self.clock = clock
         # GetBelief's answers for hot keys; the store tells it what each commit touched.
-        self.memory = (CheckedMemory if repo.shared else ServedMemory)(repo.cache_keys)
+        self.memory = (CheckedMemory if repo.shared else ServedMemory)(repo.cache_keys, clock.now)
         repo.watch(self.memory)
         self._observers: list[Callable[[Committed], None]] = []
         # Told, after each delta a peer sent, how many of its items of each kind were refused.
@@ -183,6 +183,12 @@ class Serving:
         where it did (else the votes read here are the ones before)."""
         if not states:
             return {}
+        # Assertions past their expiry count no more (specification §6); a state that lost
+        # some is arbitrated again.
+        live = {k: st.holding(self.policy, now) for k, st in states.items()}
+        if known is not None:
+            known = {k: a for k, a in known.items() if live.get(k) is states.get(k)}
+        states = live
         keys = list(states)
         if current is None:
             current = tx.beliefs(keys)
@@ -432,8 +438,15 @@ class Serving:
         """Offers GetBelief's answers for keys without peer votes, as this write leaves them,
         to the served memory (kept once the write commits)."""
         if self.memory.capacity and beliefs:
-            votes = tx.votes(list(beliefs))
-            answers = {k: b for k, b in beliefs.items() if not self.peer_voted(votes.get(k, ()))}
+            keys = list(beliefs)
+            votes = tx.votes(keys)
+            states = tx.key_states(keys)  # in the write's key cache: no read
+            now = self.clock.now()
+            answers = {
+                k: (b, states[k].next_expiry(self.policy, now))
+                for k, b in beliefs.items()
+                if not self.peer_voted(votes.get(k, ()))
+            }
             tx.after_commit(lambda touched: self.memory.publish(answers, touched))
 
     def beliefs(

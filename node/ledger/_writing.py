@@ -6,9 +6,11 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TypeVar
 
 from factnode.core import (
+    Confirmation,
     Decision,
     Evidence,
     Instant,
@@ -22,6 +24,7 @@ from factnode.core import (
     make_retraction,
 )
 from factnode.core.plan import IngestLoad, IngestPlan, plan_ingest
+from factnode.core.signed import confirmation_payload
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger._model import Belief, Committed, NotFound, Submitted, belief_from_rows
 from factnode.ledger._serving import Component, bearing_on, check_key_input
@@ -105,7 +108,7 @@ class Writing(Component):
         ids = [e.evidence_id for e, _ in items]
         with _collector_paused(), self.repo.write(keys, ids) as tx:
             self._serving.announce(tx, fx)
-            rulings, beliefs = self.ingest_in(tx, items, fx)
+            rulings, beliefs = self.ingest_in(tx, items, fx, restating=True)
             untouched = keys - set(beliefs)
             # Their state was just loaded (and is in the write cache): no evidence read-back.
             held = {
@@ -119,6 +122,13 @@ class Writing(Component):
             for (e, ruling), seq in zip(rulings, seqs, strict=True)
         ]
 
+    def _signed(self, confirmations: Sequence[Confirmation]) -> tuple[Confirmation, ...]:
+        """This node's confirmations, signed where it has a key (specification §6)."""
+        sign = self._serving.sign
+        if sign is None:
+            return tuple(confirmations)
+        return tuple(replace(c, signature=sign(confirmation_payload(c))) for c in confirmations)
+
     def ingest_in(
         self,
         tx: Transaction,
@@ -126,15 +136,19 @@ class Writing(Component):
         fx: Committed,
         *,
         reasons: Mapping[str, str] | None = None,
+        restating: bool = False,
     ) -> tuple[list[tuple[Evidence, Ruling]], dict[Key, Belief]]:
         """Decides `items` in order: load, plan (`core.plan.plan_ingest`), apply. Returns the
         rulings and the served beliefs of the keys whose evidence changed (built from what
         was just computed, not read back). `reasons` (by evidence id) go before the detail of
-        their decisions (a Retract's reason)."""
-        plan = plan_ingest(self._load(tx, items), items, self.policy, reasons)
+        their decisions (a Retract's reason). `restating`: the items are clients' statements,
+        so a DUPLICATE of held evidence confirms it (specification §6)."""
+        plan = plan_ingest(self._load(tx, items, restating), items, self.policy, reasons)
         return list(plan.rulings), self._apply(tx, plan, fx)
 
-    def _load(self, tx: Transaction, items: Sequence[tuple[Evidence, str | None]]) -> IngestLoad:
+    def _load(
+        self, tx: Transaction, items: Sequence[tuple[Evidence, str | None]], restating: bool
+    ) -> IngestLoad:
         """Everything deciding `items` reads, read before any of it is decided."""
         # A `contradicts`, or a correction of one, changes the other key too.
         keys = {e.key for e, _ in items} | bearing_on(tx, [e for e, _ in items])
@@ -148,6 +162,8 @@ class Writing(Component):
             peer_voted=frozenset(
                 k for k, held in loaded.votes.items() if self._serving.peer_voted(held)
             ),
+            at=self.clock.now(),
+            restated_by=self.node_id if restating else None,
         )
 
     def _apply(self, tx: Transaction, plan: IngestPlan, fx: Committed) -> dict[Key, Belief]:
@@ -160,6 +176,8 @@ class Writing(Component):
                 bears_on=plan.bears_on,
                 arbitrated=plan.remember,
                 decisions=plan.decisions,
+                confirmations=self._signed(plan.confirmations),
+                confirmed=plan.confirmed,
             ),
             fx,
         )
@@ -217,7 +235,7 @@ class Writing(Component):
         fx = Committed()
         with self.repo.write() as tx:
             self._serving.announce(tx, fx)
-            state = tx.key_states([key])[key]
+            state = tx.key_states([key])[key].holding(self.policy, now)
             verdict = state.belief(self.policy)
             # What is served counts as believed too (a pinned or consensus version).
             held = set(believed_versions(verdict)) | {b.version_id for b in tx.beliefs([key])[key]}

@@ -1,6 +1,6 @@
 """Evidence (assertions and retractions): what each key holds, and what other keys say
-against it, looked up by id or idempotency key, the versions it succeeded, and the decay
-sweep's pages and status changes."""
+against it, looked up by id or idempotency key, the versions it succeeded, and the
+confirmations that restated it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from sqlalchemy.sql.expression import ClauseElement
 
 from factnode.core import (
     Arbitrated,
+    Confirmation,
     Evidence,
     EvidenceStatus,
     Key,
@@ -29,6 +30,7 @@ from factnode.store._rows import (
     _EVIDENCE_STATUS,
     _SELECT_EVIDENCE,
     _SELECT_EVIDENCE_ID,
+    C,
     D,
     E,
     _evidence,
@@ -155,25 +157,46 @@ class SqlEvidence(TransactionPart):
         )
         return [(r[0], r[1]) for r in self._c.execute(q)]
 
-    def decaying_evidence(
-        self, attributions: Collection[str], after: str, limit: int
-    ) -> list[Evidence]:
+    def decaying_keys(self, attributions: Collection[str], after: str, limit: int) -> list[Key]:
+        anchors = sorted(attributions)
         q = (
-            _SELECT_EVIDENCE.where(
+            select(E.c.key_id, E.c.namespace, E.c.subject, E.c.predicate)
+            .where(
                 E.c.status == EvidenceStatus.ACTIVE.value,
                 # Relayed evidence decays at its capped anchor's half-life (specification §6).
-                or_(
-                    E.c.attribution.in_(sorted(attributions)),
-                    E.c.anchor_cap.in_(sorted(attributions)),
-                ),
-                E.c.evidence_id > after,
+                or_(E.c.attribution.in_(anchors), E.c.anchor_cap.in_(anchors)),
+                E.c.key_id > after,
             )
-            .order_by(E.c.evidence_id)
+            .group_by(E.c.key_id, E.c.namespace, E.c.subject, E.c.predicate)
+            .order_by(E.c.key_id)
             .limit(limit)
         )
-        return [_evidence(r) for r in self._c.execute(q)]
+        return [Key(r[1], r[2], r[3]) for r in self._c.execute(q)]
 
-    def set_status(self, evidence_ids: Collection[str], status: EvidenceStatus) -> None:
-        self._forget()
-        for part in chunks(sorted(evidence_ids)):
-            self._c.execute(update(E).where(E.c.evidence_id.in_(part)).values(status=status.value))
+    def confirmations(self, evidence_ids: Collection[str]) -> list[Confirmation]:
+        """Every confirmation held on the evidence `evidence_ids`, oldest first."""
+        q = select(C.c.evidence_id, C.c.signer, C.c.confirmed_at, C.c.received_at, C.c.signature)
+        rows = select_in(self._c, q, "confirmation.evidence_id", set(evidence_ids))
+        out = [Confirmation(r[0], r[1], r[2], r[3], r[4] or b"") for r in rows]
+        return sorted(out, key=lambda c: (c.confirmed_at, c.evidence_id, c.signer))
+
+    def confirm(self, confirmations: Sequence[Confirmation], moved: Sequence[Evidence]) -> None:
+        """Keeps `confirmations` and stores the `confirmed_at` of each of `moved` (held
+        evidence whose latest counted confirmation they move, `core.decay.confirmed_at`)."""
+        insert_rows(
+            self._c,
+            C,
+            ("evidence_id", "signer", "confirmed_at", "received_at", "signature"),
+            [
+                (c.evidence_id, c.signer, c.confirmed_at, c.received_at, c.signature or None)
+                for c in confirmations
+            ],
+        )
+        for e in moved:
+            self._c.execute(
+                update(E)
+                .where(E.c.evidence_id == e.evidence_id)
+                .values(confirmed_at=e.confirmed_at)
+            )
+        if self._cache is not None:
+            self._cache.confirmed(moved)

@@ -14,6 +14,7 @@ from factnode.core.consensus import Vote
 from factnode.store._tables import (
     BeliefChangeRow,
     BeliefRow,
+    ConfirmationRow,
     DecisionRow,
     ErasedEvidenceRow,
     ErasureBoundRow,
@@ -29,6 +30,7 @@ from factnode.store.repository import StoredBelief
 # The tables by name from the models' metadata, typed as Table (`Model.__table__` is not).
 _TABLES = EvidenceRow.metadata.tables
 E = _TABLES[EvidenceRow.__tablename__]
+C = _TABLES[ConfirmationRow.__tablename__]
 D = _TABLES[DecisionRow.__tablename__]
 B = _TABLES[BeliefRow.__tablename__]
 BC = _TABLES[BeliefChangeRow.__tablename__]
@@ -68,6 +70,7 @@ _EVIDENCE_COLUMNS = (
     "origin_recorded_at",
     "retracts",
     "contradicts_key_id",
+    "confirmed_at",
 )
 _SELECT_EVIDENCE = select(*(E.c[name] for name in _EVIDENCE_COLUMNS))
 _EVIDENCE_KEY_ID = _EVIDENCE_COLUMNS.index("key_id")
@@ -107,6 +110,7 @@ def _evidence(row: Sequence[Any], key: Key | None = None) -> Evidence:
         origin_recorded_at,
         retracts,
         _contradicts_key_id,
+        confirmed_at,
     ) = row
     return Evidence(
         evidence_id,
@@ -128,6 +132,7 @@ def _evidence(row: Sequence[Any], key: Key | None = None) -> Evidence:
         anchor_cap,
         origin_recorded_at,
         bool(retracts),
+        confirmed_at=confirmed_at,
     )
 
 
@@ -166,6 +171,7 @@ def _evidence_values(
         e.origin_recorded_at,
         e.retracts,
         ids.key_id(c) if c else None,
+        e.confirmed_at,
     )
 
 

@@ -75,6 +75,9 @@ class EvidenceRow(SQLModel, table=True):
     # key id of `contradicts`, so a key's state loads what other keys say against it.
     retracts: bool = False
     contradicts_key_id: str | None = Field(default=None, max_length=ID)
+    # Added in revision r28 (decay closes a claim): the latest confirmation that counts here
+    # (`core.decay.confirmed_at`); None: never restated.
+    confirmed_at: int | None = Field(default=None, sa_type=BigInteger)
 
 
 class DecisionRow(SQLModel, table=True):
@@ -191,6 +194,19 @@ class ErasureBoundRow(SQLModel, table=True):
     bound_at: int = Field(sa_type=BigInteger)
     # The node's signature (specification §7); None: this node's own (signed as it is
     # offered) or one taken from a peer that signs nothing.
+    signature: bytes | None = Field(default=None, sa_type=LargeBinary)
+
+
+class ConfirmationRow(SQLModel, table=True):
+    """A restatement of held evidence, signed by the node that took it (specification §6).
+    Append-only: a view as known at an earlier time counts only those received by then."""
+
+    __tablename__ = "confirmation"
+
+    evidence_id: str = Field(primary_key=True, max_length=ID)
+    signer: str = Field(primary_key=True, max_length=NAME)
+    confirmed_at: int = Field(primary_key=True, sa_type=BigInteger)
+    received_at: int = Field(sa_type=BigInteger)
     signature: bytes | None = Field(default=None, sa_type=LargeBinary)
 
 

@@ -196,6 +196,18 @@ class TxCache:
             self.states.change(e.key, lambda s, e=e: KeyState((*s.evidence, e), s.retractions))  # type: ignore[misc]
             self.arbitrated.drop(e.key)
 
+    def confirmed(self, moved: Iterable[Evidence]) -> None:
+        """Held evidence whose `confirmed_at` moved: it replaces the copy in its key's state."""
+        for e in moved:
+            self.states.change(
+                e.key,
+                lambda s, e=e: KeyState(  # type: ignore[misc]
+                    tuple(e if h.evidence_id == e.evidence_id else h for h in s.evidence),
+                    s.retractions,
+                ),
+            )
+            self.arbitrated.drop(e.key)
+
     def bears_on(self, pairs: Iterable[tuple[Key, Evidence]]) -> None:
         """Retraction-like evidence (`KeyState.retractions`) added to each key's state."""
         for key, r in pairs:

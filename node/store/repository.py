@@ -10,6 +10,7 @@ from typing import Protocol, TypeVar
 from factnode.core import (
     Arbitrated,
     BeliefState,
+    Confirmation,
     Decision,
     Evidence,
     EvidenceStatus,
@@ -125,9 +126,14 @@ class EvidenceTransaction(Protocol):
 
     def lineage(self, key: Key) -> list[tuple[str, str]]: ...
 
-    def decaying_evidence(
-        self, attributions: Collection[str], after: str, limit: int
-    ) -> list[Evidence]: ...
+    def confirmations(self, evidence_ids: Collection[str]) -> list[Confirmation]:
+        """Every confirmation held on the evidence `evidence_ids`, oldest first."""
+        ...
+
+    def decaying_keys(self, attributions: Collection[str], after: str, limit: int) -> list[Key]:
+        """Keys holding active assertions attributed to (or capped at) `attributions`, in
+        key id order after the key id `after`: the decay job's pages."""
+        ...
 
 
 class DecisionTransaction(Protocol):
@@ -341,8 +347,10 @@ class Writes:
     # Keys' states as they now stand in this transaction, arbitrated: the store may keep
     # them for the next write's load (`Loaded.remembered`).
     arbitrated: Mapping[Key, Arbitrated] = field(default_factory=dict)
-    # Evidence whose confidence decayed below the floor.
-    decayed: Collection[str] = ()
+    # Restatements of held evidence, with that evidence as its `confirmed_at` now stands
+    # (specification §6).
+    confirmations: Sequence[Confirmation] = ()
+    confirmed: Sequence[Evidence] = ()
     # Relayed evidence's origin signatures, by evidence id.
     signatures: Mapping[str, bytes] = field(default_factory=dict)
     equivocations: Sequence[Equivocation] = ()

@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy.exc
 from sqlalchemy import Connection
 
-from factnode.core import Evidence, EvidenceStatus, Key, ids
+from factnode.core import Evidence, Key, ids
 from factnode.core.plan import ErasurePlan
 from factnode.store._beliefs import SqlBeliefs, belief_query
 from factnode.store._checked import log_touched, read_touch_log
@@ -112,8 +112,8 @@ class SqlTransaction(
         if changes.bears_on:
             self.bears_on(changes.bears_on)
         self.remember(changes.arbitrated)
-        if changes.decayed:
-            self.set_status(changes.decayed, EvidenceStatus.DECAYED)
+        if changes.confirmations or changes.confirmed:
+            self.confirm(changes.confirmations, changes.confirmed)
         if changes.signatures:
             self.put_evidence_signatures(changes.signatures)
         for proof in changes.equivocations:

@@ -3,9 +3,12 @@ and these inputs, exactly these rows, decisions and keys to recompute."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from factnode.core import (
     Arbitrated,
     BeliefState,
+    Confirmation,
     Decision,
     Evidence,
     EvidenceStatus,
@@ -16,13 +19,11 @@ from factnode.core import (
 )
 from factnode.core.consensus import Vote
 from factnode.core.plan import (
-    DecayPlan,
     ErasureLoad,
     IngestLoad,
     ResolutionLoad,
     ResolutionPlan,
     erased_key,
-    plan_decay,
     plan_erasure,
     plan_ingest,
     plan_resolution,
@@ -372,19 +373,42 @@ def test_a_resolution_of_a_version_not_held_or_of_a_settled_key_writes_nothing()
     assert unserved.decision is None and "(no belief)" in unserved.settled
 
 
-def test_a_page_of_decay_counts_the_decayed_and_tombstones_the_cold_in_id_order() -> None:
-    """agent_inferred halves in 30 days: at 60 days 0.9 is 0.225, below min_confidence
-    (cold); at 30 days 0.45, decayed but kept; user_stated never decays. The cold evidence
-    comes in id order, with its keys."""
-    old = [
-        fact(f"v{i}", day=1, anchor="agent_inferred", key=k)
-        for i, k in enumerate((LIVES_IN, WORKS_AT, SPEAKS))
-    ]
-    recent = fact("Porto", day=31, anchor="agent_inferred")
-    lasting = fact("Faro", day=1)
-    page = [*old[:2], recent, lasting]
-    plan = plan_decay(page, POLICY, 61 * DAY)
-    cold = tuple(sorted(old[:2], key=lambda e: e.evidence_id))
-    assert plan == DecayPlan(decayed=3, cold=cold)
-    assert plan.keys == {LIVES_IN, WORKS_AT}
-    assert plan_decay([recent, lasting], POLICY, 61 * DAY) == DecayPlan(decayed=1, cold=())
+def test_an_expired_claim_does_not_count_when_a_batch_decides() -> None:
+    """agent_inferred 0.9 lasts about 35 days from its recording: at day 40 'Porto' (recorded
+    day 1) has expired, so a new 'Lisbon' is the key's only version, decided by
+    first_version, and the key is recomputed without the expired claim."""
+    porto = fact("Porto", day=1, anchor="agent_inferred")
+    lisbon = fact("Lisbon", day=40, anchor="agent_inferred")
+    load = IngestLoad(states={LIVES_IN: KeyState((porto,))}, at=40 * DAY)
+    plan = plan_ingest(load, [(lisbon, None)], POLICY)
+    assert plan.decisions == (_decision(lisbon, Outcome.ACCEPTED, Rule.FIRST_VERSION),)
+    assert list(plan.states[LIVES_IN].evidence) == [lisbon]
+
+
+def test_a_restatement_confirms_held_evidence_and_revives_an_expired_claim() -> None:
+    """A client's DUPLICATE of held evidence is a restatement: a confirmation signed by the
+    node that took it, the evidence with its confirmed_at moved, and the key recomputed with
+    the claim holding again. A peer's relay (no `restated_by`) confirms nothing."""
+    porto = fact("Porto", day=1, anchor="agent_inferred")
+    again = fact("Porto", day=1, at=40, anchor="agent_inferred")
+    assert again.evidence_id == porto.evidence_id
+    load = IngestLoad(
+        states={LIVES_IN: KeyState((porto,))},
+        stored=frozenset({porto.evidence_id}),
+        at=40 * DAY,
+        restated_by="n1",
+    )
+    plan = plan_ingest(load, [(again, None)], POLICY)
+    [decision] = plan.decisions
+    assert decision.outcome is Outcome.DUPLICATE and "restated" in decision.detail
+    assert plan.evidence == ()
+    assert plan.confirmations == (Confirmation(porto.evidence_id, "n1", 40 * DAY, 40 * DAY),)
+    assert plan.confirmed == (replace(porto, confirmed_at=40 * DAY),)
+    assert plan.refresh == {LIVES_IN}
+    assert list(plan.states[LIVES_IN].evidence) == [replace(porto, confirmed_at=40 * DAY)]
+    relayed = plan_ingest(replace(load, restated_by=None), [(again, None)], POLICY)
+    assert relayed.confirmations == () and relayed.refresh == frozenset()
+    # A restatement older than the last confirmation moves nothing.
+    confirmed = replace(porto, confirmed_at=50 * DAY)
+    late = replace(load, states={LIVES_IN: KeyState((confirmed,))})
+    assert plan_ingest(late, [(again, None)], POLICY).confirmations == ()

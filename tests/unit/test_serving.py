@@ -48,11 +48,28 @@ def test_a_view_is_the_present_only_when_it_sees_all_evidence_and_the_pin() -> N
     """`is_present` holds for unset times and for times after every record and event time,
     and not for a known_at before the pin or before some evidence was recorded."""
     pin = Pin(OSLO.version_id, 4 * DAY)
-    assert is_present(TIED, pin, None, None)
-    assert is_present(TIED, pin, NOW, NOW)
-    assert not is_present(TIED, pin, None, 3 * DAY)
-    assert not is_present(TIED, None, None, 2 * DAY)
-    assert not is_present(TIED, None, 0, None)
+    assert is_present(TIED, pin, None, None, POLICY, NOW)
+    assert is_present(TIED, pin, NOW, NOW, POLICY, NOW)
+    assert not is_present(TIED, pin, None, 3 * DAY, POLICY, NOW)
+    assert not is_present(TIED, None, None, 2 * DAY, POLICY, NOW)
+    assert not is_present(TIED, None, 0, None, POLICY, NOW)
+
+
+def test_a_view_with_an_expired_claim_is_not_the_stored_present() -> None:
+    """Once a claim has expired (or will have, at a later as_of), the stored rows may be
+    older than its expiry: the view works itself out, and leaves the claim out from its
+    expiry on while an earlier event time still sees it (specification §6)."""
+    porto = fact("Porto", day=1, anchor="llm_generated", confidence=0.8)
+    state = KeyState((porto,))
+    ends = 31 * DAY + 1  # one half-life of 30 days, from its recording on day 1
+    assert is_present(state, None, None, None, POLICY, ends - 1)
+    assert not is_present(state, None, None, None, POLICY, ends)
+    assert not is_present(state, None, ends, None, POLICY, 2 * DAY)
+    stored = [(porto.version_id, porto.evidence_id, Rule.SOLE_VERSION, BeliefState.BELIEVED)]
+    gone = view(LIVES_IN, state, [], None, POLICY, NODE, ends, present=stored)
+    assert gone.values == ()
+    then = view(LIVES_IN, state, [], None, POLICY, NODE, ends, as_of=ends - 1, present=stored)
+    assert then.first is not None and then.first.version_id == porto.version_id
 
 
 def test_the_present_answers_what_is_stored_and_a_past_view_recomputes() -> None:

@@ -25,6 +25,7 @@ class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTCOME_RESOLVED: _ClassVar[Outcome]
     OUTCOME_CONTESTED: _ClassVar[Outcome]
     OUTCOME_ERASED: _ClassVar[Outcome]
+    OUTCOME_DECAYED: _ClassVar[Outcome]
 
 class BeliefState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -43,6 +44,7 @@ class VersionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     VERSION_STATUS_RETRACTED: _ClassVar[VersionStatus]
     VERSION_STATUS_CORRECTED: _ClassVar[VersionStatus]
     VERSION_STATUS_CONTESTED: _ClassVar[VersionStatus]
+    VERSION_STATUS_DECAYED: _ClassVar[VersionStatus]
 
 class DigestSet(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -73,6 +75,7 @@ OUTCOME_RETRACTED: Outcome
 OUTCOME_RESOLVED: Outcome
 OUTCOME_CONTESTED: Outcome
 OUTCOME_ERASED: Outcome
+OUTCOME_DECAYED: Outcome
 BELIEF_STATE_UNSPECIFIED: BeliefState
 BELIEF_STATE_BELIEVED: BeliefState
 BELIEF_STATE_AMBIGUOUS: BeliefState
@@ -85,6 +88,7 @@ VERSION_STATUS_DISBELIEVED: VersionStatus
 VERSION_STATUS_RETRACTED: VersionStatus
 VERSION_STATUS_CORRECTED: VersionStatus
 VERSION_STATUS_CONTESTED: VersionStatus
+VERSION_STATUS_DECAYED: VersionStatus
 DIGEST_SET_UNSPECIFIED: DigestSet
 DIGEST_SET_EVIDENCE: DigestSet
 DIGEST_SET_TOMBSTONES: DigestSet
@@ -352,7 +356,7 @@ class Interval(_message.Message):
     def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class VersionHistory(_message.Message):
-    __slots__ = ("version_id", "object", "status", "intervals", "evidence", "supersedes", "superseded_by", "ended_by", "rule", "served_until")
+    __slots__ = ("version_id", "object", "status", "intervals", "evidence", "supersedes", "superseded_by", "ended_by", "rule", "served_until", "decayed_at", "confirmed_at")
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -363,6 +367,8 @@ class VersionHistory(_message.Message):
     ENDED_BY_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
     SERVED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    DECAYED_AT_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_AT_FIELD_NUMBER: _ClassVar[int]
     version_id: str
     object: str
     status: VersionStatus
@@ -373,7 +379,9 @@ class VersionHistory(_message.Message):
     ended_by: _containers.RepeatedCompositeFieldContainer[Evidence]
     rule: str
     served_until: _timestamp_pb2.Timestamp
-    def __init__(self, version_id: _Optional[str] = ..., object: _Optional[str] = ..., status: _Optional[_Union[VersionStatus, str]] = ..., intervals: _Optional[_Iterable[_Union[Interval, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[_Iterable[str]] = ..., ended_by: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., rule: _Optional[str] = ..., served_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    decayed_at: _timestamp_pb2.Timestamp
+    confirmed_at: _timestamp_pb2.Timestamp
+    def __init__(self, version_id: _Optional[str] = ..., object: _Optional[str] = ..., status: _Optional[_Union[VersionStatus, str]] = ..., intervals: _Optional[_Iterable[_Union[Interval, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., supersedes: _Optional[_Iterable[str]] = ..., superseded_by: _Optional[_Iterable[str]] = ..., ended_by: _Optional[_Iterable[_Union[Evidence, _Mapping]]] = ..., rule: _Optional[str] = ..., served_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decayed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., confirmed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetHistoryResponse(_message.Message):
     __slots__ = ("key", "versions")

@@ -99,12 +99,19 @@ class _Batch:
             k: [e for e in s.evidence if at is None or holds(e, policy, at)]
             for k, s in load.states.items()
         }
-        self.retractions = {k: list(s.retractions) for k, s in load.states.items()}
+        self.retractions = {
+            k: [r for r in s.retractions if at is None or holds(r, policy, at)]
+            for k, s in load.states.items()
+        }
+        # An arbitration remembered for a state that lost expired evidence is stale.
         self.known = {
             k: a
             for k, a in load.remembered.items()
-            if len(self.evidence.get(k, ())) == len(load.states[k].evidence)
-            if k in load.states
+            if k not in load.states
+            or (
+                len(self.evidence[k]) == len(load.states[k].evidence)
+                and len(self.retractions[k]) == len(load.states[k].retractions)
+            )
         }
 
     def state(self, key: Key) -> KeyState:

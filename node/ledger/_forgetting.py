@@ -20,6 +20,7 @@ from factnode.core import (
     ids,
 )
 from factnode.core.plan import ErasureLoad, plan_erasure
+from factnode.core.serving import decayed_since
 from factnode.core.story import (
     BelievedAgain,
     ServedBefore,
@@ -206,8 +207,7 @@ class Forgetting(Component):
                 stale = {
                     k: st
                     for k, st in states.items()
-                    if current.get(k)
-                    and st.expired_between(self.policy, min(b.updated_at for b in current[k]), now)
+                    if decayed_since(st, self.policy, _since(current.get(k, [])), now)
                 }
                 if not stale:
                     continue
@@ -215,7 +215,7 @@ class Forgetting(Component):
                 logged = [
                     d
                     for k in sorted(stale)
-                    if (d := _decayed(k, stale[k], current[k], served[k], self.policy, now))
+                    if (d := _decayed(k, stale[k], current.get(k, []), served[k], self.policy, now))
                     is not None
                 ]
                 self._serving.apply(tx, Writes(decisions=logged), fx)
@@ -239,3 +239,8 @@ def _decayed(
         policy,
         now,
     )
+
+
+def _since(rows: Sequence[StoredBelief]) -> Instant | None:
+    """When a key's served rows were worked out (None: it serves nothing)."""
+    return min(b.updated_at for b in rows) if rows else None

@@ -29,6 +29,7 @@ from factnode.core.consensus import Tally, Vote, tally
 from factnode.core.serving import (
     Answer,
     Pin,
+    decayed_since,
     is_present,
     nothing_served,
     served_history,
@@ -114,10 +115,8 @@ class Reading(Component):
     def _stale(self, rows: Sequence[StoredBelief], state: KeyState) -> bool:
         """Whether a claim of the key expired after its served rows were worked out: then
         they are not the present any more, and a read works the present out itself."""
-        if not rows:
-            return False
-        since = min(b.updated_at for b in rows)
-        return state.expired_between(self.policy, since, self.clock.now())
+        since = min(b.updated_at for b in rows) if rows else None
+        return decayed_since(state, self.policy, since, self.clock.now())
 
     def _current(
         self,

@@ -13,12 +13,14 @@ from factnode.config import DEFAULT_CACHE_KEYS
 from factnode.core import (
     MICROS_PER_DAY,
     BeliefState,
+    Interval,
     InvalidInput,
     Key,
     Outcome,
     Policy,
     Rule,
     Submission,
+    expiry,
     ids,
 )
 from factnode.ledger import Ledger, NotFound, ensure_node_id
@@ -762,25 +764,91 @@ def test_erase_needs_exactly_one_scope_and_an_operator(ledger: Ledger) -> None:
 # -- decay and node identity ------------------------------------------------------
 
 
-def test_decay_tombstones_cold_evidence_and_the_belief_falls_back(
+def test_an_expired_claim_leaves_the_present_not_the_past_and_a_restatement_revives_it(
     ledger: Ledger, clock: FakeClock, reopen: Opener
 ) -> None:
-    """Evidence decayed below min_confidence leaves the belief, and the older version returns."""
+    """Both recorded on day 11 (agent_observed, half-life 180 days): Porto at 0.5 expires
+    about 58 days later, Lisbon at 1.0 about 238. On day 100, before any decay job runs,
+    every view already agrees: the present is Lisbon again, an earlier event time still sees
+    Porto, and history shows Porto DECAYED with its interval closed at its expiry. The job
+    then only logs one DECAYED decision (rule decay) and changes no answer. Restating Porto
+    confirms it (a DUPLICATE that moves confirmed_at) and it holds again. Nothing is
+    deleted."""
     at(clock, 11)
-    ledger.submit(sub("Lisbon", day=0, anchor="agent_observed", source="gps", confidence=1.0))
-    ledger.submit(sub("Porto", day=10, anchor="agent_observed", source="gps", confidence=0.5))
+    lisbon = ledger.submit(
+        sub("Lisbon", day=0, anchor="agent_observed", source="gps", confidence=1.0)
+    )
+    porto = ledger.submit(
+        sub("Porto", day=10, anchor="agent_observed", source="gps", confidence=0.5)
+    )
     assert ledger.belief(LIVES_IN).object == "Porto"
-    assert ledger.run_decay().tombstoned == 0
-    # Day 210: Porto is at 0.5 * 0.5^(200/180) = 0.231, Lisbon at 1.0 * 0.5^(210/180) = 0.445.
-    at(clock, 210)
-    report = ledger.run_decay()
-    assert (report.decayed, report.tombstoned) == (2, 1)
-    belief = ledger.belief(LIVES_IN)
-    assert (belief.object, belief.rule) == ("Lisbon", Rule.SOLE_VERSION)
-    assert [v.object for v in ledger.history(LIVES_IN)] == ["Lisbon"]
-    counts = reopen().counts()
-    assert (counts.decayed, counts.evidence) == (1, 1)
-    assert ledger.run_decay().tombstoned == 0
+    assert ledger.run_decay().decayed == 0
+    start = FakeClock().now()
+    held = ledger.evidence_by_ids([porto.evidence_id])[porto.evidence_id]
+    porto_ends = expiry(held, ledger.policy)
+    assert porto_ends is not None and start + 68 * DAY < porto_ends < start + 70 * DAY
+
+    at(clock, 100)
+
+    def views() -> tuple[object, ...]:
+        belief = ledger.belief(LIVES_IN)
+        before = ledger.belief(LIVES_IN, as_of=porto_ends - 1)
+        history = {v.object: v for v in ledger.history(LIVES_IN)}
+        return (
+            (belief.object, belief.rule, belief.state),
+            ledger.served(LIVES_IN)[0].object,
+            ledger.explain(LIVES_IN).belief.object,
+            [b.object for b in ledger.list_beliefs(NS).items],
+            before.object,
+            history["Porto"].status,
+            history["Porto"].rule,
+            history["Porto"].intervals,
+            history["Porto"].decayed_at,
+            history["Lisbon"].intervals,
+        )
+
+    seen = views()
+    assert seen[:5] == (
+        ("Lisbon", Rule.SOLE_VERSION, BeliefState.BELIEVED),
+        "Lisbon",
+        "Lisbon",
+        ["Lisbon"],
+        "Porto",
+    )
+    assert seen[5:9] == (
+        "DECAYED",
+        Rule.DECAY,
+        (Interval(start + 10 * DAY, porto_ends),),
+        porto_ends,
+    )
+    # Lisbon's claim is closed at its own expiry too, unless restated before then.
+    lisbon_ends = expiry(
+        ledger.evidence_by_ids([lisbon.evidence_id])[lisbon.evidence_id], ledger.policy
+    )
+    assert seen[9] == (Interval(start, start + 10 * DAY), Interval(porto_ends, lisbon_ends))
+
+    assert ledger.run_decay().decayed == 1
+    assert views() == seen
+    [logged] = [
+        d for d in ledger.decisions(LIVES_IN).items if d.decision.outcome is Outcome.DECAYED
+    ]
+    assert logged.decision.rule is Rule.DECAY
+    assert logged.decision.evidence_id == porto.evidence_id
+    assert (logged.decision.version_id, logged.decision.supersedes) == (
+        lisbon.version_id,
+        porto.version_id,
+    )
+    assert "Porto" not in logged.decision.detail  # the log holds ids, never values
+    assert ledger.run_decay().decayed == 0
+
+    again = ledger.submit(
+        sub("Porto", day=10, anchor="agent_observed", source="gps", confidence=0.5)
+    )
+    assert again.decision.outcome is Outcome.DUPLICATE
+    assert "restated" in again.decision.detail
+    assert ledger.belief(LIVES_IN).object == "Porto"
+    assert ledger.belief(LIVES_IN, known_at=start + 99 * DAY).object == "Lisbon"
+    assert reopen().counts().evidence == 2
 
 
 def test_ensure_node_id_persists_and_refuses_a_mismatch(

@@ -89,7 +89,7 @@ class IngestPlan:
 class _Batch:
     """The keys' states as the batch grows them, in lists appended to in place."""
 
-    __slots__ = ("evidence", "held", "known", "retractions")
+    __slots__ = ("decayed", "evidence", "held", "known", "retractions")
 
     def __init__(self, load: IngestLoad, policy: Policy) -> None:
         at = load.at
@@ -103,16 +103,15 @@ class _Batch:
             k: [r for r in s.retractions if at is None or holds(r, policy, at)]
             for k, s in load.states.items()
         }
-        # An arbitration remembered for a state that lost expired evidence is stale.
-        self.known = {
-            k: a
-            for k, a in load.remembered.items()
-            if k not in load.states
-            or (
-                len(self.evidence[k]) == len(load.states[k].evidence)
-                and len(self.retractions[k]) == len(load.states[k].retractions)
-            )
+        # Keys whose state lost expired evidence: an arbitration remembered for the whole
+        # state does not hold for them, and none worked out here is remembered.
+        self.decayed = {
+            k
+            for k, s in load.states.items()
+            if len(self.evidence[k]) != len(s.evidence)
+            or len(self.retractions[k]) != len(s.retractions)
         }
+        self.known = {k: a for k, a in load.remembered.items() if k not in self.decayed}
 
     def state(self, key: Key) -> KeyState:
         return KeyState(self.evidence.setdefault(key, []), self.retractions.setdefault(key, []))
@@ -180,7 +179,11 @@ def plan_ingest(
         rulings=tuple(rulings),
         evidence=tuple(rows),
         bears_on=tuple(across),
-        remember={k: a for k, a in batch.known.items() if load.remembered.get(k) is not a},
+        remember={
+            k: a
+            for k, a in batch.known.items()
+            if load.remembered.get(k) is not a and k not in batch.decayed
+        },
         decisions=tuple(r.decision for _, r in rulings),
         refresh=frozenset(touched),
         states={k: batch.state(k) for k in touched},

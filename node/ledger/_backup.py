@@ -33,17 +33,19 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
 import factnode
 from factnode.core import (
+    Confirmation,
     Evidence,
     EvidenceStatus,
     Instant,
     InvalidInput,
     Key,
     Policy,
+    confirmed_at,
 )
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord, record_problem
@@ -124,7 +126,7 @@ class _Checked:
     evidence: int = 0
     tombstones: int = 0
     pins: int = 0
-    decayed: set[str] = field(default_factory=set)
+    confirmations: list[Confirmation] = field(default_factory=list)
     revocation_list: bytes | None = None
     members: list[StoredMember] = field(default_factory=list)
     sha256: str = ""
@@ -161,6 +163,30 @@ def _evidence_record(e: Evidence, status: EvidenceStatus, idem: str | None) -> d
         "status": status.value,
         "idempotency_key": idem,
     }
+
+
+def _confirmation_record(c: Confirmation) -> dict[str, Any]:
+    return {
+        "kind": "confirmation",
+        "evidence_id": c.evidence_id,
+        "signer": c.signer,
+        "confirmed_at": c.confirmed_at,
+        "received_at": c.received_at,
+        "signature": base64.b64encode(c.signature).decode("ascii"),
+    }
+
+
+def _confirmation_of(r: dict[str, Any]) -> Confirmation:
+    evidence_id = _field(r, "evidence_id", str)
+    if len(evidence_id) != 32 or any(ch not in "0123456789abcdef" for ch in evidence_id):
+        raise ValueError("evidence_id: not an evidence id (32 lowercase hex digits)")
+    return Confirmation(
+        evidence_id,
+        _field(r, "signer", str),
+        _field(r, "confirmed_at", int),
+        _field(r, "received_at", int),
+        _base64(r, "signature"),
+    )
 
 
 def _tombstone_record(t: Tombstone, bounds: dict[str, Instant]) -> dict[str, Any]:
@@ -251,6 +277,8 @@ def export_lines(ledger: Ledger) -> Iterator[bytes]:
             yield out(_evidence_record(e, status, idem))
         while others:
             yield out(others.pop()[1])
+        for c in tx.exported_confirmations():
+            yield out(_confirmation_record(c))
     yield _line({"kind": "trailer", "lines": lines, "sha256": digest.hexdigest()})
 
 
@@ -308,6 +336,10 @@ def _evidence_of(r: dict[str, Any], policy: Policy) -> tuple[Evidence, EvidenceS
         status = EvidenceStatus(_field(r, "status", str))
     except ValueError:
         raise ValueError(f"status: not one of ACTIVE, REJECTED, DECAYED: {r['status']!r}") from None
+    if status is EvidenceStatus.DECAYED:
+        # Marked by the decay of earlier versions, which counted age from the event time:
+        # the claim is held again and expires as a pure function of it (specification §6).
+        status = EvidenceStatus.ACTIVE
     return e, status, _optional(r, "idempotency_key", str)
 
 
@@ -406,6 +438,8 @@ def _item(n: int, record: dict[str, Any], policy: Policy) -> Any:
             return _member_of(record)
         if kind == "revocation_list":
             return _revocation_list_of(record)
+        if kind == "confirmation":
+            return _confirmation_of(record)
     except ValueError as exc:
         raise BadExport(n, f"{kind}: {exc}") from None
     raise BadExport(n, f"unknown kind {kind!r}")
@@ -448,8 +482,8 @@ def check_export(stream: IO[bytes], policy: Policy) -> _Checked:
             item = _item(n, record, policy)
             if isinstance(item, tuple):
                 checked.evidence += 1
-                if item[1] is EvidenceStatus.DECAYED:
-                    checked.decayed.add(item[0].evidence_id)
+            elif isinstance(item, Confirmation):
+                checked.confirmations.append(item)
             elif isinstance(item, Tombstone):
                 checked.tombstones += 1
             elif isinstance(item, StoredMember):
@@ -624,7 +658,7 @@ def _replay(replay: Ledger, clock: _ReplayClock, stream: IO[bytes], checked: _Ch
             batch.clear()
 
     for n, _raw, record in _records(stream):
-        if record["kind"] in ("header", "trailer", "member", "revocation_list"):
+        if record["kind"] in ("header", "trailer", "member", "revocation_list", "confirmation"):
             continue
         item = _item(n, record, replay.policy)
         if isinstance(item, tuple):
@@ -640,10 +674,29 @@ def _replay(replay: Ledger, clock: _ReplayClock, stream: IO[bytes], checked: _Ch
         else:
             _replay_pin(replay, clock, item)
     flush()
-    if checked.decayed:
+    if checked.confirmations:
         clock.at = checked.header["exported_at"]
-        replay.run_decay(clock.at)
+        _replay_confirmations(replay, clock, checked.confirmations)
     return erased
+
+
+def _replay_confirmations(replay: Ledger, clock: _ReplayClock, held: list[Confirmation]) -> None:
+    """Keeps the export's confirmations of the evidence replayed (not of erased evidence),
+    moves each one's `confirmed_at` as they count here, and recomputes their keys as of the
+    export."""
+    fx = Committed()
+    with replay.repo.write() as tx:
+        replay.serving.announce(tx, fx)
+        evidence = tx.evidence({c.evidence_id for c in held})
+        kept = [c for c in held if c.evidence_id in evidence]
+        moved = []
+        for e in evidence.values():
+            counted = confirmed_at(e, kept, replay.policy, replay.node_id)
+            if counted != e.confirmed:
+                moved.append(replace(e, confirmed_at=counted))
+        replay.serving.apply(tx, Writes(confirmations=kept, confirmed=moved), fx)
+        keys = {e.key for e in moved}
+        replay.serving.refresh(tx, tx.key_states(keys), clock.now(), fx)
 
 
 def _replay_erasure(

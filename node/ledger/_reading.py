@@ -385,9 +385,12 @@ class Reading(Component):
         """The votes on a key as this node counts them now (peers' checked against its
         evidence)."""
         mine = [v for v in votes if v.voter == self.node_id]
+        now = self.clock.now()
+        # A vote resting on evidence that has expired here waits, as in `serving.view`.
+        counted = self._serving.peer_votes_counted(votes, state.holding(self.policy, now))
         return tally(
-            [*mine, *self._serving.peer_votes_counted(votes, state)],
-            now=self.clock.now(),
+            [*mine, *counted],
+            now=now,
             threshold=self.policy.consensus_threshold,
             half_life_days=self.policy.vote_half_life_days,
             self_id=self.node_id,

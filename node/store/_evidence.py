@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.sql.expression import ClauseElement
 
 from factnode.core import (
@@ -36,7 +36,7 @@ from factnode.store._rows import (
     _evidence,
     _evidence_values,
 )
-from factnode.store._sqltext import insert_rows, select_in
+from factnode.store._sqltext import delete_in, insert_rows, select_in
 from factnode.store.repository import chunks
 
 
@@ -179,6 +179,10 @@ class SqlEvidence(TransactionPart):
         rows = select_in(self._c, q, "confirmation.evidence_id", set(evidence_ids))
         out = [Confirmation(r[0], r[1], r[2], r[3], r[4] or b"") for r in rows]
         return sorted(out, key=lambda c: (c.confirmed_at, c.evidence_id, c.signer))
+
+    def delete_confirmations(self, evidence_ids: Collection[str]) -> None:
+        """Forgets the confirmations of erased evidence."""
+        delete_in(self._c, delete(C), "confirmation.evidence_id", evidence_ids)
 
     def confirm(self, confirmations: Sequence[Confirmation], moved: Sequence[Evidence]) -> None:
         """Keeps `confirmations` and stores the `confirmed_at` of each of `moved` (held

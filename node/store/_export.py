@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 from sqlalchemy import func, select
 
-from factnode.core import Evidence, EvidenceStatus, Instant, Key, Outcome
+from factnode.core import Confirmation, Evidence, EvidenceStatus, Instant, Key, Outcome
 from factnode.store._part import TransactionPart
-from factnode.store._rows import _EVIDENCE_COLUMNS, _SELECT_EVIDENCE, D, E, P, _evidence
+from factnode.store._rows import _EVIDENCE_COLUMNS, _SELECT_EVIDENCE, C, D, E, P, _evidence
 from factnode.store.repository import Tombstone
 
 _STATUS = _EVIDENCE_COLUMNS.index("status")
@@ -59,6 +59,13 @@ class SqlExport(TransactionPart):
         )
         for row in rows:
             yield _evidence(row), EvidenceStatus(row[_STATUS]), row[_IDEMPOTENCY_KEY]
+
+    def exported_confirmations(self) -> list[Confirmation]:
+        """Every confirmation held, in the order they were received."""
+        q = select(
+            C.c.evidence_id, C.c.signer, C.c.confirmed_at, C.c.received_at, C.c.signature
+        ).order_by(C.c.received_at, C.c.evidence_id, C.c.signer, C.c.confirmed_at)
+        return [Confirmation(r[0], r[1], r[2], r[3], r[4] or b"") for r in self._c.execute(q)]
 
     def exported_tombstones(self) -> list[Tombstone]:
         """Every erasure tombstone, oldest first."""

@@ -135,6 +135,7 @@ class SqlTransaction(
         self.delete_votes_on_evidence(erasure.evidence_ids)
         if erasure.forget:
             self.delete_votes_on_keys(erasure.forget)
+        self.delete_confirmations(erasure.evidence_ids)
         self.erase(erasure.evidence_ids, erasure.held_by, erasure.forget)
 
     def preload(

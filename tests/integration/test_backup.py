@@ -5,6 +5,7 @@ policy's file is refused and changes nothing."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from dataclasses import dataclass, replace
@@ -23,6 +24,7 @@ from factnode.core import (
     Rule,
     Submission,
     VersionHistory,
+    expiry,
 )
 from factnode.core.story import ERASED
 from factnode.ledger import BadExport, Explanation, ImportRefused, Ledger, NotFound, NotUnderReview
@@ -393,20 +395,57 @@ def test_imports_leave_no_watcher_behind(monkeypatch: pytest.MonkeyPatch) -> Non
     assert node.counts().evidence > 0
 
 
-def test_decayed_evidence_stays_decayed() -> None:
-    """Evidence the decay job tombstoned before the export is not served after the import."""
+def _resealed(lines: list[bytes]) -> bytes:
+    """An export of these header and body lines, with a trailer that matches them."""
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line + b"\n")
+    trailer = {"kind": "trailer", "lines": len(lines), "sha256": digest.hexdigest()}
+    return b"".join(line + b"\n" for line in lines) + json.dumps(trailer).encode() + b"\n"
+
+
+def test_restatements_survive_export_and_import() -> None:
+    """A restatement's confirmation is exported and imported: the restored node counts the
+    claim's age from the same confirmed_at, so it expires at the same instant, and a view as
+    known before the restatement still sees the earlier expiry."""
+    clock = FakeClock()
+    ledger = memory_ledger(clock=clock, node_id=NODE)
+    said = Submission(*KEYS[0], "Oslo", "llm_generated", "gpt", 0.5, 0.5, START)
+    first = ledger.submit(said)
+    clock.advance(5 * MICROS_PER_DAY)
+    again = ledger.submit(said)
+    assert again.decision.outcome is Outcome.DUPLICATE and "restated" in again.decision.detail
+    restored = fresh()
+    restored.restore(io.BytesIO(exported(ledger)))
+    for node in (ledger, restored):
+        [held] = node.evidence_by_ids([first.evidence_id]).values()
+        assert held.confirmed_at == START + 5 * MICROS_PER_DAY
+        [version] = node.history(KEYS[0])
+        ends = expiry(held, node.policy)
+        assert version.intervals[-1].end == ends
+        # As known before the restatement, the claim ended about 9.7 days after day 0.
+        earlier = node.history(KEYS[0], known_at=START + MICROS_PER_DAY)
+        assert earlier[0].intervals[-1].end == expiry(held, node.policy, START)
+
+
+def test_evidence_an_older_decay_marked_imports_as_held() -> None:
+    """An export written before decay closed claims (status DECAYED: gone from every view)
+    imports that evidence as held: every view counts it up to its expiry, counted from its
+    recording, and an earlier event time sees it again."""
     clock = FakeClock()
     ledger = memory_ledger(clock=clock, node_id=NODE)
     ledger.submit(Submission(*KEYS[0], "Oslo", "llm_generated", "gpt", 0.5, 0.5, START))
-    ledger.submit(Submission(*KEYS[1], "Oslo", "user_stated", "ana", 0.5, 0.9, START))
-    clock.advance(60 * MICROS_PER_DAY)
-    assert ledger.run_decay().tombstoned == 1
+    lines = exported(ledger).splitlines()[:-1]
+    old = [line.replace(b'"status":"ACTIVE"', b'"status":"DECAYED"') for line in lines]
+    assert old != lines
     restored = fresh()
-    restored.restore(io.BytesIO(exported(ledger)))
-    assert restored.counts().decayed == 1
+    restored.restore(io.BytesIO(_resealed(old)))
+    assert restored.counts().evidence == 1
+    assert restored.belief(KEYS[0], as_of=START).object == "Oslo"
     with pytest.raises(NotFound):
-        restored.belief(KEYS[0])
-    assert [d.decision.outcome for d in restored.decisions().items] == [Outcome.ACCEPTED] * 2
+        restored.belief(KEYS[0])  # the restored node's clock is past the claim's expiry
+    [version] = restored.history(KEYS[0])
+    assert version.status == "DECAYED"
 
 
 def test_export_and_import_on_each_backend(repository: SqlRepository) -> None:

@@ -64,8 +64,9 @@ async def test_explain_under_consensus_names_the_votes_not_the_local_winner(
 
 
 async def test_leaving_consensus_is_logged(fed: Federation) -> None:
-    """When the peers' votes stop counting (their evidence decayed here), a serves its local
-    belief again and the decision log says it left federation consensus."""
+    """When the peers' votes stop counting (their evidence expired here), a serves its local
+    belief again and the decision log says it left federation consensus, and (the decay
+    job's entry) that an expiry changed what it serves."""
     for _ in range(3):
         await fed.round()
     a = fed.ledgers["a"]
@@ -74,9 +75,10 @@ async def test_leaving_consensus_is_logged(fed: Federation) -> None:
     a.run_decay()
     belief = a.belief(KEY)
     assert belief.object == "3.11" and belief.rule is not Rule.FEDERATION_CONSENSUS
-    last = a.decisions(KEY).items[-1].decision
-    assert last.outcome is Outcome.SUPERSEDED
-    assert last.detail.startswith("left federation consensus"), last.detail
+    left, decayed = (d.decision for d in a.decisions(KEY).items[-2:])
+    assert left.outcome is Outcome.SUPERSEDED
+    assert left.detail.startswith("left federation consensus"), left.detail
+    assert (decayed.outcome, decayed.rule) == (Outcome.DECAYED, Rule.DECAY)
 
 
 async def test_a_change_of_tally_while_contested_is_logged_once() -> None:

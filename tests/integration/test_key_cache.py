@@ -24,6 +24,7 @@ from factnode.core import (
     MICROS_PER_DAY,
     Arbitrated,
     BeliefState,
+    Confirmation,
     Evidence,
     EvidenceStatus,
     InvalidInput,
@@ -755,7 +756,11 @@ def test_each_store_write_keeps_the_cache_true(tmp_path: Path) -> None:
             lambda tx: tx.delete_votes("peer-9", [LIVES_IN, SPEAKS]),
             lambda tx: tx.replace_beliefs([(LIVES_IN, [belief_row(lisbon)], True)], now),
             lambda tx: tx.replace_beliefs([(SPEAKS, [], False)], now),
-            lambda tx: tx.set_status([porto.evidence_id], EvidenceStatus.DECAYED),
+            # A restatement moves the held evidence's confirmed_at in the cached state too.
+            lambda tx: tx.confirm(
+                [Confirmation(porto.evidence_id, "node", now, now)],
+                [replace(porto, confirmed_at=now)],
+            ),
             lambda tx: tx.put_votes([peer_vote]),
             lambda tx: tx.delete_votes_on_evidence([porto.evidence_id]),
             lambda tx: tx.put_votes([peer_vote]),

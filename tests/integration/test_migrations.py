@@ -14,7 +14,7 @@ from sqlalchemy import Engine, MetaData, inspect, text
 from sqlmodel import SQLModel
 
 import factnode.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
-from factnode.core import Key, Policy, Submission, ids
+from factnode.core import Confirmation, Key, Policy, Submission, ids
 from factnode.core.erasure_bounds import ErasureBound, lowered_bounds
 from factnode.core.members import MemberRecord
 from factnode.core.signed import Signature
@@ -498,3 +498,53 @@ def test_r27_adds_the_erasure_bound_table_and_reverses(tmp_path: Path) -> None:
         [ErasureBound("e" * 32, "b", 7, b"\x01")],
         [],
     )
+
+
+def test_r28_adds_confirmations_and_reverses(tmp_path: Path) -> None:
+    """r28_confirmations creates confirmation and evidence.confirmed_at (a confirmation reads
+    back as written); down to r27 drops both and keeps every other table's rows; up again
+    restores an empty table."""
+    confirmation = Confirmation(ids.value_hash("held"), "node-test", 5, 6, b"\x01")
+
+    _adds_a_table_and_reverses(
+        f"sqlite:///{tmp_path / 'confirmations.db'}",
+        "confirmation",
+        "r27_erasure_bounds",
+        lambda tx: tx.confirm([confirmation], []),
+        lambda tx: tx.confirmations([confirmation.evidence_id]),
+        [confirmation],
+        [],
+    )
+
+
+def test_r28_brings_back_what_the_old_decay_marked(tmp_path: Path) -> None:
+    """Evidence the decay of r27 and before marked DECAYED (gone from every view, its row
+    whole) is ACTIVE after upgrading: the view of its event time serves it again."""
+    url = f"sqlite:///{tmp_path / 'old-decay.db'}"
+    clock = FakeClock()
+    repo = SqlRepository(url)
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", clock)
+        start = clock.now()
+        sub = Submission(*LIVES_IN, "Lisbon", "llm_generated", "gpt", 0.5, 0.9, start)
+        ledger.submit(sub)
+        with repo.engine.connect() as conn:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "r27_erasure_bounds")
+            conn.execute(text("UPDATE evidence SET status = 'DECAYED'"))
+            conn.commit()
+        assert "confirmed_at" not in {
+            c["name"] for c in inspect(repo.engine).get_columns("evidence")
+        }
+    finally:
+        repo.close()
+
+    again = SqlRepository(url)  # opening migrates to head
+    try:
+        with again.engine.connect() as conn:
+            assert conn.execute(text("SELECT DISTINCT status FROM evidence")).all() == [("ACTIVE",)]
+        ledger = Ledger(again, Policy(), "node-test", clock)
+        assert ledger.belief(LIVES_IN, as_of=start).object == "Lisbon"
+    finally:
+        again.close()

@@ -178,8 +178,9 @@ def views(ledger: Ledger, k: Key, now: int) -> dict[str, Story]:
             h
             for h in ledger.history(k)
             if h.status in ("BELIEVED", "AMBIGUOUS", "CONTESTED")
-            and h.intervals
-            and h.intervals[-1].end is None
+            # Served now: an interval covers the present (a claim that decays has its
+            # interval closed at its expiry, later than now).
+            and any(iv.start <= now and (iv.end is None or now < iv.end) for iv in h.intervals)
         ]
     except NotFound:
         rows = []
@@ -258,5 +259,103 @@ def test_every_view_of_every_key_agrees(steps: list[object]) -> None:
                 assert queued == (want if under_review else None), (name, k, want, queued)
                 past_views_agree_with_history(ledger, k)
                 the_log_has_the_current_tally(ledger, k, want)
+    finally:
+        fed.close()
+
+
+@dataclass(frozen=True)
+class Elapse:
+    """Time passes: claims reach their expiry (agent_inferred 0.9 holds about 35 days from
+    its last statement, agent_observed about 211, user_stated for ever)."""
+
+    days: int
+
+
+@dataclass(frozen=True)
+class Restate:
+    """A client states again, on `node`, exactly what an earlier Submit said (a DUPLICATE of
+    held evidence there: a restatement that moves its confirmed_at)."""
+
+    node: str
+    key: int
+    value: int
+    anchor: str
+    day: int
+    worth: float
+
+
+@dataclass(frozen=True)
+class RunDecay:
+    node: str
+
+
+elapse = st.builds(Elapse, st.sampled_from([10, 30, 40, 200]))
+restate = st.builds(
+    Restate,
+    st.sampled_from(["a", "a", "b", "c"]),
+    key,
+    value,
+    st.sampled_from(ANCHORS),
+    st.sampled_from([1, 1, 2]),
+    st.sampled_from([0.5, 0.5, 0.5, 0.9]),
+)
+run_decay = st.builds(RunDecay, node)
+aging_step = st.sampled_from(
+    [submit] * 3 + [tie, sync, sync, resolve, retract, elapse, elapse, restate, run_decay]
+).flatmap(lambda kind: kind)
+
+
+def past_views(ledger: Ledger, times: list[int]) -> dict[tuple[int, int, int], Story]:
+    """What GetBelief answers for every key at each (as_of, known_at) drawn from `times`
+    with known_at not after the last of them (the views a later decay job must not change)."""
+    latest = max(times)
+    return {
+        (i, as_of, known_at): story(ledger, k, as_of=as_of, known_at=known_at)
+        for i, k in enumerate(KEYS)
+        for as_of in times
+        for known_at in times
+        if known_at <= latest
+    }
+
+
+# Three ledgers per example: under a loaded machine this can take minutes, not seconds.
+@pytest.mark.timeout(900)
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.lists(aging_step, min_size=4, max_size=16))
+def test_every_view_agrees_as_claims_expire(steps: list[object]) -> None:
+    """Specification §9, time told one way: with clock steps that let claims expire,
+    restatements that confirm them, and the decay job run at any point, every view of every
+    key on every node gives the same value, state and rule; and running the decay job changes
+    no view whose known_at is before it ran."""
+    fed = Federation(NODES)
+    try:
+        times: list[int] = []
+        for s in steps:
+            if isinstance(s, Elapse):
+                fed.clock.advance(s.days * DAY)
+            elif isinstance(s, Restate):
+                apply(fed, Submit(s.node, s.key, s.value, s.anchor, s.day, s.worth))
+            elif isinstance(s, RunDecay):
+                ledger = fed.ledgers[s.node]
+                before = past_views(ledger, times) if times else {}
+                ledger.run_decay()
+                assert (past_views(ledger, times) if times else {}) == before, s
+            else:
+                apply(fed, s)
+            times.append(fed.clock.now())
+        now = fed.clock.now()
+        for name, ledger in fed.ledgers.items():
+            for k in KEYS:
+                seen = views(ledger, k, now)
+                queued = seen.pop("queue")
+                want = seen["get"]
+                assert all(v == want for v in seen.values()), (name, k, seen)
+                under_review = want is not None and want[1] is not BeliefState.BELIEVED
+                assert queued == (want if under_review else None), (name, k, want, queued)
+                past_views_agree_with_history(ledger, k)
     finally:
         fed.close()

@@ -505,6 +505,8 @@ SETTINGS: tuple[Setting, ...] = (
     _policy_row("consensus_threshold", "share of the vote weight a version must exceed",
                 "0.66"),
     _policy_row("vote_half_life_days", "days over which a vote's freshness halves", "30"),
+    _policy_row("retain_decayed_days", "days evidence is kept after its expiry before the "
+                "decay job purges it as an erasure does (\"never\": keep for ever)", "never"),
     _policy_row("protect_anchor", "local beliefs resting on this anchor or above are kept "
                 "against consensus", "user_confirmed"),
     _policy_row("default_max_anchor", "the anchor a member's relayed evidence counts at most "

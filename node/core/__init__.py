@@ -23,6 +23,7 @@ from factnode.core._model import (
     Rule,
     Verdict,
     VersionHistory,
+    iso,
 )
 from factnode.core._rules import RULES, ArbitrationRule
 from factnode.core.arbitration import (
@@ -81,6 +82,7 @@ __all__ = [
     "explain",
     "freshness_milli",
     "history",
+    "iso",
     "holds",
     "load_policy",
     "make_evidence",

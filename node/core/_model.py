@@ -48,6 +48,9 @@ class Outcome(enum.StrEnum):
     # Not a submission outcome: the decay job's record of a served belief that changed
     # because a claim reached its expiry (rule decay).
     DECAYED = "DECAYED"
+    # Not a submission outcome: retention purged evidence expired for longer than
+    # `retain_decayed_days`, as an erasure does (rule decay; no value, no evidence id).
+    PURGED = "PURGED"
 
 
 class Rule(enum.StrEnum):

@@ -70,6 +70,9 @@ class Policy:
     multi_valued: frozenset[str] = DEFAULT_MULTI_VALUED
     consensus_threshold: Fraction = Fraction(66, 100)
     vote_half_life_days: int = 30
+    # Days evidence is kept after its expiry before the decay job purges it as an erasure
+    # does (specification §6, retention); None: kept for ever.
+    retain_decayed_days: int | None = None
     protect_anchor: str = "user_confirmed"
     default_max_anchor: str = "federation_received"
     # The anchor ceiling of each member's relayed evidence, by node id (`[federation.max_anchor]`
@@ -159,6 +162,7 @@ _KNOWN_FIELDS = {
     "multi_valued",
     "consensus_threshold",
     "vote_half_life_days",
+    "retain_decayed_days",
     "protect_anchor",
     "default_max_anchor",
     "clock_skew_seconds",
@@ -217,6 +221,8 @@ def policy_from_mapping(data: Mapping[str, Any], base: Policy | None = None) -> 
         if days is None:
             raise PolicyError("vote_half_life_days", "votes must age; give a number of days")
         changes["vote_half_life_days"] = days
+    if "retain_decayed_days" in data:
+        changes["retain_decayed_days"] = _days("retain_decayed_days", data["retain_decayed_days"])
     if "clock_skew_seconds" in data:
         skew = data["clock_skew_seconds"]
         if isinstance(skew, bool) or not isinstance(skew, int) or not 0 <= skew <= 86_400:
@@ -253,9 +259,12 @@ def load_policy(path: str | Path) -> Policy:
     return policy_from_mapping(data)
 
 
-# Settings that bound what a peer may send, not what evidence decides: two nodes that
-# differ only in them hold the same beliefs for the same evidence.
-_PEER_LIMITS = frozenset({"clock_skew_seconds", "max_waiting_votes_per_peer"})
+# Settings that bound what a peer may send, or how long expired evidence is kept, not what
+# evidence decides: two nodes that differ only in them hold the same beliefs for the same
+# evidence.
+_PEER_LIMITS = frozenset(
+    {"clock_skew_seconds", "max_waiting_votes_per_peer", "retain_decayed_days"}
+)
 
 
 def policy_fingerprint(policy: Policy) -> str:

@@ -3,10 +3,11 @@ the decay job, which records the served beliefs that expiries changed (specifica
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from factnode.core import (
+    MICROS_PER_DAY,
     Decision,
     Evidence,
     FieldViolation,
@@ -17,7 +18,9 @@ from factnode.core import (
     Outcome,
     Policy,
     Rule,
+    expiry,
     ids,
+    iso,
 )
 from factnode.core.plan import ErasureLoad, plan_erasure
 from factnode.core.serving import decayed_since
@@ -39,6 +42,9 @@ from factnode.ledger._model import Committed, DecayReport, ErasureReport
 from factnode.ledger._serving import Component, bearing_on
 from factnode.store import Tombstone
 from factnode.store.repository import StoredBelief, Transaction, Writes
+
+# The operator named on retention's tombstones (specification §6).
+RETENTION = "retention"
 
 
 class Forgetting(Component):
@@ -191,7 +197,7 @@ class Forgetting(Component):
             raise InvalidInput([FieldViolation("now", "must not be after the node's clock")])
         now = clock if now is None else now
         decaying = {a for a in self.policy.anchors if self.policy.half_life_micros(a) is not None}
-        decayed = 0
+        decayed = purged = 0
         after = ""
         while True:
             with self.repo.read() as tx:
@@ -209,8 +215,6 @@ class Forgetting(Component):
                     for k, st in states.items()
                     if decayed_since(st, self.policy, _since(current.get(k, [])), now)
                 }
-                if not stale:
-                    continue
                 served = self._serving.refresh(tx, stale, now, fx, current=current)
                 logged = [
                     d
@@ -220,7 +224,55 @@ class Forgetting(Component):
                 ]
                 self._serving.apply(tx, Writes(decisions=logged), fx)
                 decayed += len(logged)
-        return DecayReport(decayed, 0)
+            purged += self._purge(states, now)
+        return DecayReport(decayed, purged)
+
+    def _purge(self, states: Mapping[Key, KeyState], now: Instant) -> int:
+        """Retention (specification §6): evidence expired for longer than
+        `retain_decayed_days` is erased as an erasure by id does (its values destroyed, a
+        hash tombstone that replicates), each with a PURGED decision. Returns how many."""
+        days = self.policy.retain_decayed_days
+        if days is None:
+            return 0
+        cutoff = now - days * MICROS_PER_DAY
+        doomed = sorted(
+            (e for st in states.values() for e in (*st.evidence, *st.retractions)
+             if (end := expiry(e, self.policy)) is not None and end <= cutoff),
+            key=lambda e: e.evidence_id,
+        )  # fmt: skip
+        purged = 0
+        for e in {e.evidence_id: e for e in doomed}.values():
+            end = expiry(e, self.policy)
+            assert end is not None
+            tombstone = Tombstone(
+                erasure_id=ids.value_hash(f"evidence:{e.evidence_id}:{now}:{self.node_id}"),
+                scope="evidence",
+                scope_hash=e.evidence_id,
+                erased_at=now,
+                operator=RETENTION,
+                reason=f"expired at {iso(end)}, kept {days} days (retain_decayed_days)",
+                evidence_ids=(e.evidence_id,),
+                origin_node=self.node_id,
+            )
+            fx = Committed()
+            with self.repo.write() as tx:
+                self._serving.announce(tx, fx)
+                held = tx.evidence_in_scope("evidence", e.evidence_id, None, None)
+                if not held:
+                    continue
+                self.apply_erasure(tx, tombstone, held, fx)
+                told = Decision(
+                    key=e.key,
+                    outcome=Outcome.PURGED,
+                    rule=Rule.DECAY,
+                    decided_at=now,
+                    detail=f"retention purged a piece of evidence that expired at {iso(end)}, "
+                    f"more than {days} days ago (erasure {tombstone.erasure_id})",
+                )
+                self._serving.apply(tx, Writes(decisions=[told]), fx)
+            self.repo.after_erase()
+            purged += 1
+        return purged
 
 
 def _decayed(

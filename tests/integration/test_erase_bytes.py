@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from factnode.core import Key, Policy, Submission
+from factnode.core import MICROS_PER_DAY, Key, Outcome, Policy, Submission
 from factnode.ledger import Ledger
 from factnode.store import SqlRepository
 from factnode.testing import FakeClock
@@ -162,3 +163,45 @@ def test_erased_value_is_not_in_the_postgresql_table_files(repository_url: str, 
         assert b"Town-7" in raw and b"src-7" in raw  # the neighbours were not harmed
     finally:
         repo.close()
+
+
+def test_retention_purges_expired_evidence_down_to_the_bytes(tmp_path: Path) -> None:
+    """With retain_decayed_days = 10, a claim that expired more than ten days ago is purged
+    by the decay job as an erasure purges it: its value and source leave the file's bytes,
+    a hash tombstone and a PURGED decision (without the value) are logged, and a claim still
+    within retention is kept."""
+    db = tmp_path / "factnode.db"
+    tag = uuid.uuid4().hex
+    value, source = f"Rua-Velha-{tag}", f"rumour-{tag}"
+    clock = FakeClock()
+    policy = replace(Policy(), retain_decayed_days=10)
+    repo = SqlRepository(f"sqlite:///{db}")
+    try:
+        ledger = Ledger(repo, policy, "node-test", clock)
+        _filler(ledger, 50)
+        old = Submission(NS, "ana", "lives_in", value, "llm_generated", source, 0.5, 0.8)
+        ledger.submit(old)  # 0.8 halves to 0.4 in 30 days: expires then
+        clock.advance(25 * MICROS_PER_DAY)
+        kept = ledger.submit(
+            Submission(NS, "bo", "lives_in", "Faro", "llm_generated", "x", 0.5, 0.8)
+        )
+        clock.advance(20 * MICROS_PER_DAY)  # day 45: expired 15 days ago; Faro holds to day 55
+        raw = _file_bytes(db)  # the control: the bytes are there, so this test can fail
+        assert value.encode() in raw and source.encode() in raw
+        report = ledger.run_decay()
+        assert report.tombstoned == 1
+        assert ledger.evidence_by_ids([kept.evidence_id])  # within retention: held
+        purged = [
+            d.decision
+            for d in ledger.decisions(Key(NS, "ana", "lives_in"), page_size=1000).items
+            if d.decision.outcome is Outcome.PURGED
+        ]
+        assert len(purged) == 1 and value not in purged[0].detail
+        assert ledger.counts().erasures == 1
+        assert ledger.run_decay().tombstoned == 0
+        raw = _file_bytes(db)
+        assert value.encode() not in raw and source.encode() not in raw
+    finally:
+        repo.close()
+    data = _file_bytes(db)
+    assert value.encode() not in data and source.encode() not in data

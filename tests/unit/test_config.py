@@ -219,6 +219,7 @@ SAMPLES: dict[str, tuple[str, str, Callable[[Settings], object], object]] = {
     "policy.consensus_threshold": ("0.75", "0.75", lambda s: s.policy.consensus_threshold,
                                    Fraction(3, 4)),
     "policy.vote_half_life_days": ("10", "10", lambda s: s.policy.vote_half_life_days, 10),
+    "policy.retain_decayed_days": ("90", "90", lambda s: s.policy.retain_decayed_days, 90),
     "policy.protect_anchor": ('"user_stated"', "user_stated", lambda s: s.policy.protect_anchor,
                               "user_stated"),
     "policy.default_max_anchor": ('"llm_generated"', "llm_generated",

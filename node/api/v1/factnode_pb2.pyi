@@ -26,6 +26,7 @@ class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTCOME_CONTESTED: _ClassVar[Outcome]
     OUTCOME_ERASED: _ClassVar[Outcome]
     OUTCOME_DECAYED: _ClassVar[Outcome]
+    OUTCOME_PURGED: _ClassVar[Outcome]
 
 class BeliefState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -76,6 +77,7 @@ OUTCOME_RESOLVED: Outcome
 OUTCOME_CONTESTED: Outcome
 OUTCOME_ERASED: Outcome
 OUTCOME_DECAYED: Outcome
+OUTCOME_PURGED: Outcome
 BELIEF_STATE_UNSPECIFIED: BeliefState
 BELIEF_STATE_BELIEVED: BeliefState
 BELIEF_STATE_AMBIGUOUS: BeliefState

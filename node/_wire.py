@@ -11,6 +11,7 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.core import (
     BeliefState,
     Comparison,
+    Confirmation,
     Decision,
     Evidence,
     FieldViolation,
@@ -293,6 +294,23 @@ def bound(msg: pb.ErasureBound) -> ErasureBound:
     return ErasureBound(
         msg.erasure_id, msg.node_id, ts.seconds * 1_000_000 + ts.nanos // 1000, msg.signature
     )
+
+
+def confirmation_pb(c: Confirmation) -> pb.Confirmation:
+    return pb.Confirmation(
+        evidence_id=c.evidence_id,
+        signer=c.signer,
+        confirmed_at=timestamp(c.confirmed_at),
+        signature=c.signature,
+    )
+
+
+def confirmation(msg: pb.Confirmation, received_at: Instant) -> Confirmation:
+    """A relayed confirmation, as received at `received_at`; a bad time is kept visible for
+    the receiver to refuse."""
+    ts = msg.confirmed_at
+    at = ts.seconds * 1_000_000 + ts.nanos // 1000
+    return Confirmation(msg.evidence_id, msg.signer, at, received_at, msg.signature)
 
 
 def tombstone(msg: pb.ErasureTombstone) -> Tombstone:

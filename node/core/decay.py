@@ -32,6 +32,30 @@ def decays_as(e: Evidence, policy: Policy) -> str:
     return e.attribution
 
 
+def confirmation_problem(c: Confirmation, now: Instant, skew: Instant) -> str:
+    """Why a peer's confirmation is malformed or dated too far ahead of this node's clock
+    (beyond the `skew` allowance: it would keep a claim alive past what its signer could
+    know), or "" when it may be kept."""
+    if len(c.evidence_id) != 32 or any(ch not in "0123456789abcdef" for ch in c.evidence_id):
+        return "evidence ids must be 32 lowercase hex digits"
+    if not c.signer or len(c.signer.encode("utf-8", "surrogatepass")) > 256:
+        return "signer: must be a node id of 1 to 256 bytes"
+    if c.confirmed_at > now + skew:
+        return "confirmed_at: later than this node's clock allows"
+    return ""
+
+
+def latest_confirmations(held: Iterable[Confirmation]) -> list[Confirmation]:
+    """Each signer's latest confirmation of each evidence (what it offers its peers: a
+    later one replaces an earlier one everywhere), in (evidence, signer) order."""
+    latest: dict[tuple[str, str], Confirmation] = {}
+    for c in held:
+        found = latest.get((c.evidence_id, c.signer))
+        if found is None or c.confirmed_at > found.confirmed_at:
+            latest[(c.evidence_id, c.signer)] = c
+    return [latest[k] for k in sorted(latest)]
+
+
 def counts(c: Confirmation, e: Evidence, policy: Policy, node_id: str) -> bool:
     """Whether confirmation `c` extends `e`'s life on node `node_id`: signed by its origin,
     by this node (a client with write rights restated it here), or by a member whose cap

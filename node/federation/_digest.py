@@ -150,6 +150,9 @@ class FederationIndex:
         # Every signed vote held, of any voter: one item per (key id, voter), so that votes
         # relay through any member (specification §7). Bucketed by key id.
         self.signed_votes = SetDigest()
+        # The confirmed_at of each confirmation item in `evidence` ("<evidence id>/<signer>"):
+        # a later confirmation of one signer replaces its earlier one.
+        self.confirmed: dict[str, int] = {}
 
     def votes(self, voter: str) -> SetDigest:
         """The digest of one voter's votes (empty if unknown)."""

@@ -6,7 +6,7 @@ import hashlib
 import threading
 import weakref
 
-from factnode.core import ids
+from factnode.core import Confirmation, ids
 from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.quarantine import key_breaks_text_rule
@@ -41,6 +41,26 @@ def bound_hash(b: ErasureBound) -> int:
     return item_hash(b.erasure_id, b.node, str(b.bound_at))
 
 
+def confirmation_item(c: Confirmation) -> str:
+    """A confirmation's item id among the evidence: its evidence id (so it lies in its
+    evidence's bucket), then its signer. One item per signer: its latest confirmation."""
+    return f"{c.evidence_id}/{c.signer}"
+
+
+def confirmation_hash(c: Confirmation) -> int:
+    """A confirmation's hash: what its signer signed, not the signature."""
+    return item_hash(c.evidence_id, c.signer, str(c.confirmed_at))
+
+
+def _put_confirmation(index: FederationIndex, c: Confirmation) -> None:
+    """Keeps the signer's latest confirmation of the evidence as its item."""
+    item = confirmation_item(c)
+    held = index.confirmed.get(item)
+    if held is None or c.confirmed_at > held:
+        index.confirmed[item] = c.confirmed_at
+        index.evidence.put(item, confirmation_hash(c))
+
+
 def _relayed(ledger: Ledger, v: Vote) -> bool:
     """The vote travels in the set of every voter's votes: signed, or this node's own."""
     return bool(v.signature) or v.voter == ledger.node_id
@@ -64,6 +84,9 @@ def index_of(ledger: Ledger) -> FederationIndex:
                 for eid in tx.all_evidence_ids():
                     if eid not in quarantined:
                         index.put_evidence(eid)
+                for c in tx.confirmations_under([""]):
+                    if c.evidence_id not in quarantined:
+                        _put_confirmation(index, c)
                 for erasure_id in tx.all_erasure_ids():
                     index.put_tombstone(erasure_id)
                 for b in tx.all_erasure_bounds():
@@ -96,6 +119,12 @@ def _follow(ledger: Ledger, index: FederationIndex, fx: Committed) -> None:
             index.put_evidence(eid)
         for eid in fx.evidence_removed:
             index.evidence.discard(eid)
+            for item in index.evidence.ids_under([eid]):
+                if item.startswith(f"{eid}/"):  # its confirmations go with it
+                    index.evidence.discard(item)
+                    index.confirmed.pop(item, None)
+        for c in fx.confirmations_put:
+            _put_confirmation(index, c)
         for erasure_id in fx.erasures_added:
             index.put_tombstone(erasure_id)
         for b in fx.bounds_put:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from factnode.config import Peer
-from factnode.core import Evidence
+from factnode.core import Confirmation, Evidence
 from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import (
@@ -36,6 +36,7 @@ from factnode.core.members import (
 from factnode.core.signed import (
     Signature,
     bound_payload,
+    confirmation_payload,
     evidence_payload,
     tombstone_payload,
     vote_payload,
@@ -237,6 +238,7 @@ class Roster:
             verify_evidence=self.verify_evidence,
             verify_tombstone=self.verify_tombstone,
             verify_bound=self.verify_bound,
+            verify_confirmation=self.verify_confirmation,
         )
 
     def verify_vote(self, v: Vote, now: dt.datetime | None = None) -> Signature:
@@ -257,6 +259,11 @@ class Roster:
         """Checks an erasure bound's signature against the certificate of the node it names
         as the one that bounded the erasure (`verify`)."""
         return self.verify(b.node, bound_payload(b), b.signature, now)
+
+    def verify_confirmation(self, c: Confirmation, now: dt.datetime | None = None) -> Signature:
+        """Checks a confirmation's signature against the certificate of the member it names
+        as the one that took the restatement (`verify`)."""
+        return self.verify(c.signer, confirmation_payload(c), c.signature, now)
 
     def verify(
         self, signer: str, payload: bytes, signature: bytes, now: dt.datetime | None = None

@@ -258,9 +258,11 @@ class FederationEndpoint:
             return pb.Delta(votes=[wire.vote_pb(v) for v in unlike.under(prefix)]), False
         tombstones, evidence, votes = self.ledger.offer({_PULLED[s]: [prefix]}, have)
         bounds = self.ledger.offer_bounds([prefix], have) if s == TOMBSTONES else []
+        confirmations = self.ledger.offer_confirmations([prefix]) if s == EVIDENCE else []
         piece = pb.Delta(
             tombstones=[wire.tombstone_pb(t) for t in tombstones],
             erasure_bounds=[wire.bound_pb(b) for b in bounds],
+            confirmations=[wire.confirmation_pb(c) for c in confirmations],
             evidence=[wire.relayed_pb(e) for e in evidence[: self.max_delta_items]],
             votes=[wire.vote_pb(v) for v in votes],
         )
@@ -311,6 +313,7 @@ class FederationEndpoint:
             [wire.vote(v, caller) for v in delta.votes],
             list(delta.votes_complete_under),
             [wire.bound(b) for b in delta.erasure_bounds],
+            [wire.confirmation(c, 0) for c in delta.confirmations],
         )
         return pb.PushDeltaResponse(
             accepted=result.accepted,
@@ -327,6 +330,7 @@ def _vouch(delta: pb.Delta, roster: Roster | None) -> None:
         signers |= {e.origin_node for e in delta.evidence if e.signature}
         signers |= {t.origin_node for t in delta.tombstones if t.signature}
         signers |= {b.node_id for b in delta.erasure_bounds if b.signature}
+        signers |= {c.signer for c in delta.confirmations if c.signature}
         delta.certificates.extend(roster.certificates(signers))
 
 
@@ -347,6 +351,7 @@ def _items(delta: pb.Delta) -> int:
         + len(delta.votes)
         + len(delta.members)
         + len(delta.erasure_bounds)
+        + len(delta.confirmations)
     )
 
 
@@ -778,6 +783,7 @@ class Syncer:
                 votes,
                 _votes_complete_under(pending, left),
                 [wire.bound(b) for b in delta.erasure_bounds],
+                [wire.confirmation(c, 0) for c in delta.confirmations],
             )
         )
         result.tombstones_received += len(delta.tombstones)
@@ -789,6 +795,7 @@ class Syncer:
             {t.erasure_id for t in delta.tombstones}
             | {wire.bound(b).item_id for b in delta.erasure_bounds}
             | {e.evidence_id for e in delta.evidence}
+            | {f"{c.evidence_id}/{c.signer}" for c in delta.confirmations}
             | {_member_mark(wire.member_record(m)) for m in delta.members}
         )
         return left, new
@@ -830,6 +837,9 @@ class Syncer:
             bounds = await _step(
                 asyncio.to_thread(self.ledger.offer_bounds, prefixes["tombstones"], peer_has)
             )
+            confirmations = await _step(
+                asyncio.to_thread(self.ledger.offer_confirmations, prefixes["evidence"])
+            )
             members = [
                 r
                 for r in self._records_under([p for s, p in chunk if s == MEMBERS])
@@ -837,11 +847,15 @@ class Syncer:
             ]
             # Our votes under a differing bucket are all sent, none or not: what the peer
             # holds there beyond them we withdrew.
-            if not (tombstones or evidence or votes or members or bounds or prefixes["votes"]):
+            if (
+                not (tombstones or evidence or votes or members or bounds or confirmations)
+                and not prefixes["votes"]
+            ):
                 continue
             delta = pb.Delta(
                 tombstones=[wire.tombstone_pb(t) for t in tombstones],
                 erasure_bounds=[wire.bound_pb(b) for b in bounds],
+                confirmations=[wire.confirmation_pb(c) for c in confirmations],
                 evidence=[wire.relayed_pb(e) for e in evidence],
                 votes=[wire.vote_pb(v) for v in votes],
                 votes_complete_under=prefixes["votes"],

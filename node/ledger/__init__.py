@@ -24,7 +24,15 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import IO
 
 from factnode.clock import Clock
-from factnode.core import Evidence, Instant, Key, Policy, Submission, VersionHistory
+from factnode.core import (
+    Confirmation,
+    Evidence,
+    Instant,
+    Key,
+    Policy,
+    Submission,
+    VersionHistory,
+)
 from factnode.core.consensus import Tally, Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.peer_checks import ErasureGrant
@@ -371,11 +379,23 @@ class Ledger:
         votes: Sequence[Vote],
         votes_complete_under: Collection[str] = (),
         bounds: Sequence[ErasureBound] = (),
+        confirmations: Sequence[Confirmation] = (),
     ) -> Received:
         """`PeerInput.receive`."""
         return self.peer_input.receive(
-            peer_id, peer_cap, tombstones, evidence, votes, votes_complete_under, bounds
+            peer_id,
+            peer_cap,
+            tombstones,
+            evidence,
+            votes,
+            votes_complete_under,
+            bounds,
+            confirmations,
         )
+
+    def offer_confirmations(self, prefixes: Collection[str]) -> list[Confirmation]:
+        """`PeerInput.offer_confirmations`."""
+        return self.peer_input.offer_confirmations(prefixes)
 
     def reconsider_if_hour_changed(self) -> bool:
         """`PeerInput.reconsider_if_hour_changed`."""

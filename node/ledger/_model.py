@@ -9,6 +9,7 @@ from typing import Generic, TypeVar
 from factnode.core import (
     BeliefState,
     Comparison,
+    Confirmation,
     Decision,
     Evidence,
     EvidenceStatus,
@@ -39,6 +40,7 @@ class Signing:
     verify_evidence: Callable[[Evidence], Signature] | None = None
     verify_tombstone: Callable[[Tombstone], Signature] | None = None
     verify_bound: Callable[[ErasureBound], Signature] | None = None
+    verify_confirmation: Callable[[Confirmation], Signature] | None = None
 
 
 class NotFound(LookupError):
@@ -158,6 +160,8 @@ class Committed:
     equivocations: list[Equivocation] = field(default_factory=list)
     # Erasure bounds this write stored or lowered (they gossip with the tombstones).
     bounds_put: list[ErasureBound] = field(default_factory=list)
+    # Confirmations this write stored (they gossip with the evidence).
+    confirmations_put: list[Confirmation] = field(default_factory=list)
 
     def note(self, changes: Writes) -> None:
         """Adds what `changes`, applied in this transaction, change in the sets peers compare."""
@@ -170,6 +174,7 @@ class Committed:
         if changes.tombstone is not None:
             self.erasures_added.add(changes.tombstone.erasure_id)
         self.bounds_put.extend(changes.erasure_bounds)
+        self.confirmations_put.extend(changes.confirmations)
         self.equivocations.extend(changes.equivocations)
         self.votes_removed.extend((v, k) for v, keys in changes.votes_removed.items() for k in keys)
         self.votes_put.extend(changes.votes)

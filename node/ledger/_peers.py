@@ -8,8 +8,9 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
-from factnode.core import Decision, Evidence, Instant, Key, Outcome, Rule, ids
+from factnode.core import Confirmation, Decision, Evidence, Instant, Key, Outcome, Rule, ids
 from factnode.core.consensus import Vote, hour_of
+from factnode.core.decay import confirmation_problem, confirmed_at, latest_confirmations
 from factnode.core.delta import (
     PeerVotesLoad,
     Refusal,
@@ -39,6 +40,7 @@ from factnode.core.quarantine import key_breaks_text_rule
 from factnode.core.signed import (
     Equivocation,
     bound_payload,
+    confirmation_payload,
     evidence_payload,
     marked,
     proofs_among,
@@ -192,6 +194,7 @@ class PeerInput(Component):
         votes: Sequence[Vote],
         votes_complete_under: Collection[str] = (),
         bounds: Sequence[ErasureBound] = (),
+        confirmations: Sequence[Confirmation] = (),
     ) -> Received:
         """Applies what a peer sent, erasure bounds first (the tombstones they bound then
         judge what they cover by them), then tombstones: erased evidence cannot come back in
@@ -208,7 +211,10 @@ class PeerInput(Component):
 
         An item whose data the database refuses (so that the delta's transaction fails) is
         refused alone, and the rest are applied without it (`isolating`); withdrawals then
-        wait for the next delta, as only a part holding every vote sent may infer them."""
+        wait for the next delta, as only a part holding every vote sent may infer them.
+
+        Confirmations come last, once the evidence beside them is held
+        (`_receive_confirmations`)."""
         taken = self._receive_bounds(peer_id, bounds, {t.erasure_id for t in tombstones})
         items: list[Tombstone | Evidence | Vote] = [*tombstones, *evidence, *votes]
 
@@ -230,6 +236,7 @@ class PeerInput(Component):
         else:
             parts = isolating(apply, items, _refused_alone)
         parts.append(taken)
+        parts.append(self._receive_confirmations(peer_id, confirmations))
         total: Counter[str] = Counter()
         for r in parts:
             total.update(r.refused)
@@ -431,6 +438,90 @@ class PeerInput(Component):
                 accepted += len(kept)
         return _received(
             accepted, [replace(r, reason=f"erasure bound: {r.reason}") for r in refused]
+        )
+
+    def offer_confirmations(self, prefixes: Collection[str]) -> list[Confirmation]:
+        """Each signer's latest confirmation of the evidence held under evidence-id
+        `prefixes` (they gossip with the evidence, specification §6); this node's own signed
+        as they are offered where they were stored unsigned."""
+        if not prefixes:
+            return []
+        with self.repo.read() as tx:
+            held = latest_confirmations(tx.confirmations_under(prefixes))
+        sign = self._serving.sign
+        return [
+            replace(c, signature=sign(confirmation_payload(c)))
+            if sign is not None and c.signer == self.node_id and not c.signature
+            else c
+            for c in held
+        ]
+
+    def _receive_confirmations(
+        self, peer_id: str, confirmations: Sequence[Confirmation]
+    ) -> Received:
+        """Keeps a peer's confirmations, checked item by item: well formed, not dated beyond
+        this node's clock and skew allowance, signed by the member they name (on a node that
+        checks signatures), and of evidence held here. Every one is kept, whoever signed it,
+        so every member holds the same; each evidence's `confirmed_at` then moves to the
+        latest that counts here (`core.decay.confirmed_at`: its origin's, this node's, or a
+        member's capped at least at the anchor it counts as), and its key is recomputed. On
+        a node that checks no signatures only `peer_id`'s own are taken, as with votes."""
+        now = self.clock.now()
+        refused: list[Refusal] = []
+        verify = self._serving.signing.verify_confirmation
+        unproven = [
+            c for c in confirmations if verify is None and c.signer not in (peer_id, self.node_id)
+        ]
+        refused += [
+            Refusal(
+                shown_id(c.evidence_id), "its signer is not the peer that sent it", "confirmation"
+            )
+            for c in unproven
+        ]
+        good = screened(
+            [
+                replace(c, received_at=now)
+                for c in confirmations
+                if c.signer != self.node_id and c not in unproven
+            ],
+            lambda c: confirmation_problem(c, now, self.policy.clock_skew_micros),
+            verify,
+            lambda c: c.evidence_id,
+            "confirmation",
+            refused,
+        )
+        # This node's own coming back are held already: nobody else says when it took one.
+        accepted = len([c for c in confirmations if c.signer == self.node_id])
+        if good:
+            fx = Committed()
+            with self.repo.write() as tx:
+                self._serving.announce(tx, fx)
+                evidence = tx.evidence({c.evidence_id for c in good})
+                held = tx.confirmations(list(evidence))
+                known = {(c.evidence_id, c.signer, c.confirmed_at) for c in held}
+                new = [
+                    c
+                    for c in {(c.evidence_id, c.signer, c.confirmed_at): c for c in good}.values()
+                    if c.evidence_id in evidence
+                    and (c.evidence_id, c.signer, c.confirmed_at) not in known
+                ]
+                waiting = [c for c in good if c.evidence_id not in evidence]
+                refused += [
+                    Refusal(
+                        shown_id(c.evidence_id), "its evidence is not held here", "confirmation"
+                    )
+                    for c in waiting
+                ]
+                moved = []
+                for e in evidence.values():
+                    counted = confirmed_at(e, [*held, *new], self.policy, self.node_id)
+                    if counted != e.confirmed:
+                        moved.append(replace(e, confirmed_at=counted))
+                self._serving.apply(tx, Writes(confirmations=new, confirmed=moved), fx)
+                self._serving.refresh(tx, tx.key_states({e.key for e in moved}), now, fx)
+                accepted += len(good) - len(waiting)
+        return _received(
+            accepted, [replace(r, reason=f"confirmation: {r.reason}") for r in refused]
         )
 
     def _equivocations(

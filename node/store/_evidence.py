@@ -39,6 +39,15 @@ from factnode.store._rows import (
 from factnode.store._sqltext import delete_in, insert_rows, select_in
 from factnode.store.repository import chunks
 
+_SELECT_CONFIRMATIONS = select(
+    C.c.evidence_id, C.c.signer, C.c.confirmed_at, C.c.received_at, C.c.signature
+)
+
+
+def _confirmations(rows: Iterable[Any]) -> list[Confirmation]:
+    out = [Confirmation(r[0], r[1], r[2], r[3], r[4] or b"") for r in rows]
+    return sorted(out, key=lambda c: (c.confirmed_at, c.evidence_id, c.signer))
+
 
 def state_queries(key_ids: Collection[str]) -> list[tuple[ClauseElement, str, Collection[str]]]:
     """What a key state is read from: the keys' own evidence, and the evidence of other keys
@@ -175,10 +184,19 @@ class SqlEvidence(TransactionPart):
 
     def confirmations(self, evidence_ids: Collection[str]) -> list[Confirmation]:
         """Every confirmation held on the evidence `evidence_ids`, oldest first."""
-        q = select(C.c.evidence_id, C.c.signer, C.c.confirmed_at, C.c.received_at, C.c.signature)
-        rows = select_in(self._c, q, "confirmation.evidence_id", set(evidence_ids))
-        out = [Confirmation(r[0], r[1], r[2], r[3], r[4] or b"") for r in rows]
-        return sorted(out, key=lambda c: (c.confirmed_at, c.evidence_id, c.signer))
+        rows = select_in(
+            self._c, _SELECT_CONFIRMATIONS, "confirmation.evidence_id", set(evidence_ids)
+        )
+        return _confirmations(rows)
+
+    def confirmations_under(self, prefixes: Collection[str]) -> list[Confirmation]:
+        """Every confirmation held on evidence whose id starts with one of `prefixes`."""
+        if not prefixes:
+            return []
+        q = _SELECT_CONFIRMATIONS
+        if "" not in prefixes:
+            q = q.where(or_(*(C.c.evidence_id.startswith(p) for p in sorted(set(prefixes)))))
+        return _confirmations(self._c.execute(q))
 
     def delete_confirmations(self, evidence_ids: Collection[str]) -> None:
         """Forgets the confirmations of erased evidence."""

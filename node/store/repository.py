@@ -130,6 +130,11 @@ class EvidenceTransaction(Protocol):
         """Every confirmation held on the evidence `evidence_ids`, oldest first."""
         ...
 
+    def confirmations_under(self, prefixes: Collection[str]) -> list[Confirmation]:
+        """Every confirmation held on evidence whose id starts with one of `prefixes` ("":
+        all of them)."""
+        ...
+
     def decaying_keys(self, attributions: Collection[str], after: str, limit: int) -> list[Key]:
         """Keys holding active assertions attributed to (or capped at) `attributions`, in
         key id order after the key id `after`: the decay job's pages."""

@@ -888,7 +888,7 @@ class ErasureTombstone(_message.Message):
     def __init__(self, erasure_id: _Optional[str] = ..., scope: _Optional[_Union[ErasureScope, str]] = ..., scope_hash: _Optional[str] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evidence_ids: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., origin_node: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Delta(_message.Message):
-    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list", "certificates", "members", "erasure_bounds", "wanted_votes", "votes_marked")
+    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list", "certificates", "members", "erasure_bounds", "wanted_votes", "votes_marked", "confirmations")
     TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     VOTES_FIELD_NUMBER: _ClassVar[int]
@@ -900,6 +900,7 @@ class Delta(_message.Message):
     ERASURE_BOUNDS_FIELD_NUMBER: _ClassVar[int]
     WANTED_VOTES_FIELD_NUMBER: _ClassVar[int]
     VOTES_MARKED_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMATIONS_FIELD_NUMBER: _ClassVar[int]
     tombstones: _containers.RepeatedCompositeFieldContainer[ErasureTombstone]
     evidence: _containers.RepeatedCompositeFieldContainer[RelayedEvidence]
     votes: _containers.RepeatedCompositeFieldContainer[Vote]
@@ -911,7 +912,20 @@ class Delta(_message.Message):
     erasure_bounds: _containers.RepeatedCompositeFieldContainer[ErasureBound]
     wanted_votes: _containers.RepeatedScalarFieldContainer[str]
     votes_marked: bool
-    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., revocation_list: _Optional[bytes] = ..., certificates: _Optional[_Iterable[bytes]] = ..., members: _Optional[_Iterable[_Union[MemberRecord, _Mapping]]] = ..., erasure_bounds: _Optional[_Iterable[_Union[ErasureBound, _Mapping]]] = ..., wanted_votes: _Optional[_Iterable[str]] = ..., votes_marked: _Optional[bool] = ...) -> None: ...
+    confirmations: _containers.RepeatedCompositeFieldContainer[Confirmation]
+    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., revocation_list: _Optional[bytes] = ..., certificates: _Optional[_Iterable[bytes]] = ..., members: _Optional[_Iterable[_Union[MemberRecord, _Mapping]]] = ..., erasure_bounds: _Optional[_Iterable[_Union[ErasureBound, _Mapping]]] = ..., wanted_votes: _Optional[_Iterable[str]] = ..., votes_marked: _Optional[bool] = ..., confirmations: _Optional[_Iterable[_Union[Confirmation, _Mapping]]] = ...) -> None: ...
+
+class Confirmation(_message.Message):
+    __slots__ = ("evidence_id", "signer", "confirmed_at", "signature")
+    EVIDENCE_ID_FIELD_NUMBER: _ClassVar[int]
+    SIGNER_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_AT_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    evidence_id: str
+    signer: str
+    confirmed_at: _timestamp_pb2.Timestamp
+    signature: bytes
+    def __init__(self, evidence_id: _Optional[str] = ..., signer: _Optional[str] = ..., confirmed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class ErasureBound(_message.Message):
     __slots__ = ("erasure_id", "node_id", "bound_at", "signature")

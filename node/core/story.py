@@ -328,7 +328,10 @@ def decayed_decision(
         decided_at=now,
         evidence_id=claim.evidence_id,
         version_id=first_after,
-        supersedes=first_before if first_before != first_after else None,
+        # Lineage: only a version that now serves supersedes the one that expired.
+        supersedes=first_before
+        if first_after is not None and first_before != first_after
+        else None,
         detail=f"evidence {claim.evidence_id} (version {claim.version_id}) expired at "
         f"{iso(at)}, decayed from confirmed_at {iso(claim.confirmed)}; {now_serving}",
     )

@@ -162,7 +162,9 @@ class SqlEvidence(TransactionPart):
 
     def lineage(self, key: Key) -> list[tuple[str, str]]:
         q = select(D.c.version_id, D.c.supersedes).where(
-            D.c.key_id == ids.key_id(key), D.c.supersedes.is_not(None)
+            D.c.key_id == ids.key_id(key),
+            D.c.supersedes.is_not(None),
+            D.c.version_id.is_not(None),
         )
         return [(r[0], r[1]) for r in self._c.execute(q)]
 

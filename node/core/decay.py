@@ -89,6 +89,7 @@ def confirmed_at(
 _DIGITS = decimal.Context(prec=60, rounding=decimal.ROUND_HALF_EVEN)
 
 
+@functools.lru_cache(maxsize=4096)
 def lifetime(confidence_milli: int, min_milli: int, half_life: Instant) -> Instant:
     """The smallest age d (µs) at which confidence x 0.5^(d / half_life) < min_confidence:
     floor(half_life x log2(confidence / min)) + 1, in integer and correctly rounded decimal

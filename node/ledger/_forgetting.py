@@ -16,19 +16,16 @@ from factnode.core import (
     Key,
     KeyState,
     Outcome,
-    Policy,
     Rule,
     expiry,
     ids,
     iso,
 )
 from factnode.core.plan import ErasureLoad, plan_erasure
-from factnode.core.serving import decayed_since
 from factnode.core.story import (
     BelievedAgain,
     ServedBefore,
     believed_again_by_erasure,
-    decayed_decision,
 )
 from factnode.core.validation import (
     MAX_KEY_PART_BYTES,
@@ -41,7 +38,7 @@ from factnode.core.validation import (
 from factnode.ledger._model import Committed, DecayReport, ErasureReport
 from factnode.ledger._serving import Component, bearing_on
 from factnode.store import Tombstone
-from factnode.store.repository import StoredBelief, Transaction, Writes
+from factnode.store.repository import Transaction, Writes
 
 # The operator named on retention's tombstones (specification §6).
 RETENTION = "retention"
@@ -208,22 +205,8 @@ class Forgetting(Component):
             fx = Committed()
             with self.repo.write(set(keys)) as tx:
                 self._serving.announce(tx, fx)
-                current = tx.beliefs(keys)
+                decayed += self._serving.materialise(tx, keys, now, fx)
                 states = tx.key_states(keys)
-                stale = {
-                    k: st
-                    for k, st in states.items()
-                    if decayed_since(st, self.policy, _since(current.get(k, [])), now)
-                }
-                served = self._serving.refresh(tx, stale, now, fx, current=current)
-                logged = [
-                    d
-                    for k in sorted(stale)
-                    if (d := _decayed(k, stale[k], current.get(k, []), served[k], self.policy, now))
-                    is not None
-                ]
-                self._serving.apply(tx, Writes(decisions=logged), fx)
-                decayed += len(logged)
             purged += self._purge(states, now)
         return DecayReport(decayed, purged)
 
@@ -273,26 +256,3 @@ class Forgetting(Component):
             self.repo.after_erase()
             purged += 1
         return purged
-
-
-def _decayed(
-    key: Key,
-    state: KeyState,
-    before: Sequence[StoredBelief],
-    after: Sequence[StoredBelief],
-    policy: Policy,
-    now: Instant,
-) -> Decision | None:
-    return decayed_decision(
-        key,
-        state,
-        [(b.version_id, b.state) for b in before],
-        [(b.version_id, b.state) for b in after],
-        policy,
-        now,
-    )
-
-
-def _since(rows: Sequence[StoredBelief]) -> Instant | None:
-    """When a key's served rows were worked out (None: it serves nothing)."""
-    return min(b.updated_at for b in rows) if rows else None

@@ -53,7 +53,9 @@ class Review(Component):
         fx = Committed()
         with self.repo.write() as tx:
             self._serving.announce(tx, fx)
-            load = ResolutionLoad(tx.key_states([key])[key], tx.beliefs([key]).get(key, []))
+            self._serving.materialise(tx, [key], now, fx)
+            state = tx.key_states([key])[key].holding(self.policy, now)
+            load = ResolutionLoad(state, tx.beliefs([key]).get(key, []))
             plan = plan_resolution(
                 key, chosen, load, operator=operator, reason=reason, now=now, what=what
             )

@@ -31,8 +31,9 @@ from factnode.core.consensus import (
     transition,
 )
 from factnode.core.erasure_bounds import ErasureBound, lowered_bounds
-from factnode.core.serving import counted_votes, own_vote, peer_voted, serve
+from factnode.core.serving import counted_votes, decayed_since, own_vote, peer_voted, serve
 from factnode.core.signed import vote_payload, votes_numbered_after, withdrawn
+from factnode.core.story import decayed_decision
 from factnode.core.validation import MAX_KEY_PART_BYTES, check_instant, check_key, check_text
 from factnode.ledger._memory import CheckedMemory, ServedMemory
 from factnode.ledger._model import Belief, Committed, Signing, belief_from_rows, served_of
@@ -225,6 +226,44 @@ class Serving:
                 transitions.append(logged)
         self._record(tx, put, removed, changes, transitions, fx, now)
         return served_rows
+
+    def materialise(
+        self, tx: Transaction, keys: Collection[Key], now: Instant, fx: Committed
+    ) -> int:
+        """Brings the stored present of `keys` up to `now` where evidence expired since it
+        was worked out (`serving.decayed_since`): recomputes those keys and logs one DECAYED
+        decision (rule decay) for each whose served belief changed. The decay job does this
+        page by page, and a write that decides on a key's served belief does it first, so no
+        expiry is folded into another decision unlogged. Returns how many were logged."""
+        if not keys:
+            return 0
+        current = tx.beliefs(list(keys))
+        states = tx.key_states(list(keys))
+        stale = {
+            k: st
+            for k, st in states.items()
+            if decayed_since(st, self.policy, _worked_out(current.get(k, [])), now)
+        }
+        if not stale:
+            return 0
+        served = self.refresh(tx, stale, now, fx, current=current)
+        logged = [
+            d
+            for k in sorted(stale)
+            if (
+                d := decayed_decision(
+                    k,
+                    stale[k],
+                    [(b.version_id, b.state) for b in current.get(k, [])],
+                    [(b.version_id, b.state) for b in served.get(k, [])],
+                    self.policy,
+                    now,
+                )
+            )
+            is not None
+        ]
+        self.apply(tx, Writes(decisions=logged), fx)
+        return len(logged)
 
     def _verdicts(
         self, states: Mapping[Key, KeyState], known: Mapping[Key, Arbitrated] | None
@@ -463,6 +502,11 @@ class Serving:
             if bs:
                 out[key] = belief_from_rows(bs, reps)
         return out
+
+
+def _worked_out(rows: Sequence[StoredBelief]) -> Instant | None:
+    """When a key's served rows were worked out (None: it serves nothing)."""
+    return min(b.updated_at for b in rows) if rows else None
 
 
 def _served_differ(old: Sequence[StoredBelief], rows: Sequence[StoredBelief]) -> bool:

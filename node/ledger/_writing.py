@@ -143,6 +143,9 @@ class Writing(Component):
         was just computed, not read back). `reasons` (by evidence id) go before the detail of
         their decisions (a Retract's reason). `restating`: the items are clients' statements,
         so a DUPLICATE of held evidence confirms it (specification §6)."""
+        # An expiry the key's stored present has not caught up with is logged as such, not
+        # folded into this batch's decisions.
+        self._serving.materialise(tx, {e.key for e, _ in items}, self.clock.now(), fx)
         plan = plan_ingest(self._load(tx, items, restating), items, self.policy, reasons)
         return list(plan.rulings), self._apply(tx, plan, fx)
 
@@ -235,6 +238,7 @@ class Writing(Component):
         fx = Committed()
         with self.repo.write() as tx:
             self._serving.announce(tx, fx)
+            self._serving.materialise(tx, [key], now, fx)
             state = tx.key_states([key])[key].holding(self.policy, now)
             verdict = state.belief(self.policy)
             # What is served counts as believed too (a pinned or consensus version).

@@ -21,6 +21,8 @@ from langgraph.store.base import GetOp, InvalidNamespaceError, Item, PutOp, Sear
 from langgraph.store.memory import InMemoryStore
 
 from factnode.client import Client, InvalidFact, PermissionDenied
+from factnode.core import MICROS_PER_DAY
+from factnode.core.decay import lifetime
 from factnode.langgraph import AsyncFactnodeStore, FactnodeStore, ItemError, Rejected
 
 CALL_TIMEOUT = 10.0  # seconds for one call to the node
@@ -306,16 +308,24 @@ def test_ttl_and_query_are_refused_clearly(node: InProcessNode, store: FactnodeS
         assert [i.value for i in s.search(("a",), query="tea")] == [{"v": 1}]
 
 
-def test_items_are_forgotten_by_decay_not_ttl(node: InProcessNode, store: FactnodeStore) -> None:
-    """In place of a ttl, decay forgets: an agent_inferred item whose confidence has decayed
-    below the floor leaves get and search after a decay pass; a user_stated one stays."""
-    later = datetime.now(UTC) + timedelta(days=20)
+def test_an_item_expires_from_its_last_put_and_a_user_stated_one_never(
+    node: InProcessNode, store: FactnodeStore
+) -> None:
+    """In place of a ttl, decay: an item written with the store's default provenance
+    (agent_inferred) holds until its confidence, halving every 30 days from its last put,
+    falls below min_confidence; its believed interval closes there (history). A user_stated
+    item never expires. Both are served now."""
     store.put(("m",), "guess", {"v": 1})
     store.put(("m",), "told", {"v": 2, "_factnode": {"attribution": "user_stated"}})
     with Client(node.address, token=OPERATOR) as client:
-        assert client.decay(now=later).tombstoned >= 1
-    assert store.get(("m",), "guess") is None
-    assert [i.key for i in store.search(("m",))] == ["told"]
+        [guess] = client.history((store.namespace, "m", "guess"))
+        [told] = client.history((store.namespace, "m", "told"))
+    [said] = guess.evidence
+    assert said.anchor == "agent_inferred"
+    life = lifetime(round(said.confidence * 1000), 400, 30 * MICROS_PER_DAY)
+    assert guess.intervals[-1].end == said.recorded_at + timedelta(microseconds=life)
+    assert told.intervals[-1].end is None
+    assert store.get(("m",), "guess") is not None and store.get(("m",), "told") is not None
 
 
 def test_a_reader_token_cannot_put(node: InProcessNode) -> None:

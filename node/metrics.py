@@ -29,13 +29,13 @@ class Metrics:
         )
         self.decayed = Counter(
             "memory_decayed",
-            "Evidence whose effective confidence has decayed.",
+            "Served beliefs that a claim's expiry changed (one DECAYED decision each).",
             registry=self.registry,
         )
         self.peer_items_refused = Counter(
             "factnode_peer_items_refused",
             "Items peers sent that this node refused, one by one, by kind "
-            "(tombstone, bound, evidence, vote, member_record).",
+            "(tombstone, bound, evidence, vote, confirmation, member_record).",
             ["kind"],
             registry=self.registry,
         )
@@ -49,7 +49,7 @@ class Metrics:
         )
         self.tombstoned = Counter(
             "memory_tombstoned",
-            "Evidence turned into a tombstone by decay.",
+            "Evidence expired for longer than retain_decayed_days, purged as an erasure does.",
             registry=self.registry,
         )
         self.calls_overloaded = Counter(

@@ -139,3 +139,24 @@ def test_forged_and_future_confirmations_are_refused(fed: Federation) -> None:
         fed.ledgers["c"].policy,
     )
     assert _ends(fed.ledgers["c"], first.evidence_id) != before
+
+
+def test_retention_purges_on_one_member_and_the_tombstone_reaches_all() -> None:
+    """With retain_decayed_days = 10, a's decay job purges a claim expired more than ten
+    days ago; its hash tombstone reaches b (whose own job has not run), which erases its
+    copy too."""
+    fed = Federation(["a", "b"], policy=replace(Policy(), retain_decayed_days=10))
+    try:
+        said = Submission(*KEY, "Porto", "llm_generated", "gpt", 0.5, 0.8, fed.clock.now())
+        first = fed.ledgers["a"].submit(said)  # 0.8 halves to the 0.4 floor in 30 days
+        _rounds(fed)
+        assert fed.ledgers["b"].evidence_by_ids([first.evidence_id])
+        fed.clock.advance(45 * DAY)
+        assert fed.ledgers["b"].evidence_by_ids([first.evidence_id])  # expired, still held
+        assert fed.ledgers["a"].run_decay().tombstoned == 1
+        _rounds(fed)
+        for n in ("a", "b"):
+            assert fed.ledgers[n].evidence_by_ids([first.evidence_id]) == {}, n
+            assert fed.ledgers[n].counts().erasures == 1, n
+    finally:
+        fed.close()

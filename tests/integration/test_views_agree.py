@@ -301,7 +301,7 @@ restate = st.builds(
 )
 run_decay = st.builds(RunDecay, node)
 aging_step = st.sampled_from(
-    [submit] * 3 + [tie, sync, sync, resolve, retract, elapse, elapse, restate, run_decay]
+    [submit] * 3 + [tie, sync, sync, resolve, retract, erase, elapse, elapse, restate, run_decay]
 ).flatmap(lambda kind: kind)
 
 

@@ -143,10 +143,11 @@ class Writing(Component):
         was just computed, not read back). `reasons` (by evidence id) go before the detail of
         their decisions (a Retract's reason). `restating`: the items are clients' statements,
         so a DUPLICATE of held evidence confirms it (specification §6)."""
+        load = self._load(tx, items, restating)
         # An expiry the key's stored present has not caught up with is logged as such, not
-        # folded into this batch's decisions.
+        # folded into this batch's decisions (its reads were loaded above, with the rest).
         self._serving.materialise(tx, {e.key for e, _ in items}, self.clock.now(), fx)
-        plan = plan_ingest(self._load(tx, items, restating), items, self.policy, reasons)
+        plan = plan_ingest(load, items, self.policy, reasons)
         return list(plan.rulings), self._apply(tx, plan, fx)
 
     def _load(

@@ -16,6 +16,7 @@ import httpx
 import uvicorn
 
 from factnode.client import Client
+from factnode.clock import Clock
 from factnode.config import Settings, TokenGrant
 from factnode.console import ConsoleSettings, create_app
 from factnode.core import Policy
@@ -47,7 +48,8 @@ def chromium_path() -> str | None:
 
 class InProcessNode:
     """A Node on its own event-loop thread, with a reader and an operator token (or, with
-    `tokens=False`, none: every loopback caller is its operator)."""
+    `tokens=False`, none: every loopback caller is its operator), on the system clock or on
+    `clock` (a `factnode.testing.FakeClock` moves the node's time when told to)."""
 
     def __init__(
         self,
@@ -56,7 +58,9 @@ class InProcessNode:
         *,
         tokens: bool = True,
         database_url: str | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        self.clock = clock
         grants = {
             READER: TokenGrant(frozenset({"reader"}), ("*",), "rita"),
             OPERATOR: TokenGrant(frozenset({"operator"}), ("*",), "olga"),
@@ -80,7 +84,7 @@ class InProcessNode:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=START_TIMEOUT)
 
     async def _start(self) -> Node:
-        node = Node(self.settings)
+        node = Node(self.settings, clock=self.clock)
         await node.start()
         return node
 

@@ -9,16 +9,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Awaitable, Coroutine, Iterable
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from langgraph.store.base import (
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -38,6 +40,16 @@ UnindexedQuery = Literal["refuse", "ignore"]
 # Reads run concurrently within a batch, at most this many calls at a time.
 _CONCURRENT_CALLS = 16
 _PAGE = 100  # ListBeliefs page size for search and list_namespaces' scans
+
+# Why a put's `ttl` is refused, and what sets a memory's life instead.
+TTL_REFUSED = (
+    "ttl is not supported by the factnode store: the node gives no single item a timer. "
+    "A memory expires when its confidence x 0.5^(age / its trust anchor's half-life) falls "
+    "below the node's min_confidence, age counted from the last put of the same value: set "
+    "its life with `anchor` and `confidence` (the store's, or the value's '_factnode'), put "
+    "the same value again to extend it, and use anchor 'user_stated' for a memory that "
+    "never expires. See 'How long a memory lives' in docs/agents/langgraph.md"
+)
 
 
 class Rejected(ValueError):
@@ -150,10 +162,7 @@ class _Batch:
     def _write_of(self, op: PutOp) -> m.Write:
         """A put or delete, refused before anything is sent: every op of a batch is first."""
         if op.ttl is not None:
-            raise NotImplementedError(
-                "ttl is not supported by the factnode store: evidence is forgotten by decay, "
-                "at the half-life of its trust anchor (set `anchor`), never by a timer"
-            )
+            raise NotImplementedError(TTL_REFUSED)
         return m.write_of(
             self.o.root, op.namespace, op.key, op.value, self.o.defaults, self.o.multi_valued
         )
@@ -327,6 +336,34 @@ class _FactnodeStore(BaseStore):
     def namespace(self) -> str:
         """The factnode namespace that holds the store's items."""
         return self._options.root
+
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        """BaseStore.put; a `ttl` is refused saying what sets a memory's life instead."""
+        if ttl not in (NOT_PROVIDED, None):
+            raise NotImplementedError(TTL_REFUSED)
+        super().put(namespace, key, value, index, ttl=ttl)
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        """BaseStore.aput; a `ttl` is refused as `put` refuses it."""
+        if ttl not in (NOT_PROVIDED, None):
+            raise NotImplementedError(TTL_REFUSED)
+        await super().aput(namespace, key, value, index, ttl=ttl)
 
 
 class AsyncFactnodeStore(_FactnodeStore):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent, TextResourceContents
 
 from factnode.client import AsyncClient
+from factnode.core import MICROS_PER_DAY
+from factnode.core.decay import lifetime
 
 SESSION_TIMEOUT = 60.0  # seconds for one whole MCP session, start to close
 
@@ -317,3 +320,50 @@ async def test_remember_and_forget_name_the_decision_the_log_lists(
         for t, s in zip(said, seqs, strict=True)
     )
     assert log[seqs[-1]].outcome == "RETRACTED"
+
+
+async def test_remembering_again_extends_a_facts_life(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """docs/agents/mcp.md's expiry rules: a fact told with remember_fact's defaults
+    (confidence 0.5) and a 30-day anchor is held until 30 x log2(0.5 / 0.4) days after it
+    was told; told again without valid_from it is new evidence (CORROBORATED), with the
+    same valid_from the same evidence restated (DUPLICATE, "restated:"); a user_stated fact
+    is held with no end."""
+    ns = unique_ns("mcp")
+    guess = {"namespace": ns, "subject": "ana", "predicate": "city"}
+    dated = {**guess, "predicate": "born", "valid_from": "1990-05-01"}
+    told = {**guess, "predicate": "name"}
+    how = {"anchor": "agent_inferred", "source": "chat:1"}
+    with anyio.fail_after(SESSION_TIMEOUT):
+        async with mcp_session(server.address, tmp_path) as session:
+            said = [
+                text(await call(session, "remember_fact", **guess, object="Porto", **how)),
+                text(await call(session, "remember_fact", **guess, object="Porto", **how)),
+                text(await call(session, "remember_fact", **dated, object="1990", **how)),
+                text(await call(session, "remember_fact", **dated, object="1990", **how)),
+                text(
+                    await call(
+                        session, "remember_fact", **told, object="Ana", anchor="user_stated",
+                        source="user:ana",
+                    )
+                ),
+            ]  # fmt: skip
+            key = {k: guess[k] for k in ("namespace", "subject", "predicate")}
+            held = text(await call(session, "history", **key))
+            name = text(await call(session, "history", **{**key, "predicate": "name"}))
+    assert [t.split(" by rule ")[0] for t in said] == [
+        "ACCEPTED", "CORROBORATED", "ACCEPTED", "DUPLICATE", "ACCEPTED",
+    ]  # fmt: skip
+    assert said[3].startswith("DUPLICATE by rule duplicate: restated: ")
+    async with AsyncClient(server.address, timeout=RPC_TIMEOUT) as client:
+        [version] = await client.history((ns, "ana", "city"))
+    last = max(e.recorded_at for e in version.evidence)
+    life = timedelta(microseconds=lifetime(500, 400, 30 * MICROS_PER_DAY))
+    assert version.intervals[-1].end == last + life
+    assert f"until {_iso(last + life)}" in held, held
+    assert name.splitlines()[0].endswith(" until now"), name
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -9,7 +9,7 @@ import asyncio
 import threading
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from factnode.client import Client, InvalidFact, PermissionDenied
 from factnode.core import MICROS_PER_DAY
 from factnode.core.decay import lifetime
 from factnode.langgraph import AsyncFactnodeStore, FactnodeStore, ItemError, Rejected
+from factnode.testing import FakeClock
 
 CALL_TIMEOUT = 10.0  # seconds for one call to the node
 
@@ -296,10 +297,18 @@ def test_a_rejected_put_raises_naming_the_rule(store: FactnodeStore) -> None:
 def test_ttl_and_query_are_refused_clearly(node: InProcessNode, store: FactnodeStore) -> None:
     """ttl is refused (evidence decays by its anchor instead) and a semantic query is
     refused unless the store is told to ignore it, as InMemoryStore without an index does."""
-    with pytest.raises(NotImplementedError, match="TTL is not supported"):
-        store.put(("a",), "k", {"v": 1}, ttl=5)
-    with pytest.raises(NotImplementedError, match="ttl is not supported"):
-        store.batch([PutOp(("a",), "k", {"v": 1}, ttl=5.0)])
+    for refused in (
+        lambda: store.put(("a",), "k", {"v": 1}, ttl=5),
+        lambda: asyncio.run(store.aput(("a",), "k", {"v": 1}, ttl=5)),
+        lambda: store.batch([PutOp(("a",), "k", {"v": 1}, ttl=5.0)]),
+    ):
+        with pytest.raises(NotImplementedError) as err:
+            refused()
+        # It says what sets a memory's life instead, and where that is documented.
+        for words in ("ttl is not supported", "`anchor` and `confidence`", "put the same value",
+                      "How long a memory lives", "docs/agents/langgraph.md"):  # fmt: skip
+            assert words in str(err.value)
+    assert store.get(("a",), "k") is None
     with pytest.raises(NotImplementedError, match="no semantic index"):
         store.search(("a",), query="tea")
     root = store.namespace
@@ -308,24 +317,80 @@ def test_ttl_and_query_are_refused_clearly(node: InProcessNode, store: FactnodeS
         assert [i.value for i in s.search(("a",), query="tea")] == [{"v": 1}]
 
 
-def test_an_item_expires_from_its_last_put_and_a_user_stated_one_never(
-    node: InProcessNode, store: FactnodeStore
-) -> None:
-    """In place of a ttl, decay: an item written with the store's default provenance
-    (agent_inferred) holds until its confidence, halving every 30 days from its last put,
-    falls below min_confidence; its believed interval closes there (history). A user_stated
-    item never expires. Both are served now."""
-    store.put(("m",), "guess", {"v": 1})
-    store.put(("m",), "told", {"v": 2, "_factnode": {"attribution": "user_stated"}})
-    with Client(node.address, token=OPERATOR) as client:
-        [guess] = client.history((store.namespace, "m", "guess"))
-        [told] = client.history((store.namespace, "m", "told"))
-    [said] = guess.evidence
-    assert said.anchor == "agent_inferred"
-    life = lifetime(round(said.confidence * 1000), 400, 30 * MICROS_PER_DAY)
-    assert guess.intervals[-1].end == said.recorded_at + timedelta(microseconds=life)
-    assert told.intervals[-1].end is None
-    assert store.get(("m",), "guess") is not None and store.get(("m",), "told") is not None
+def test_items_are_forgotten_by_decay_not_ttl(tmp_path: Path) -> None:
+    """In place of a ttl, decay: an item put with the store's defaults (agent_inferred,
+    confidence 0.5) expires 30 x log2(0.5 / 0.4) days after its last put, as
+    docs/agents/langgraph.md's table says. Reading does not extend it; putting the same
+    value again does (new evidence, recorded now; with an explicit valid_from, a
+    restatement); a user_stated item never expires; an expired item is still in history
+    and in views of earlier times, and a put brings it back."""
+    clock = FakeClock()
+    node = InProcessNode(tmp_path, clock=clock)
+    try:
+        with (
+            FactnodeStore(node.address, namespace="lg", token=OPERATOR) as s,
+            Client(node.address, token=OPERATOR) as client,
+        ):
+            _decays_from_the_last_put(s, client, clock)
+    finally:
+        node.close()
+
+
+def _decays_from_the_last_put(s: FactnodeStore, client: Client, clock: FakeClock) -> None:
+    start = clock.now()
+    life = lifetime(500, 400, 30 * MICROS_PER_DAY)  # the table's 9.66 days
+    assert round(life / MICROS_PER_DAY, 2) == 9.66
+    s.put(("m",), "guess", {"v": 1})
+    s.put(("m",), "kept", {"v": 2})
+    s.put(("m",), "told", {"v": 3, "_factnode": {"anchor": "user_stated"}})
+    old = {"v": 4, "_factnode": {"valid_from": "2020-01-01T00:00:00Z", "confidence": 0.9}}
+    s.put(("m",), "old", old)
+
+    def end(item: str) -> datetime | None:
+        [version] = client.history(("lg", "m", item))
+        return version.intervals[-1].end
+
+    assert end("guess") == _at(start + life) and end("told") is None
+    assert end("old") == _at(start + lifetime(900, 400, 30 * MICROS_PER_DAY))
+
+    clock.advance(5 * MICROS_PER_DAY)
+    assert s.get(("m",), "guess") is not None and s.search(("m",), limit=10)
+    assert end("guess") == _at(start + life)  # reading extends nothing
+    s.put(("m",), "kept", {"v": 2})  # the node's time as valid_from: new evidence, now
+    s.put(("m",), "old", old)  # the same evidence: a restatement
+    logged = client.decisions(namespace="lg").items
+    kept = [d for d in logged if d.key.predicate == "kept"]
+    assert [d.outcome for d in kept] == ["ACCEPTED", "CORROBORATED"]
+    assert kept[0].evidence_id != kept[1].evidence_id
+    restated = [d for d in logged if d.key.predicate == "old"]
+    assert [d.outcome for d in restated] == ["ACCEPTED", "DUPLICATE"]
+    assert restated[1].detail.startswith("restated: ")
+    assert end("kept") == _at(clock.now() + life)
+    assert end("old") == _at(clock.now() + lifetime(900, 400, 30 * MICROS_PER_DAY))
+
+    clock.current = start + life - 1
+    assert s.get(("m",), "guess") is not None
+    clock.current = start + life
+    assert s.get(("m",), "guess") is None
+    assert [i.key for i in s.search(("m",))] == ["kept", "old", "told"]
+    [version] = client.history(("lg", "m", "guess"))
+    assert (version.status, version.decayed_at) == ("DECAYED", _at(start + life))
+    earlier = client.belief(("lg", "m", "guess"), as_of=_at(start + life - 1))
+    assert earlier.object == '{"v":1}'
+    s.put(("m",), "guess", {"v": 1})  # a put brings an expired item back
+    item = s.get(("m",), "guess")
+    assert item is not None and item.value == {"v": 1}
+
+    clock.advance(30 * MICROS_PER_DAY)
+    assert [i.key for i in s.search(("m",))] == ["old", "told"]
+    done = client.decay()  # logs DECAYED decisions; no answer changes
+    assert done.tombstoned == 0 and done.decayed >= 1
+    assert [i.key for i in s.search(("m",))] == ["old", "told"]
+    assert s.get(("m",), "told") is not None
+
+
+def _at(micros: int) -> datetime:
+    return datetime.fromtimestamp(micros / 1_000_000, UTC)
 
 
 def test_a_reader_token_cannot_put(node: InProcessNode) -> None:

@@ -47,28 +47,24 @@ class KeyState:
         return arbitrate(self.visible(policy), policy)
 
     def holding(self, policy: Policy, at: Instant) -> KeyState:
-        """The state at event time `at` as far as decay goes: evidence past its expiry left
-        out (specification §6), a retraction as well as an assertion. The same object when
-        nothing has expired."""
+        """The state at event time `at` as far as decay goes: assertions past their expiry
+        left out (specification §6). Retraction-like evidence never expires: it ends a
+        validity at its event time, so what it ended stays ended (a delete does not come
+        undone by time). The same object when nothing has expired."""
         kept = tuple(e for e in self.evidence if holds(e, policy, at))
-        ending = tuple(r for r in self.retractions if holds(r, policy, at))
-        if len(kept) == len(self.evidence) and len(ending) == len(self.retractions):
+        if len(kept) == len(self.evidence):
             return self
-        return KeyState(kept, ending)
+        return KeyState(kept, self.retractions)
 
     def next_expiry(self, policy: Policy, after: Instant) -> Instant | None:
-        """The first expiry of its evidence later than `after`: until then, what the state
+        """The first expiry of an assertion later than `after`: until then, what the state
         serves at the present cannot change by decay (None: no such expiry)."""
-        ends = [
-            t
-            for e in (*self.evidence, *self.retractions)
-            if (t := expiry(e, policy)) is not None and t > after
-        ]
+        ends = [t for e in self.evidence if (t := expiry(e, policy)) is not None and t > after]
         return min(ends, default=None)
 
     def expired_between(self, policy: Policy, since: Instant, until: Instant) -> bool:
-        """Whether a piece of its evidence expires in (`since`, `until`]."""
-        for e in (*self.evidence, *self.retractions):
+        """Whether an assertion expires in (`since`, `until`]."""
+        for e in self.evidence:
             t = expiry(e, policy)
             if t is not None and since < t <= until:
                 return True

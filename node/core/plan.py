@@ -99,17 +99,11 @@ class _Batch:
             k: [e for e in s.evidence if at is None or holds(e, policy, at)]
             for k, s in load.states.items()
         }
-        self.retractions = {
-            k: [r for r in s.retractions if at is None or holds(r, policy, at)]
-            for k, s in load.states.items()
-        }
+        self.retractions = {k: list(s.retractions) for k, s in load.states.items()}
         # Keys whose state lost expired evidence: an arbitration remembered for the whole
         # state does not hold for them, and none worked out here is remembered.
         self.decayed = {
-            k
-            for k, s in load.states.items()
-            if len(self.evidence[k]) != len(s.evidence)
-            or len(self.retractions[k]) != len(s.retractions)
+            k for k, s in load.states.items() if len(self.evidence[k]) != len(s.evidence)
         }
         self.known = {k: a for k, a in load.remembered.items() if k not in self.decayed}
 

@@ -258,11 +258,7 @@ def view(
         and (as_of is None or e.valid_from <= as_of)
         and holds_then(e, policy, node_id, now if as_of is None else as_of, known_at, confirmations)
     ]
-    at = now if as_of is None else as_of
-    ending = [
-        r for r in state.retractions if holds_then(r, policy, node_id, at, known_at, confirmations)
-    ]
-    seen = tuple(visible(held, ending, policy=policy, as_of=as_of, known_at=known_at))
+    seen = tuple(visible(held, state.retractions, policy=policy, as_of=as_of, known_at=known_at))
     reps = representatives(seen, policy)
     verdict = verdict_of(key, reps, policy)
     applies = pin is not None and (known_at is None or pin.pinned_at <= known_at)
@@ -287,8 +283,7 @@ def decayed_since(state: KeyState, policy: Policy, since: Instant | None, now: I
     be different at `now` because evidence expired in between: then the stored present is
     not the present any more."""
     if since is None:
-        # Nothing served: only an expired retraction can bring a version back.
-        return any((end := expiry(r, policy)) is not None and end <= now for r in state.retractions)
+        return False  # an expiry only takes away: what serves nothing keeps serving nothing
     return state.expired_between(policy, since, now)
 
 

@@ -310,7 +310,7 @@ def decayed_decision(
     served_before = {v for v, _ in before}
     expired = sorted(
         (t, e.version_id in served_before, e.evidence_id, e)
-        for e in (*state.evidence, *state.retractions)
+        for e in state.evidence
         if (t := expiry(e, policy)) is not None and t <= now
     )
     if not expired:

@@ -219,7 +219,7 @@ class Forgetting(Component):
             return 0
         cutoff = now - days * MICROS_PER_DAY
         doomed = sorted(
-            (e for st in states.values() for e in (*st.evidence, *st.retractions)
+            (e for st in states.values() for e in st.evidence
              if (end := expiry(e, self.policy)) is not None and end <= cutoff),
             key=lambda e: e.evidence_id,
         )  # fmt: skip

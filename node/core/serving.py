@@ -48,7 +48,7 @@ from factnode.core.arbitration import (
     visible,
 )
 from factnode.core.consensus import Served, Tally, Vote, pinned, served, tally, tied_versions
-from factnode.core.decay import confirmed_at, expiry
+from factnode.core.decay import confirmed_at, expiry, holds
 from factnode.core.decide import KeyState
 from factnode.core.peer_checks import counted_vote
 from factnode.core.policy import Policy
@@ -336,9 +336,11 @@ def nothing_served(
     policy: Policy,
     as_of: Instant | None = None,
     known_at: Instant | None = None,
+    now: Instant | None = None,
 ) -> str:
     """Why a key serves nothing in a view: no evidence, none valid yet, or what ended each
-    version (the retractions and `contradicts` that outrank it, or its corrections)."""
+    version (the retractions and `contradicts` that outrank it, its corrections, or its
+    expiry at `as_of`, else `now`: when it was last stated, as known now)."""
     head = f"no belief for {key}{_where(as_of, known_at)}"
     known = [e for e in state.evidence if known_at is None or e.recorded_at <= known_at]
     if not known:
@@ -354,6 +356,7 @@ def nothing_served(
     for e in dated:
         by_version.setdefault(e.version_id, []).append(e)
     parts = []
+    at = as_of if as_of is not None else now
     for vid in sorted(by_version, key=lambda v: by_version[v][0].object):
         evs = by_version[vid]
         enders = {r.evidence_id: r for r in counted for e in evs if ends(r, e, policy)}
@@ -364,6 +367,12 @@ def nothing_served(
             )
         elif all(e.evidence_id in corrected for e in evs):
             parts.append(f"{what} was corrected (never true)")
+        elif at is not None and all(not holds(e, policy, at) for e in evs):
+            last = max(evs, key=lambda e: expiry(e, policy) or 0)
+            parts.append(
+                f"{what} expired at {iso(expiry(last, policy) or 0)} (decay: last stated "
+                f"{iso(last.confirmed)}; state it again to renew it)"
+            )
     return f"{head}: {'; '.join(parts)}" if parts else head
 
 

@@ -117,6 +117,7 @@ class Ledger:
         self.forgetting = Forgetting(self.serving)
         self.review = Review(self.serving)
         self.peer_input = PeerInput(self.serving, self.writing, self.forgetting)
+        self.forgetting.recount_after_upgrade()
         # Opening the store: what it holds from before the text rule is quarantined.
         with repo.read() as tx:
             held = tx.evidence_breaking_text_rule()

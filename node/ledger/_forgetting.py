@@ -40,6 +40,8 @@ from factnode.ledger._serving import Component, bearing_on
 from factnode.store import Tombstone
 from factnode.store.repository import Transaction, Writes
 
+# Set by migration r28 where the old decay's marks were lifted (`recount_after_upgrade`).
+RECOUNT_META = "recount_after_r28"
 # The operator named on retention's tombstones (specification §6).
 RETENTION = "retention"
 
@@ -209,6 +211,32 @@ class Forgetting(Component):
                 states = tx.key_states(keys)
             purged += self._purge(states, now)
         return DecayReport(decayed, purged)
+
+    def recount_after_upgrade(self, batch: int = 2000) -> int:
+        """Once after migration r28 brought back evidence the old decay had marked (and whose
+        keys it left serving nothing): works out every key holding evidence again, as of now.
+        Returns how many keys were recomputed (0 where nothing was pending)."""
+        with self.repo.read() as tx:
+            if not tx.meta(RECOUNT_META):
+                return 0
+        every = set(self.policy.anchors)
+        done = 0
+        after = ""
+        while True:
+            with self.repo.read() as tx:
+                keys = tx.decaying_keys(every, after, batch)
+            if not keys:
+                break
+            after = ids.key_id(keys[-1])
+            fx = Committed()
+            with self.repo.write(set(keys)) as tx:
+                self._serving.announce(tx, fx)
+                self._serving.refresh(tx, tx.key_states(keys), self.clock.now(), fx)
+            done += len(keys)
+        fx = Committed()
+        with self.repo.write() as tx:
+            self._serving.apply(tx, Writes(meta={RECOUNT_META: ""}), fx)
+        return done
 
     def _purge(self, states: Mapping[Key, KeyState], now: Instant) -> int:
         """Retention (specification §6): evidence expired for longer than

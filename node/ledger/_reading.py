@@ -100,7 +100,9 @@ class Reading(Component):
                     )
                     found = belief_of(key, answer)
         if found is None:
-            raise NotFound(nothing_served(key, state, self.policy, as_of, known_at))
+            raise NotFound(
+                nothing_served(key, state, self.policy, as_of, known_at, self.clock.now())
+            )
         return found
 
     def _confirmations(
@@ -190,7 +192,7 @@ class Reading(Component):
             stale = self._stale(rows, state)
             found = self._current(tx, key, state, rows)
             if found is None:
-                raise NotFound(nothing_served(key, state, self.policy))
+                raise NotFound(nothing_served(key, state, self.policy, now=self.clock.now()))
             votes = tx.votes([key])[key]
             if not self._serving.peer_voted(votes):
                 if not stale:
@@ -365,7 +367,9 @@ class Reading(Component):
         answer = self._answer(key, state, votes, pin, present, as_of, known_at, confirmations)
         belief = belief_of(key, answer)
         if belief is None:
-            raise NotFound(nothing_served(key, state, self.policy, as_of, known_at))
+            raise NotFound(
+                nothing_served(key, state, self.policy, as_of, known_at, self.clock.now())
+            )
         _, local = explain(answer.evidence, self.policy)
         comparisons = local
         if belief.rule in (Rule.FEDERATION_CONSENSUS, Rule.OPERATOR_RESOLUTION):

@@ -519,7 +519,8 @@ def test_r28_adds_confirmations_and_reverses(tmp_path: Path) -> None:
 
 def test_r28_brings_back_what_the_old_decay_marked(tmp_path: Path) -> None:
     """Evidence the decay of r27 and before marked DECAYED (gone from every view, its row
-    whole) is ACTIVE after upgrading: the view of its event time serves it again."""
+    whole, its key's served rows emptied) is ACTIVE after upgrading, and the node works the
+    key out again when it opens the store: the present and its event time serve it."""
     url = f"sqlite:///{tmp_path / 'old-decay.db'}"
     clock = FakeClock()
     repo = SqlRepository(url)
@@ -532,7 +533,9 @@ def test_r28_brings_back_what_the_old_decay_marked(tmp_path: Path) -> None:
             cfg = alembic_config()
             cfg.attributes["connection"] = conn
             command.downgrade(cfg, "r27_erasure_bounds")
+            # What the old decay did: the evidence marked, the key's served rows emptied.
             conn.execute(text("UPDATE evidence SET status = 'DECAYED'"))
+            conn.execute(text("DELETE FROM belief"))
             conn.commit()
         assert "confirmed_at" not in {
             c["name"] for c in inspect(repo.engine).get_columns("evidence")
@@ -544,7 +547,10 @@ def test_r28_brings_back_what_the_old_decay_marked(tmp_path: Path) -> None:
     try:
         with again.engine.connect() as conn:
             assert conn.execute(text("SELECT DISTINCT status FROM evidence")).all() == [("ACTIVE",)]
-        ledger = Ledger(again, Policy(), "node-test", clock)
+        ledger = Ledger(again, Policy(), "node-test", clock)  # opening recomputes the key
         assert ledger.belief(LIVES_IN, as_of=start).object == "Lisbon"
+        assert ledger.belief(LIVES_IN).object == "Lisbon"
+        assert [b.object for b in ledger.list_beliefs("user:ana").items] == ["Lisbon"]
+        assert ledger.forgetting.recount_after_upgrade() == 0  # once only
     finally:
         again.close()

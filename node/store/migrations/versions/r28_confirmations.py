@@ -23,6 +23,9 @@ down_revision = "r27_erasure_bounds"
 branch_labels = None
 depends_on = None
 
+# Set when evidence the old decay marked is held again: its keys are recomputed at open.
+RECOUNT_META = "recount_after_r28"
+
 
 def upgrade() -> None:
     op.create_table(
@@ -36,10 +39,17 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("evidence") as batch:
         batch.add_column(sa.Column("confirmed_at", sa.BigInteger(), nullable=True))
+    # The old decay also emptied the served rows of what it marked: the node works them out
+    # again when it next opens the store (`Forgetting.recount_after_upgrade`).
+    op.execute(
+        f"INSERT INTO node_meta (name, value) SELECT '{RECOUNT_META}', '1' "
+        "WHERE EXISTS (SELECT 1 FROM evidence WHERE status = 'DECAYED')"
+    )
     op.execute("UPDATE evidence SET status = 'ACTIVE' WHERE status = 'DECAYED'")
 
 
 def downgrade() -> None:
+    op.execute(f"DELETE FROM node_meta WHERE name = '{RECOUNT_META}'")
     with op.batch_alter_table("evidence") as batch:
         batch.drop_column("confirmed_at")
     op.drop_table("confirmation")

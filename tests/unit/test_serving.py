@@ -166,3 +166,14 @@ def test_a_changed_tally_under_the_same_served_version_is_logged() -> None:
     assert "v1: 58.3% by a, c; v2: 41.6% by b" in logged.detail
     drifted = tally_of(("v1", 6, ("a",)), ("v2", 4, ("b",)))
     assert retallied(LIVES_IN, before, drifted, served, NOW) is None
+
+
+def test_nothing_served_names_an_expiry() -> None:
+    """A key whose only claim expired says so, with when it was last stated; at an earlier
+    event time it serves the claim, so nothing is said."""
+    porto = fact("Porto", day=1, anchor="llm_generated", confidence=0.8)
+    state = KeyState((porto,))
+    ends = 31 * DAY + 1
+    told = nothing_served(LIVES_IN, state, POLICY, now=ends)
+    assert "'Porto' expired at" in told and "last stated" in told
+    assert "expired" not in nothing_served(LIVES_IN, state, POLICY, now=ends - 1)

@@ -3,7 +3,7 @@ the decay job, which records the served beliefs that expiries changed (specifica
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from factnode.core import (
@@ -197,13 +197,7 @@ class Forgetting(Component):
         now = clock if now is None else now
         decaying = {a for a in self.policy.anchors if self.policy.half_life_micros(a) is not None}
         decayed = purged = 0
-        after = ""
-        while True:
-            with self.repo.read() as tx:
-                keys = tx.decaying_keys(decaying, after, batch)
-            if not keys:
-                break
-            after = ids.key_id(keys[-1])
+        for keys in self._pages(decaying, batch):
             fx = Committed()
             with self.repo.write(set(keys)) as tx:
                 self._serving.announce(tx, fx)
@@ -212,6 +206,18 @@ class Forgetting(Component):
             purged += self._purge(states, now)
         return DecayReport(decayed, purged)
 
+    def _pages(self, anchors: Collection[str], batch: int) -> Iterator[list[Key]]:
+        """The keys holding active evidence attributed to (or capped at) `anchors`, a page of
+        at most `batch` at a time, in key id order, each read in its own transaction."""
+        after = ""
+        while True:
+            with self.repo.read() as tx:
+                keys = tx.decaying_keys(anchors, after, batch)
+            if not keys:
+                return
+            after = ids.key_id(keys[-1])
+            yield keys
+
     def recount_after_upgrade(self, batch: int = 2000) -> int:
         """Once after migration r28 brought back evidence the old decay had marked (and whose
         keys it left serving nothing): works out every key holding evidence again, as of now.
@@ -219,15 +225,8 @@ class Forgetting(Component):
         with self.repo.read() as tx:
             if not tx.meta(RECOUNT_META):
                 return 0
-        every = set(self.policy.anchors)
         done = 0
-        after = ""
-        while True:
-            with self.repo.read() as tx:
-                keys = tx.decaying_keys(every, after, batch)
-            if not keys:
-                break
-            after = ids.key_id(keys[-1])
+        for keys in self._pages(set(self.policy.anchors), batch):
             fx = Committed()
             with self.repo.write(set(keys)) as tx:
                 self._serving.announce(tx, fx)

@@ -1,7 +1,8 @@
 """Decay across a real fleet over mTLS (specification §6, §9): three `factnode serve`
 processes whose clocks a test moves together (libfaketime, reading its offset from a file),
 so that claims reach their expiries in seconds. The same evidence and restatements give
-every member the same expiry, the same DECAYED change and the same answers; a restatement
+every member the same expiry, the same tallies, the same DECAYED change and the same
+answers; a restatement
 taken by one member revives the claim on all."""
 
 from __future__ import annotations
@@ -83,9 +84,12 @@ def test_a_restatement_on_one_member_revives_the_claim_on_every_member(fleet) ->
     assert ends["a"] - first_end > 19 * MICROS_PER_DAY  # counted from b's restatement
 
     clock.set(40)  # past the first expiry, before the confirmed one
+    tallies = {}
     for n in NODES:
         b = fed[n].belief(k)
         assert b is not None and (b.object, b.state) == ("Porto", BELIEVED), n
+        tallies[n] = sorted((t.object, t.weight, t.share_milli, tuple(t.voters)) for t in b.tallies)
+    assert tallies["a"] and tallies["a"] == tallies["b"] == tallies["c"], tallies
 
     clock.set(60)  # past both
     for n in NODES:

@@ -2,8 +2,7 @@
 processes whose clocks a test moves together (libfaketime, reading its offset from a file),
 so that claims reach their expiries in seconds. The same evidence and restatements give
 every member the same expiry, the same tallies, the same DECAYED change and the same
-answers; a restatement
-taken by one member revives the claim on all."""
+answers; a restatement taken by one member revives the claim on all."""
 
 from __future__ import annotations
 

@@ -139,9 +139,10 @@ def apply(fed: Federation, s: object) -> None:
                     k, version_id=None, obj=VALUES[s.value], reason="checked", operator="op"
                 )
             except NotUnderReview:
-                # Refused, and nothing written: the rules settle the key's served state.
+                # Refused, and nothing written: the rules settle the key's served state
+                # (BELIEVED by a rule, or nothing served, e.g. every value retracted).
                 told = story(ledger, k)
-                assert told is not None and told[1] is BeliefState.BELIEVED, told
+                assert told is None or told[1] is BeliefState.BELIEVED, told
         else:
             ledger.erase(key=k, operator="op", reason="asked")
     except NotFound:

@@ -256,7 +256,13 @@ def view(
         for e in state.evidence
         if (known_at is None or e.recorded_at <= known_at)
         and (as_of is None or e.valid_from <= as_of)
-        and holds_then(e, policy, node_id, now if as_of is None else as_of, known_at, confirmations)
+        and holds(
+            e,
+            policy,
+            now if as_of is None else as_of,
+            # As known now the evidence carries its confirmed_at; earlier, count then.
+            None if known_at is None else confirmed_at(e, confirmations, policy, node_id, known_at),
+        )
     ]
     seen = tuple(visible(held, state.retractions, policy=policy, as_of=as_of, known_at=known_at))
     reps = representatives(seen, policy)
@@ -285,32 +291,6 @@ def decayed_since(state: KeyState, policy: Policy, since: Instant | None, now: I
     if since is None:
         return False  # an expiry only takes away: what serves nothing keeps serving nothing
     return state.expired_between(policy, since, now)
-
-
-def expiry_then(
-    e: Evidence,
-    policy: Policy,
-    node_id: str,
-    known_at: Instant | None,
-    confirmations: Sequence[Confirmation],
-) -> Instant | None:
-    """`e`'s expiry as known at `known_at`: from the confirmations held by then."""
-    if known_at is None:
-        return expiry(e, policy)
-    return expiry(e, policy, confirmed_at(e, confirmations, policy, node_id, known_at))
-
-
-def holds_then(
-    e: Evidence,
-    policy: Policy,
-    node_id: str,
-    at: Instant,
-    known_at: Instant | None,
-    confirmations: Sequence[Confirmation],
-) -> bool:
-    """Whether `e` still holds at event time `at`, as known at `known_at`."""
-    end = expiry_then(e, policy, node_id, known_at, confirmations)
-    return end is None or at < end
 
 
 def _where(as_of: Instant | None, known_at: Instant | None) -> str:

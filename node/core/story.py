@@ -308,14 +308,13 @@ def decayed_decision(
     if sorted(before) == sorted(after):
         return None
     served_before = {v for v, _ in before}
-    expired = sorted(
-        (t, e.version_id in served_before, e.evidence_id, e)
-        for e in state.evidence
-        if (t := expiry(e, policy)) is not None and t <= now
-    )
+    expired = [(t, e) for e in state.evidence if (t := expiry(e, policy)) is not None and t <= now]
     if not expired:
         return None
-    at, _, _, claim = max(expired, key=lambda x: (x[1], x[0], x[2]))
+    # A claim of a version served before, the last to expire (ties: the greatest id).
+    at, claim = max(
+        expired, key=lambda te: (te[1].version_id in served_before, te[0], te[1].evidence_id)
+    )
     first_before = before[0][0] if before else None
     first_after = after[0][0] if after else None
     now_serving = (

@@ -246,14 +246,12 @@ class Forgetting(Component):
             return 0
         cutoff = now - days * MICROS_PER_DAY
         doomed = sorted(
-            (e for st in states.values() for e in st.evidence
+            ((e, end) for st in states.values() for e in st.evidence
              if (end := expiry(e, self.policy)) is not None and end <= cutoff),
-            key=lambda e: e.evidence_id,
+            key=lambda pair: pair[0].evidence_id,
         )  # fmt: skip
         purged = 0
-        for e in {e.evidence_id: e for e in doomed}.values():
-            end = expiry(e, self.policy)
-            assert end is not None
+        for e, end in doomed:
             tombstone = Tombstone(
                 erasure_id=ids.value_hash(f"evidence:{e.evidence_id}:{now}:{self.node_id}"),
                 scope="evidence",

@@ -85,7 +85,8 @@ class Reading(Component):
         with self.repo.read() as tx:
             state = tx.key_states([key])[key]
             if as_of is None and known_at is None:
-                found = self._current(tx, key, state)
+                rows = tx.beliefs([key]).get(key, [])
+                found = self._current(tx, key, state, rows, self._stale(rows, state))
             else:
                 votes = tx.votes([key])[key]
                 pin = tx.pins([key]).get(key) if self._may_pin(state, votes) else None
@@ -121,18 +122,17 @@ class Reading(Component):
         return decayed_since(state, self.policy, since, self.clock.now())
 
     def _current(
-        self,
-        tx: Transaction,
-        key: Key,
-        state: KeyState,
-        rows: Sequence[StoredBelief] | None = None,
+        self, tx: Transaction, key: Key, state: KeyState, rows: Sequence[StoredBelief], stale: bool
     ) -> Belief | None:
-        """What the key serves now: its stored rows, or, where a claim expired since they
-        were worked out (`_stale`), the present view worked out here."""
-        rows = tx.beliefs([key]).get(key, []) if rows is None else rows
-        if not self._stale(rows, state):
-            held = {e.evidence_id: e for e in state.evidence}
-            return self._serving.beliefs(tx, [key], held).get(key)
+        """What the key serves now: its stored `rows`, or, where a claim expired since they
+        were worked out (`stale`, from `_stale`), the present view worked out here."""
+        if stale:
+            return self._worked_out(tx, key, state)
+        held = {e.evidence_id: e for e in state.evidence}
+        return self._serving.beliefs(tx, [key], held).get(key)
+
+    def _worked_out(self, tx: Transaction, key: Key, state: KeyState) -> Belief | None:
+        """The present view of a key, worked out from its state rather than its stored rows."""
         votes = tx.votes([key])[key]
         pin = tx.pins([key]).get(key)
         return belief_of(key, self._answer(key, state, votes, pin, []))
@@ -190,7 +190,7 @@ class Reading(Component):
             rows = tx.beliefs([key]).get(key, [])
             state = tx.key_states([key])[key]
             stale = self._stale(rows, state)
-            found = self._current(tx, key, state, rows)
+            found = self._current(tx, key, state, rows, stale)
             if found is None:
                 raise NotFound(nothing_served(key, state, self.policy, now=self.clock.now()))
             votes = tx.votes([key])[key]
@@ -271,7 +271,7 @@ class Reading(Component):
                     continue
                 # A claim expired since the rows were worked out: the present, worked out
                 # here, stays on the page only if it still belongs there.
-                found = self._current(tx, key, states[key], bs)
+                found = self._worked_out(tx, key, states[key])
                 if found is not None and (keep is None or keep(found)):
                     items.append(found)
         return Page(items, position(rows[-1]) if more else "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from fractions import Fraction
 from typing import cast
 
@@ -26,7 +27,7 @@ from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord
 from factnode.core.story import BelievedAgain
-from factnode.ledger import Belief
+from factnode.ledger import Belief, Hit
 from factnode.store import Tombstone
 
 _MIN_SECONDS = -62_135_596_800
@@ -188,6 +189,26 @@ def state_pb(state: BeliefState) -> pb.BeliefState:
 
 def threshold_pb(threshold: Fraction) -> pb.ConsensusThreshold:
     return pb.ConsensusThreshold(numerator=threshold.numerator, denominator=threshold.denominator)
+
+
+def state_names(states: Iterable[int]) -> list[str]:
+    """The names (as the core spells them) of wire belief states; an unknown or unspecified
+    value keeps its number, for the check to refuse."""
+    out = []
+    for v in states:
+        name = pb.BeliefState.Name(v) if v in pb.BeliefState.values() else str(v)
+        out.append(name.removeprefix("BELIEF_STATE_") if v else "UNSPECIFIED")
+    return out
+
+
+def fill_hit(msg: pb.SearchHit, h: Hit) -> pb.SearchHit:
+    """Fills `msg` (a repeated field's `add()`) from a search hit; returns it."""
+    fill_belief(msg.belief, h.belief)
+    msg.version_id = h.version_id
+    msg.object = h.object
+    msg.anchor = h.anchor
+    msg.score = h.score
+    return msg
 
 
 def fill_belief(msg: pb.Belief, b: Belief) -> pb.Belief:

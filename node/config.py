@@ -72,6 +72,14 @@ class TokenGrant:
             return bool(self.roles & {"reader", "writer"})
         return role in self.roles
 
+    def may_read(self, namespace: str) -> bool:
+        """Readers and writers read only in their namespaces (searches leave out the rest)."""
+        if "operator" in self.roles:
+            return True
+        return bool(self.roles & {"reader", "writer"}) and any(
+            fnmatch.fnmatchcase(namespace, p) for p in self.namespaces
+        )
+
     def may_write(self, namespace: str) -> bool:
         """Writers write only in their namespaces."""
         if "operator" in self.roles:

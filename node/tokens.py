@@ -27,6 +27,8 @@ KEYS = "keys"  # a (key id, version id) position in key order: ListBeliefs
 QUEUE = "queue"  # a (since, key id, version id) position, oldest first: ListContested
 DECISIONS = "decisions"  # a decision-log seq: ListDecisions
 CHANGES = "changes"  # a decision-log seq: WatchBeliefs
+SEARCH = "search"  # (search fingerprint, offset) into one search's ranking: SearchBeliefs
+MAX_SEARCH_OFFSET = 100_000
 
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
 _SEQ = re.compile(r"(0|[1-9][0-9]{0,18})")
@@ -53,6 +55,27 @@ def _decode(token: str, kind: str, field: str, n: int) -> list[str]:
     if _encode(kind, *parts[2:]) != token:
         raise bad
     return parts[2:]
+
+
+def search_position(fingerprint: str, offset: int) -> str:
+    """A token for the page of a search (by its fingerprint) starting at `offset`."""
+    return _encode(SEARCH, fingerprint, str(offset))
+
+
+def decode_search_position(token: str, fingerprint: str, field: str = "page_token") -> int:
+    """The offset of a search page token; InvalidInput naming `field` for one that is not
+    this node's, or that another search (other words, filters or view) made."""
+    got, offset = _decode(token, SEARCH, field, 2)
+    if not _HEX_ID.fullmatch(got) or not _SEQ.fullmatch(offset):
+        raise InvalidInput([FieldViolation(field, "is not a token this node issued")])
+    if got != fingerprint:
+        raise InvalidInput(
+            [FieldViolation(field, "belongs to another search (query, filters or time differ)")]
+        )
+    n = int(offset)
+    if n > MAX_SEARCH_OFFSET:
+        raise InvalidInput([FieldViolation(field, "is not a token this node issued")])
+    return n
 
 
 def key_position(key_id: str, version_id: str) -> str:
@@ -104,5 +127,8 @@ def check(token: str, kind: str, field: str) -> None:
         decode_key_position(token, field)
     elif kind == QUEUE:
         decode_queue_position(token, field)
+    elif kind == SEARCH:
+        fingerprint = _decode(token, SEARCH, field, 2)[0]
+        decode_search_position(token, fingerprint, field)
     else:
         decode_seq_position(token, kind, field)

@@ -18,11 +18,11 @@ from ._errors import (
     Unavailable,
 )
 from ._sync import Client
-from ._types import Belief, Decision, Evidence, Explanation, Page, Submitted, Version
+from ._types import Belief, Decision, Evidence, Explanation, Hit, Page, Submitted, Version
 
 __all__ = [
     "AsyncClient", "Belief", "Client", "ClientError", "Decision", "Evidence", "Explanation",
-    "FailedPrecondition", "FieldError", "InvalidFact", "NotFound", "Overloaded", "Page",
+    "FailedPrecondition", "FieldError", "Hit", "InvalidFact", "NotFound", "Overloaded", "Page",
     "PermissionDenied", "Submitted",
     "Unavailable", "Version",
 ]  # fmt: skip

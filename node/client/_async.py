@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -156,6 +156,20 @@ class AsyncClient(c.Connection):
             token = page.next_page_token
             if not token or len(out) >= limit:
                 return tuple(out[:limit])
+
+    async def search(
+        self, query: str, *, namespace_prefix: str = "", subject: str | None = None,
+        predicate: str | None = None, states: Sequence[str] = (), anchors: Sequence[str] = (),
+        as_of: datetime | None = None, known_at: datetime | None = None, page_size: int = 0,
+        page_token: str = "",
+    ) -> t.Page[t.Hit]:  # fmt: skip
+        """One page of the beliefs a text query finds, best first (SearchBeliefs): only values
+        the node serves at (as_of, known_at), in the namespaces this token may read."""
+        req = c.search_request(
+            query, namespace_prefix, subject, predicate, states, anchors, as_of, known_at,
+            page_size, page_token,
+        )  # fmt: skip
+        return await self._send(c.SEARCH, req)
 
     async def history(
         self, key: KeyLike, *, known_at: datetime | None = None

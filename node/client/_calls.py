@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -359,6 +359,10 @@ BELIEFS = _call(
     "FactService", "ListBeliefs", pb.ListBeliefsResponse,
     lambda m: t.Page(tuple(t.Belief.of(b) for b in m.beliefs), m.next_page_token),
 )  # fmt: skip
+SEARCH = _call(
+    "FactService", "SearchBeliefs", pb.SearchBeliefsResponse,
+    lambda m: t.Page(tuple(t.Hit.of(h) for h in m.hits), m.next_page_token),
+)  # fmt: skip
 HISTORY = _call(
     "FactService", "GetHistory", pb.GetHistoryResponse,
     lambda m: tuple(t.Version.of(v) for v in m.versions),
@@ -493,6 +497,29 @@ def beliefs_request(
     if subject is not None:
         req.subject = subject
     return req
+
+
+def search_request(
+    query: str, namespace_prefix: str, subject: str | None, predicate: str | None,
+    states: Sequence[str], anchors: Sequence[str], as_of: datetime | None,
+    known_at: datetime | None, page_size: int, page_token: str,
+) -> pb.SearchBeliefsRequest:  # fmt: skip
+    req = listing(
+        pb.SearchBeliefsRequest(query=query, namespace_prefix=namespace_prefix),
+        page_size, page_token,
+    )  # fmt: skip
+    if subject is not None:
+        req.subject = subject
+    if predicate is not None:
+        req.predicate = predicate
+    bad = [s for s in states if f"BELIEF_STATE_{s.upper()}" not in pb.BeliefState.keys()]
+    if bad or any(s.upper() == "UNSPECIFIED" for s in states):
+        _refuse(
+            [FieldViolation("states", f"{(bad or ['UNSPECIFIED'])[0]!r} is not a belief state")]
+        )
+    req.states.extend(pb.BeliefState.Value(f"BELIEF_STATE_{s.upper()}") for s in states)
+    req.anchors.extend(anchors)
+    return time_travel(req, as_of, known_at)
 
 
 # recall's default bound: a subject's beliefs fit a model's context, not a bulk export.

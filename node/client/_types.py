@@ -127,6 +127,22 @@ class Belief:
 
 
 @dataclass(frozen=True, slots=True)
+class Hit:
+    """A belief a search found: the key's belief, the value that matched (one of a
+    multi-valued key's), the anchor behind it and the rank score (higher is better)."""
+
+    belief: Belief
+    version_id: str
+    object: str
+    anchor: str
+    score: float
+
+    @classmethod
+    def of(cls, m: pb.SearchHit) -> Hit:
+        return cls(Belief.of(m.belief), m.version_id, m.object, m.anchor, m.score)
+
+
+@dataclass(frozen=True, slots=True)
 class Submitted:
     """The decision on one submitted fact and the belief after it."""
 

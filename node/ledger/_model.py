@@ -67,6 +67,42 @@ class Belief:
 
 
 @dataclass(frozen=True, slots=True)
+class Hit:
+    """A belief a search found: the key's served belief, the value of it that matched (one of
+    a multi-valued key's), the anchor of the evidence behind that value, and the rank score
+    (higher is better; comparable within one search only)."""
+
+    belief: Belief
+    version_id: str
+    object: str
+    anchor: str
+    score: float
+
+
+def hit_of(
+    belief: Belief | None,
+    version_id: str,
+    evidence_id: str,
+    score: float,
+    evidence: Callable[[Sequence[str]], Mapping[str, Evidence]],
+) -> Hit | None:
+    """The hit a matched value makes, or None where `belief` (what the view serves for its
+    key) does not serve that value. The anchor is the served evidence's (for another value of
+    a multi-valued key, the matched assertion's); `evidence` loads evidence by id."""
+    if belief is None:
+        return None
+    served = dict(belief.values) if belief.values else {belief.version_id: belief.object}
+    obj = served.get(version_id)
+    if obj is None:
+        return None
+    if version_id == belief.evidence.version_id:
+        anchor = belief.evidence.attribution
+    else:
+        anchor = evidence([evidence_id])[evidence_id].attribution
+    return Hit(belief, version_id, obj, anchor, score)
+
+
+@dataclass(frozen=True, slots=True)
 class Submitted:
     """The answer to one submission: its decision (at `seq` in the decision log) and the
     key's belief after it."""

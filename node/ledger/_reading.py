@@ -26,6 +26,7 @@ from factnode.core import (
     ids,
 )
 from factnode.core.consensus import Tally, Vote, tally
+from factnode.core.recall import MAX_CANDIDATES, Search
 from factnode.core.serving import (
     Answer,
     Pin,
@@ -45,7 +46,16 @@ from factnode.core.story import (
     review_note,
     served_until_resolution,
 )
-from factnode.ledger._model import Belief, Explanation, NotFound, Page, belief_from_rows, belief_of
+from factnode.ledger._model import (
+    Belief,
+    Explanation,
+    Hit,
+    NotFound,
+    Page,
+    belief_from_rows,
+    belief_of,
+    hit_of,
+)
 from factnode.ledger._serving import Component, check_filters, check_key_input, check_times
 from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief
 from factnode.store.repository import Transaction
@@ -84,27 +94,84 @@ class Reading(Component):
         check_times(as_of, known_at)
         with self.repo.read() as tx:
             state = tx.key_states([key])[key]
-            if as_of is None and known_at is None:
-                rows = tx.beliefs([key]).get(key, [])
-                found = self._current(tx, key, state, rows, self._stale(rows, state))
-            else:
-                votes = tx.votes([key])[key]
-                pin = tx.pins([key]).get(key) if self._may_pin(state, votes) else None
-                if is_present(state, pin, as_of, known_at, self.policy, self.clock.now()):
-                    # The view sees everything: it is GetBelief's answer, read as GetBelief does.
-                    held = {e.evidence_id: e for e in state.evidence}
-                    found = self._serving.beliefs(tx, [key], held).get(key)
-                else:
-                    confirmations = self._confirmations(tx, state, known_at)
-                    answer = self._answer(
-                        key, state, votes, pin, [], as_of, known_at, confirmations
-                    )
-                    found = belief_of(key, answer)
+            found = self._belief_in(tx, key, state, as_of, known_at)
         if found is None:
             raise NotFound(
                 nothing_served(key, state, self.policy, as_of, known_at, self.clock.now())
             )
         return found
+
+    def _belief_in(
+        self,
+        tx: Transaction,
+        key: Key,
+        state: KeyState,
+        as_of: Instant | None = None,
+        known_at: Instant | None = None,
+    ) -> Belief | None:
+        """What `belief` answers for a key whose state is `state`, read in `tx`; None: nothing
+        is served in that view."""
+        if as_of is None and known_at is None:
+            rows = tx.beliefs([key]).get(key, [])
+            return self._current(tx, key, state, rows, self._stale(rows, state))
+        votes = tx.votes([key])[key]
+        pin = tx.pins([key]).get(key) if self._may_pin(state, votes) else None
+        if is_present(state, pin, as_of, known_at, self.policy, self.clock.now()):
+            # The view sees everything: it is GetBelief's answer, read as GetBelief does.
+            held = {e.evidence_id: e for e in state.evidence}
+            return self._serving.beliefs(tx, [key], held).get(key)
+        confirmations = self._confirmations(tx, state, known_at)
+        answer = self._answer(key, state, votes, pin, [], as_of, known_at, confirmations)
+        return belief_of(key, answer)
+
+    def search(
+        self, request: Search, may_read: Callable[[str], bool], page_token: str = ""
+    ) -> Page[Hit]:
+        """The beliefs a text query finds, best first (`SearchBeliefs`, specification §8):
+        of the assertions its words match (the best `MAX_CANDIDATES`, so a call's work is
+        bounded), those of a value that `belief` serves at the search's (as_of, known_at),
+        in namespaces `may_read` allows, within the filters. A value is a hit once, at its
+        best-ranked assertion; with an embedding, the lexical and vector rankings are fused
+        (`recall.fuse`)."""
+        check_times(request.as_of, request.known_at)
+        offset = tokens.decode_search_position(page_token, request.fingerprint) if page_token else 0
+        wanted = offset + request.limit + 1
+        hits: list[Hit] = []
+        with self.repo.read() as tx:
+            ranked = self._ranked(tx, request)
+            states = tx.key_states(sorted({k for k, _, _, _ in ranked if may_read(k.namespace)}))
+            served: dict[Key, Belief | None] = {}
+            for key, version_id, evidence_id, score in ranked:
+                if key not in states:
+                    continue
+                if key not in served:
+                    served[key] = self._belief_in(
+                        tx, key, states[key], request.as_of, request.known_at
+                    )
+                hit = hit_of(served[key], version_id, evidence_id, score, tx.evidence)
+                if hit is not None and request.admits(hit.belief.state, hit.anchor):
+                    hits.append(hit)
+                    if len(hits) == wanted:
+                        break
+        more = len(hits) == wanted
+        page = hits[offset : offset + request.limit]
+        token = tokens.search_position(request.fingerprint, offset + request.limit) if more else ""
+        return Page(page, token)
+
+    def _ranked(self, tx: Transaction, request: Search) -> list[tuple[Key, str, str, float]]:
+        """Each matched value once, (key, version id, its best assertion, score), best first."""
+        matches = tx.search_matches(
+            request.terms,
+            namespace_prefix=request.namespace_prefix,
+            subject=request.subject,
+            predicate=request.predicate,
+            served_only=request.present,
+            limit=MAX_CANDIDATES,
+        )
+        best: dict[tuple[Key, str], tuple[str, float]] = {}
+        for m in matches:  # best first
+            best.setdefault((m.key, m.version_id), (m.evidence_id, m.score))
+        return [(k, v, e, score) for (k, v), (e, score) in best.items()]
 
     def _confirmations(
         self, tx: Transaction, state: KeyState, known_at: Instant | None

@@ -8,7 +8,7 @@ from factnode import _wire as wire
 from factnode import tokens
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
-from factnode.core import Evidence, FieldViolation, InvalidInput
+from factnode.core import Evidence, FieldViolation, InvalidInput, recall
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger import DEFAULT_PAGE_SIZE, Submitted
 from factnode.server._auth import (
@@ -176,6 +176,31 @@ class FactServicer(pb_grpc.FactServiceServicer):
         reply = pb.ListBeliefsResponse(next_page_token=page.next_page_token)
         for b in page.items:
             wire.fill_belief(reply.beliefs.add(), b)
+        return reply
+
+    @unary
+    async def SearchBeliefs(
+        self, request: pb.SearchBeliefsRequest, context: Context
+    ) -> pb.SearchBeliefsResponse:
+        as_of, known_at = wire.time_travel(request)
+        search = recall.search(
+            request.query,
+            namespace_prefix=request.namespace_prefix,
+            subject=request.subject if request.HasField("subject") else None,
+            predicate=request.predicate if request.HasField("predicate") else None,
+            states=wire.state_names(request.states),
+            anchors=request.anchors,
+            known_anchors=self.ctx.ledger.policy.anchors,
+            as_of=as_of,
+            known_at=known_at,
+            limit=request.page_size,
+        )
+        page = await run(
+            self.ctx.ledger.reading.search, search, current_grant().may_read, request.page_token
+        )
+        reply = pb.SearchBeliefsResponse(next_page_token=page.next_page_token)
+        for hit in page.items:
+            wire.fill_hit(reply.hits.add(), hit)
         return reply
 
     @unary

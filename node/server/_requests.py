@@ -103,6 +103,15 @@ def _list_beliefs(out: Out, msg: pb.ListBeliefsRequest) -> None:
     _page(out, msg, tokens.KEYS)
 
 
+def _search_beliefs(out: Out, msg: pb.SearchBeliefsRequest) -> None:
+    # The words, filters and view are checked with the policy (`recall.search`); the
+    # token's search fingerprint by the ledger.
+    try:
+        tokens.check(msg.page_token, tokens.SEARCH, "page_token")
+    except InvalidInput as exc:
+        out.extend(exc.violations)
+
+
 def _retract(out: Out, msg: pb.RetractRequest) -> None:
     _key(out, msg.key)
     if msg.HasField("object"):
@@ -208,6 +217,7 @@ _CHECKS: dict[type[Message], Callable[[Out, Any], None]] = {
     pb.SubmitFactRequest: _nothing,
     pb.GetBeliefRequest: _keyed,
     pb.ListBeliefsRequest: _list_beliefs,
+    pb.SearchBeliefsRequest: _search_beliefs,
     pb.GetHistoryRequest: _keyed,
     pb.ExplainRequest: _keyed,
     pb.RetractRequest: _retract,

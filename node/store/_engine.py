@@ -136,6 +136,7 @@ _ERASED_TABLES = (
     "belief_change",
     "vote",
     "pin",
+    "search_doc",
 )
 
 

@@ -20,7 +20,6 @@ from factnode.core import (
     KeyState,
     ids,
 )
-from factnode.store._part import TransactionPart
 from factnode.store._rows import (
     _ACTIVE,
     _EVIDENCE_COLUMNS,
@@ -36,6 +35,7 @@ from factnode.store._rows import (
     _evidence,
     _evidence_values,
 )
+from factnode.store._search import SqlSearch, searchable
 from factnode.store._sqltext import delete_in, insert_rows, select_in
 from factnode.store.repository import chunks
 
@@ -58,7 +58,7 @@ def state_queries(key_ids: Collection[str]) -> list[tuple[ClauseElement, str, Co
     ]
 
 
-class SqlEvidence(TransactionPart):
+class SqlEvidence(SqlSearch):
     """The evidence part of a transaction (with retractions, the key cache and lineage)."""
 
     def key_states(self, keys: Collection[Key]) -> dict[Key, KeyState]:
@@ -146,6 +146,7 @@ class SqlEvidence(TransactionPart):
 
     def add_evidence(self, rows: Sequence[tuple[Evidence, EvidenceStatus, str | None]]) -> None:
         insert_rows(self._c, E, _EVIDENCE_COLUMNS, [_evidence_values(*r) for r in rows])
+        self.index_evidence(searchable(rows))
         if self._cache is not None:
             self._cache.added_evidence(e for e, status, _ in rows if status is _ACTIVE)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from sqlalchemy import BigInteger, Index, LargeBinary, Text, text
+from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlmodel import Field, SQLModel
 
 ID = 32  # hex chars of a content-addressed id
@@ -301,3 +302,30 @@ class MemberRecordRow(SQLModel, table=True):
     incarnation: int = Field(sa_type=BigInteger)
     signature: str = Field(sa_type=Text)  # hex
     revoked: bool = False
+
+
+class SearchDocRow(SQLModel, table=True):
+    """An active assertion as recall finds it (`SearchBeliefs`, specification §8): one row
+    per assertion, removed with its evidence by an erasure or purge. On SQLite its words are
+    in the FTS5 table `search_text` (rowid = `doc_id`; created by migration r29 beside this
+    table); on PostgreSQL in `document`, weighted (value and subject A, predicate B,
+    namespace C, source D) and indexed with GIN. Derived from the evidence: r29 builds it
+    from the rows held then."""
+
+    __tablename__ = "search_doc"
+    __table_args__ = (
+        Index("ix_search_doc_evidence", "evidence_id", unique=True),
+        Index(
+            "ix_search_doc_document",
+            "document",
+            postgresql_using="gin",
+            # SQLite keeps its words in search_text: the column stays NULL, the index empty.
+            sqlite_where=text("document IS NOT NULL"),
+        ),
+    )
+
+    doc_id: int | None = Field(default=None, primary_key=True)
+    evidence_id: str = Field(max_length=ID)
+    document: str | None = Field(
+        default=None, sa_type=Text().with_variant(TSVECTOR(), "postgresql")
+    )

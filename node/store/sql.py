@@ -136,6 +136,7 @@ class SqlTransaction(
         if erasure.forget:
             self.delete_votes_on_keys(erasure.forget)
         self.delete_confirmations(erasure.evidence_ids)
+        self.unindex(erasure.evidence_ids)
         self.erase(erasure.evidence_ids, erasure.held_by, erasure.forget)
 
     def preload(

@@ -20,7 +20,7 @@ from factnode.core.members import MemberRecord
 from factnode.core.signed import Signature
 from factnode.ledger import Ledger, NotFound, ensure_node_id
 from factnode.store import SqlRepository, StoredMember, Writes
-from factnode.store.migrations import alembic_config, upgrade
+from factnode.store.migrations import alembic_config, include_name, upgrade
 from factnode.store.repository import Transaction
 from factnode.testing import Credentials, FakeClock
 
@@ -70,13 +70,15 @@ def test_head_schema_matches_the_sqlmodel_tables(tmp_path: Path) -> None:
     try:
         assert _revision(repo.engine) == _head()
         with repo.engine.connect() as conn:
-            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            ctx = MigrationContext.configure(
+                conn, opts={"compare_type": True, "include_name": include_name}
+            )
             diff = compare_metadata(ctx, SQLModel.metadata)
         assert diff == []
         assert set(inspect(repo.engine).get_table_names()) >= TABLES
         # The control: the comparison does see the tables, so drift would show.
         with repo.engine.connect() as conn:
-            ctx = MigrationContext.configure(conn)
+            ctx = MigrationContext.configure(conn, opts={"include_name": include_name})
             diff = compare_metadata(ctx, MetaData())
         removed = {d[1].name for d in diff if d[0] == "remove_table"}
         assert removed >= TABLES
@@ -88,7 +90,12 @@ def test_head_schema_matches_on_every_backend(repository: SqlRepository) -> None
     """On SQLite and PostgreSQL alike, the migrated schema has no drift from the tables."""
     with repository.engine.connect() as conn:
         ctx = MigrationContext.configure(
-            conn, opts={"compare_type": True, "compare_server_default": True}
+            conn,
+            opts={
+                "compare_type": True,
+                "compare_server_default": True,
+                "include_name": include_name,
+            },
         )
         assert compare_metadata(ctx, SQLModel.metadata) == []
 

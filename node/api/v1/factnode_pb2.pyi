@@ -501,6 +501,52 @@ class ListDecisionsResponse(_message.Message):
     next_page_token: str
     def __init__(self, decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class SearchBeliefsRequest(_message.Message):
+    __slots__ = ("query", "namespace_prefix", "subject", "predicate", "states", "anchors", "as_of", "known_at", "page_size", "page_token")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    PREDICATE_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    ANCHORS_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    namespace_prefix: str
+    subject: str
+    predicate: str
+    states: _containers.RepeatedScalarFieldContainer[BeliefState]
+    anchors: _containers.RepeatedScalarFieldContainer[str]
+    as_of: _timestamp_pb2.Timestamp
+    known_at: _timestamp_pb2.Timestamp
+    page_size: int
+    page_token: str
+    def __init__(self, query: _Optional[str] = ..., namespace_prefix: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., states: _Optional[_Iterable[_Union[BeliefState, str]]] = ..., anchors: _Optional[_Iterable[str]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class SearchHit(_message.Message):
+    __slots__ = ("belief", "version_id", "object", "anchor", "score")
+    BELIEF_FIELD_NUMBER: _ClassVar[int]
+    VERSION_ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    ANCHOR_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    belief: Belief
+    version_id: str
+    object: str
+    anchor: str
+    score: float
+    def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., version_id: _Optional[str] = ..., object: _Optional[str] = ..., anchor: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+
+class SearchBeliefsResponse(_message.Message):
+    __slots__ = ("hits", "next_page_token")
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
+    next_page_token: str
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
 class WatchBeliefsRequest(_message.Message):
     __slots__ = ("namespace", "resume_token")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]

@@ -80,6 +80,11 @@ class FactServiceStub:
                 request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.WatchBeliefsRequest.SerializeToString,
                 response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.BeliefChange.FromString,
                 _registered_method=True)
+        self.SearchBeliefs = channel.unary_unary(
+                '/factnode.v1.FactService/SearchBeliefs',
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SearchBeliefsRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SearchBeliefsResponse.FromString,
+                _registered_method=True)
 
 
 class FactServiceServicer:
@@ -165,6 +170,16 @@ class FactServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchBeliefs(self, request, context):
+        """Recall: the served beliefs a text query finds, best first. Only a value that GetBelief
+        serves at the request's (as_of, known_at) is ever a hit; superseded, disbelieved,
+        decayed, retracted and erased values never are. Searches the namespaces the caller may
+        read. A call ranks at most the 1,000 best-matching assertions; pages walk them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_FactServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -212,6 +227,11 @@ def add_FactServiceServicer_to_server(servicer, server):
                     servicer.WatchBeliefs,
                     request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.WatchBeliefsRequest.FromString,
                     response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.BeliefChange.SerializeToString,
+            ),
+            'SearchBeliefs': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchBeliefs,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SearchBeliefsRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.SearchBeliefsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -458,6 +478,33 @@ class FactService:
             '/factnode.v1.FactService/WatchBeliefs',
             factnode_dot_api_dot_v1_dot_factnode__pb2.WatchBeliefsRequest.SerializeToString,
             factnode_dot_api_dot_v1_dot_factnode__pb2.BeliefChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchBeliefs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/factnode.v1.FactService/SearchBeliefs',
+            factnode_dot_api_dot_v1_dot_factnode__pb2.SearchBeliefsRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.SearchBeliefsResponse.FromString,
             options,
             channel_credentials,
             insecure,

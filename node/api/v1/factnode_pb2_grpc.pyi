@@ -93,6 +93,12 @@ class FactServiceStub:
     """Reads the decision log."""
     WatchBeliefs: _grpc.UnaryStreamMultiCallable[_factnode_pb2.WatchBeliefsRequest, _factnode_pb2.BeliefChange]
     """Streams belief changes from a resume token."""
+    SearchBeliefs: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.SearchBeliefsRequest, _factnode_pb2.SearchBeliefsResponse]
+    """Recall: the served beliefs a text query finds, best first. Only a value that GetBelief
+    serves at the request's (as_of, known_at) is ever a hit; superseded, disbelieved,
+    decayed, retracted and erased values never are. Searches the namespaces the caller may
+    read. A call ranks at most the 1,000 best-matching assertions; pages walk them.
+    """
 
 @_typing.type_check_only
 class FactServiceAsyncStub(FactServiceStub):
@@ -135,6 +141,12 @@ class FactServiceAsyncStub(FactServiceStub):
     """Reads the decision log."""
     WatchBeliefs: _aio.UnaryStreamMultiCallable[_factnode_pb2.WatchBeliefsRequest, _factnode_pb2.BeliefChange]  # type: ignore[assignment]
     """Streams belief changes from a resume token."""
+    SearchBeliefs: _aio.UnaryUnaryMultiCallable[_factnode_pb2.SearchBeliefsRequest, _factnode_pb2.SearchBeliefsResponse]  # type: ignore[assignment]
+    """Recall: the served beliefs a text query finds, best first. Only a value that GetBelief
+    serves at the request's (as_of, known_at) is ever a hit; superseded, disbelieved,
+    decayed, retracted and erased values never are. Searches the namespaces the caller may
+    read. A call ranks at most the 1,000 best-matching assertions; pages walk them.
+    """
 
 class FactServiceServicer(metaclass=_abc_1.ABCMeta):
     """Agents submit facts and read beliefs, history, explanations and the decision log."""
@@ -228,6 +240,18 @@ class FactServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_factnode_pb2.BeliefChange], _abc.AsyncIterator[_factnode_pb2.BeliefChange]]:
         """Streams belief changes from a resume token."""
+
+    @_abc_1.abstractmethod
+    def SearchBeliefs(
+        self,
+        request: _factnode_pb2.SearchBeliefsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_factnode_pb2.SearchBeliefsResponse, _abc.Awaitable[_factnode_pb2.SearchBeliefsResponse]]:
+        """Recall: the served beliefs a text query finds, best first. Only a value that GetBelief
+        serves at the request's (as_of, known_at) is ever a hit; superseded, disbelieved,
+        decayed, retracted and erased values never are. Searches the namespaces the caller may
+        read. A call ranks at most the 1,000 best-matching assertions; pages walk them.
+        """
 
 def add_FactServiceServicer_to_server(servicer: FactServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

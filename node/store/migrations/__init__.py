@@ -14,6 +14,13 @@ _HERE = Path(__file__).parent
 MIGRATION_LOCK = 7210433
 
 
+def include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    """What schema comparisons look at: all but SQLite's FTS5 table of recall's words
+    (`search_text` and its shadow tables), which migration r29 makes by hand and no SQLModel
+    table stands for."""
+    return not (type_ == "table" and name is not None and name.startswith("search_text"))
+
+
 def alembic_config() -> Config:
     """Alembic configuration pointing at this package's scripts."""
     cfg = Config()

@@ -1,0 +1,189 @@
+"""Recall's index: the words of every active assertion (key parts, value, source), kept in
+the transaction that stores the evidence and destroyed with it by an erasure or purge, and
+the query that ranks the assertions a search's words match (`SearchBeliefs`).
+
+SQLite keeps the words in an FTS5 table ranked by BM25; PostgreSQL in a weighted tsvector
+column with a GIN index, ranked by `ts_rank`. Which of the matches a view serves is the
+ledger's question, not the store's: it gets ranked (key, version, evidence) candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from factnode.core import Evidence, EvidenceStatus, Key
+from factnode.core.recall import fts5_match
+from factnode.store._part import TransactionPart
+from factnode.store.repository import chunks
+
+# BM25 column weights of search_text (namespace, subject, predicate, object, source): the
+# value and the subject say most of what a belief is about, the source least.
+_FTS5_WEIGHTS = "1.0, 3.0, 2.0, 4.0, 0.5"
+_PG_CONFIG = "english"
+_PG_DOCUMENT = (
+    f"setweight(to_tsvector('{_PG_CONFIG}', %(object)s), 'A') || "
+    f"setweight(to_tsvector('{_PG_CONFIG}', %(subject)s), 'A') || "
+    f"setweight(to_tsvector('{_PG_CONFIG}', %(predicate)s), 'B') || "
+    f"setweight(to_tsvector('{_PG_CONFIG}', %(namespace)s), 'C') || "
+    f"setweight(to_tsvector('{_PG_CONFIG}', %(source)s), 'D')"
+)
+SQLITE_FTS_TABLE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS search_text USING fts5("
+    "namespace, subject, predicate, object, source, "
+    "tokenize = 'porter unicode61 remove_diacritics 2')"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """An assertion a search's words match, with its rank score (higher is better)."""
+
+    key: Key
+    version_id: str
+    evidence_id: str
+    score: float
+
+
+def searchable(evidence: Sequence[tuple[Evidence, EvidenceStatus, str | None]]) -> list[Evidence]:
+    """What recall indexes of new evidence: active assertions (a retraction asserts no value,
+    a rejected one is never believed)."""
+    return [e for e, status, _ in evidence if status is EvidenceStatus.ACTIVE and not e.retracts]
+
+
+class SqlSearch(TransactionPart):
+    """The recall index part of a transaction."""
+
+    def index_evidence(self, evidence: Sequence[Evidence]) -> None:
+        """Adds the words of `evidence` (active assertions) to the index."""
+        if not evidence:
+            return
+        if self._c.dialect.name == "postgresql":
+            self._c.exec_driver_sql(
+                "INSERT INTO search_doc (evidence_id, document) VALUES "
+                f"(%(evidence_id)s, {_PG_DOCUMENT})",
+                [_words(e) for e in evidence],
+            )
+            return
+        cur = self._c.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            docs = []
+            for e in evidence:
+                cur.execute("INSERT INTO search_doc (evidence_id) VALUES (?)", (e.evidence_id,))
+                w = _words(e)
+                docs.append(
+                    (
+                        cur.lastrowid,
+                        w["namespace"],
+                        w["subject"],
+                        w["predicate"],
+                        w["object"],
+                        w["source"],
+                    )
+                )
+            cur.executemany(
+                "INSERT INTO search_text (rowid, namespace, subject, predicate, object, source) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                docs,
+            )
+        finally:
+            cur.close()
+
+    def unindex(self, evidence_ids: Collection[str]) -> None:
+        """Removes the words of erased or purged evidence, down to the bytes: on SQLite the
+        FTS5 index is merged anew (`optimize`), so no segment keeps the words, and
+        secure_delete zeroes the pages it frees; on PostgreSQL `reclaim_erased` rewrites the
+        table."""
+        if not evidence_ids:
+            return
+        sqlite = self._c.dialect.name == "sqlite"
+        removed = 0
+        for part in chunks(sorted(evidence_ids)):
+            marks = ", ".join(["?" if sqlite else "%s"] * len(part))
+            if sqlite:
+                doc_ids = [
+                    r[0]
+                    for r in self._c.exec_driver_sql(
+                        f"SELECT doc_id FROM search_doc WHERE evidence_id IN ({marks})", tuple(part)
+                    )
+                ]
+                if doc_ids:
+                    rowids = ", ".join(["?"] * len(doc_ids))
+                    self._c.exec_driver_sql(
+                        f"DELETE FROM search_text WHERE rowid IN ({rowids})", tuple(doc_ids)
+                    )
+                    removed += len(doc_ids)
+            self._c.exec_driver_sql(
+                f"DELETE FROM search_doc WHERE evidence_id IN ({marks})", tuple(part)
+            )
+        if sqlite and removed:
+            self._c.exec_driver_sql("INSERT INTO search_text (search_text) VALUES ('optimize')")
+
+    def search_matches(
+        self,
+        terms: Sequence[str],
+        *,
+        namespace_prefix: str = "",
+        subject: str | None = None,
+        predicate: str | None = None,
+        served_only: bool,
+        limit: int,
+    ) -> list[Match]:
+        """The best `limit` assertions that any of `terms` matches, best first (ties by
+        evidence id), within the filters; `served_only`: only those of a version stored as
+        served now (the present view's candidates)."""
+        if not terms:
+            return []
+        sqlite = self._c.dialect.name == "sqlite"
+        mark = "?" if sqlite else "%s"
+        where: list[str] = []
+        params: list[Any] = []
+        if namespace_prefix:
+            where.append(f"substr(e.namespace, 1, {mark}) = {mark}")
+            params += [len(namespace_prefix), namespace_prefix]
+        if subject is not None:
+            where.append(f"e.subject = {mark}")
+            params.append(subject)
+        if predicate is not None:
+            where.append(f"e.predicate = {mark}")
+            params.append(predicate)
+        served = (
+            " JOIN belief b ON b.key_id = e.key_id AND b.version_id = e.version_id"
+            if served_only
+            else ""
+        )
+        filters = "".join(f" AND {w}" for w in where)
+        head = "SELECT e.namespace, e.subject, e.predicate, e.version_id, e.evidence_id, "
+        if sqlite:
+            sql = (
+                f"{head} -bm25(search_text, {_FTS5_WEIGHTS}) AS score FROM search_text "
+                "JOIN search_doc d ON d.doc_id = search_text.rowid "
+                f"JOIN evidence e ON e.evidence_id = d.evidence_id{served} "
+                f"WHERE search_text MATCH ?{filters} ORDER BY score DESC, e.evidence_id LIMIT ?"
+            )
+            args: tuple[Any, ...] = (fts5_match(terms), *params, limit)
+        else:
+            query = " || ".join([f"plainto_tsquery('{_PG_CONFIG}', %s)"] * len(terms))
+            sql = (
+                f"{head} ts_rank(d.document, q.q) AS score "
+                f"FROM (SELECT {query} AS q) AS q, search_doc d "
+                f"JOIN evidence e ON e.evidence_id = d.evidence_id{served} "
+                f"WHERE d.document @@ q.q{filters} ORDER BY score DESC, e.evidence_id LIMIT %s"
+            )
+            args = (*terms, *params, limit)
+        return [
+            Match(Key(r[0], r[1], r[2]), r[3], r[4], float(r[5]))
+            for r in self._c.exec_driver_sql(sql, args)
+        ]
+
+
+def _words(e: Evidence) -> dict[str, str]:
+    key = e.key
+    return {
+        "evidence_id": e.evidence_id,
+        "namespace": key.namespace,
+        "subject": key.subject,
+        "predicate": key.predicate,
+        "object": e.object,
+        "source": e.source,
+    }

@@ -512,11 +512,10 @@ def search_request(
         req.subject = subject
     if predicate is not None:
         req.predicate = predicate
-    bad = [s for s in states if f"BELIEF_STATE_{s.upper()}" not in pb.BeliefState.keys()]
-    if bad or any(s.upper() == "UNSPECIFIED" for s in states):
-        _refuse(
-            [FieldViolation("states", f"{(bad or ['UNSPECIFIED'])[0]!r} is not a belief state")]
-        )
+    known = {n.removeprefix("BELIEF_STATE_") for n in pb.BeliefState.keys()}  # noqa: SIM118
+    bad = [s for s in states if s.upper() not in known - {"UNSPECIFIED"}]
+    if bad:
+        _refuse([FieldViolation("states", f"{bad[0]!r} is not a belief state")])
     req.states.extend(pb.BeliefState.Value(f"BELIEF_STATE_{s.upper()}") for s in states)
     req.anchors.extend(anchors)
     return time_travel(req, as_of, known_at)

@@ -87,6 +87,7 @@ VERBS: dict[str, Verb] = {
     "get": Verb(grammar.get, on_node(commands.get)),
     "explain": Verb(grammar.explain, on_node(commands.explain)),
     "history": Verb(grammar.history, on_node(commands.history)),
+    "search": Verb(grammar.search, on_node(commands.search)),
     "retract": Verb(grammar.retract, on_node(commands.retract)),
     "decisions": Verb(grammar.decisions, on_node(commands.decisions)),
     "review": Verb(grammar.review, on_node(commands.review)),

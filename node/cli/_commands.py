@@ -107,6 +107,18 @@ def get(node: Client, args: argparse.Namespace) -> Reply:
     return Reply(b, out.belief(b))
 
 
+def search(node: Client, args: argparse.Namespace) -> Reply:
+    if args.limit < 0:
+        raise UsageError("--limit: must not be negative")
+    req = calls.search_request(
+        args.query, args.namespace or "", args.subject, args.predicate, args.state or (),
+        args.anchor or (), _when(args.as_of, "--as-of"), _when(args.known_at, "--known-at"),
+        args.limit, args.page_token or "",
+    )  # fmt: skip
+    r: Any = node.send(calls.SEARCH, req)
+    return Reply(r, out.hits(r))
+
+
 def history(node: Client, args: argparse.Namespace) -> Reply:
     req = calls.history_request(_key(args), _when(args.known_at, "--known-at"))
     r: Any = node.send(calls.HISTORY, req)

@@ -119,6 +119,7 @@ OUTPUTS: Mapping[str, Descriptor] = {
     "submit": pb.SubmitFactResponse.DESCRIPTOR,
     "get": pb.Belief.DESCRIPTOR,
     "history": pb.GetHistoryResponse.DESCRIPTOR,
+    "search": pb.SearchBeliefsResponse.DESCRIPTOR,
     "explain": pb.ExplainResponse.DESCRIPTOR,
     "retract": pb.RetractResponse.DESCRIPTOR,
     "decisions": pb.ListDecisionsResponse.DESCRIPTOR,

@@ -183,6 +183,26 @@ def retracted(r: pb.RetractResponse) -> str:
     return "\n".join(lines)
 
 
+def hits(r: pb.SearchBeliefsResponse) -> str:
+    if not r.hits:
+        return "no belief matches"
+    rows = [
+        (
+            f"{h.score:.3g}",
+            key_text(h.belief.key),
+            quoted(h.object),
+            state(h.belief.state),
+            safe(h.belief.rule),
+            safe(h.anchor),
+        )
+        for h in r.hits
+    ]
+    text = table(rows, ("score", "key", "value", "state", "rule", "anchor"))
+    if r.next_page_token:
+        text += f"\nmore: --page-token {safe(r.next_page_token)}"
+    return text
+
+
 def decisions(r: pb.ListDecisionsResponse) -> str:
     rows = [
         (

@@ -271,6 +271,36 @@ def retract(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--confidence", type=float, help="confidence in [0, 1] (default 0.5)")
 
 
+def search(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "search",
+        parents=[common],
+        help="find what the node believes by asking in words (recall)",
+        description="Ranks the beliefs whose key, value or source match any of the words of "
+        "QUERY, best first. Only values the node serves (at --as-of / --known-at) are ever "
+        "shown: superseded, disbelieved, decayed, retracted and erased ones never are.",
+    )
+    p.add_argument("query", help='the words to look for, e.g. "where does Ana live"')
+    p.add_argument("--namespace", help="only namespaces starting with this prefix")
+    p.add_argument("--subject", help="only this subject")
+    p.add_argument("--predicate", help="only this predicate")
+    p.add_argument(
+        "--state",
+        action="append",
+        choices=["BELIEVED", "AMBIGUOUS", "CONTESTED"],
+        help="only beliefs in this state (repeat for several)",
+    )
+    p.add_argument(
+        "--anchor", action="append", help="only values resting on this trust anchor (repeatable)"
+    )
+    p.add_argument("--as-of", help="search what was believed at this event time (ISO 8601)")
+    p.add_argument("--known-at", help="as the node knew it at this time (ISO 8601)")
+    p.add_argument(
+        "--limit", type=int, default=10, help="hits per page, at most 100 (default %(default)s)"
+    )
+    p.add_argument("--page-token", help="continue a search")
+
+
 def decisions(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("decisions", parents=[common], help="the decision log")
     p.add_argument("--namespace", help="only this namespace")

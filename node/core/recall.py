@@ -171,7 +171,7 @@ def search(
     check_text(out, "query", query, MAX_QUERY_BYTES, required=False)
     terms = search_terms(query)
     if not terms and embedding is None:
-        out.append(FieldViolation("query", "has no words to search for (and no embedding)"))
+        out.append(FieldViolation("query", "has no words to search for"))
     check_text(out, "namespace_prefix", namespace_prefix, MAX_KEY_PART_BYTES, required=False)
     if subject is not None:
         check_text(out, "subject", subject, MAX_KEY_PART_BYTES, required=True)

@@ -25,7 +25,8 @@ from typing import Annotated, Any, TypeVar
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import CallToolResult, InputRequiredResult
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult, InputRequiredResult
 from pydantic import Field, ValidationError
 
 import factnode
@@ -96,13 +97,32 @@ def arguments_text(tool: str, err: ValidationError) -> str:
     return f"invalid input to {tool}: " + "; ".join(reasons)
 
 
+# Methods the SDK serves on every server, prompts or none: this one has no prompts, so it
+# serves neither method (a call of one is JSON-RPC -32601) and advertises no `prompts`
+# capability (the SDK derives capabilities from the methods served). The SDK has no public
+# way to drop a method, hence its private handler table; tests/e2e/test_mcp.py fails if an
+# SDK release moves it.
+_UNSERVED = ("prompts/list", "prompts/get")
+
+
 class _Server(MCPServer[Any]):
-    """The SDK's server, with arguments that do not fit a tool's schema reported as one short
-    line per argument (the SDK's text is pydantic's, with documentation links)."""
+    """The SDK's server as the MCP specification has it where the SDK differs: a call of an
+    unknown tool is a JSON-RPC error (-32602 naming the tool), not a tool result; no
+    `prompts` capability without prompts; and arguments that do not fit a tool's schema are
+    one short line per argument (the SDK's text is pydantic's, with documentation links)."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        for method in _UNSERVED:
+            del self._lowlevel_server._request_handlers[method]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        # The SDK answers an unknown tool with an isError result; the specification's tools
+        # page lists it among the protocol errors, with this code and message.
+        if name not in {tool.name for tool in await self.list_tools()}:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

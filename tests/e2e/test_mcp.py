@@ -26,7 +26,14 @@ from _e2e import (
 )
 from mcp import ClientSession, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.types import CallToolResult, TextContent, TextResourceContents
+from mcp.types import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    CallToolResult,
+    ErrorData,
+    TextContent,
+    TextResourceContents,
+)
 
 from factnode.client import AsyncClient
 from factnode.core import MICROS_PER_DAY
@@ -242,6 +249,51 @@ async def test_unreachable_node_is_tool_error_text(tmp_path: Path) -> None:
         async with mcp_session(address, tmp_path) as session:
             result = await call(session, "recall", namespace="n", subject="s", predicate="p")
             assert result.is_error and "unreachable" in text(result), text(result)
+            assert len((await session.list_tools()).tools) == 6
+
+
+async def test_unknown_tool_prompt_and_resource_are_protocol_errors(tmp_path: Path) -> None:
+    """A call of an unknown tool is JSON-RPC error -32602 "Unknown tool: NAME", while a
+    known tool's own failure stays an isError result; no `prompts` capability is advertised
+    and prompts/get and prompts/list are -32601; an unknown resource is -32602 naming it."""
+    address = f"127.0.0.1:{free_port()}"
+    with anyio.fail_after(SESSION_TIMEOUT):
+        async with mcp_session(address, tmp_path) as session:
+            capabilities = (await session.initialize()).capabilities
+            assert capabilities.prompts is None, capabilities
+            assert capabilities.tools is not None and capabilities.resources is not None
+
+            with pytest.raises(MCPError) as unknown:
+                await session.call_tool("remember", {"namespace": "n"})
+            assert unknown.value.error == ErrorData(
+                code=INVALID_PARAMS, message="Unknown tool: remember"
+            )
+
+            failed = await call(session, "recall", namespace="n", subject="s", predicate="p",
+                                as_of="last tuesday")  # fmt: skip
+            assert failed.is_error, text(failed)
+            assert "invalid input: as_of: 'last tuesday' is not an ISO 8601" in text(failed)
+            failed = await call(session, "recall", namespace="n", subject="s", predicate="p")
+            assert failed.is_error and "unreachable" in text(failed), text(failed)
+
+            prompts = {
+                "prompts/get": lambda: session.get_prompt("recall"),
+                "prompts/list": session.list_prompts,
+            }
+            for method, ask in prompts.items():
+                with pytest.raises(MCPError) as unserved:
+                    await ask()
+                assert unserved.value.error == ErrorData(
+                    code=METHOD_NOT_FOUND, message="Method not found", data=method
+                )
+
+            uri = "factnode://nothing/here"
+            with pytest.raises(MCPError) as missing:
+                await session.read_resource(uri)
+            assert missing.value.error == ErrorData(
+                code=INVALID_PARAMS, message=f"Unknown resource: {uri}", data={"uri": uri}
+            )
+            # The session goes on after each protocol error.
             assert len((await session.list_tools()).tools) == 6
 
 

@@ -18,7 +18,8 @@ from _e2e import CLI_TIMEOUT, START_TIMEOUT, ServerProcess, factnode_command, is
 from _processes import stop_process
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import TextContent
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND, ErrorData, TextContent
 from test_console_cli import first_line
 
 from factnode.client import Client
@@ -96,6 +97,34 @@ async def test_loopback_without_tokens_serves_anyone_local(
                 "recall_about", {"namespace": "user:nobody", "subject": "ana"}
             )
             assert _text(result) == "nothing is believed about 'ana' in user:nobody."
+
+
+async def test_unknown_tool_and_prompts_are_protocol_errors_over_http(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Over HTTP as over stdio: a call of an unknown tool is JSON-RPC error -32602 "Unknown
+    tool: NAME", a known tool's refusal stays an isError result, and with no `prompts`
+    capability advertised prompts/get is -32601."""
+    with mcp_http(server, tmp_path / "home") as url, anyio.fail_after(SESSION_TIMEOUT):
+        async with McpClient(url) as session:
+            assert session.server_capabilities.prompts is None, session.server_capabilities
+            with pytest.raises(MCPError) as unknown:
+                await session.call_tool("recall_everything", {"namespace": "user:http"})
+            assert unknown.value.error == ErrorData(
+                code=INVALID_PARAMS, message="Unknown tool: recall_everything"
+            )
+            refused = await session.call_tool(
+                "recall", {"namespace": "user:nobody", "subject": "ana", "predicate": "city"}
+            )
+            assert refused.is_error, _text(refused)
+            assert _text(refused) == (
+                "Error executing tool recall: not found: no belief for user:nobody/ana/city"
+            )
+            with pytest.raises(MCPError) as unserved:
+                await session.get_prompt("recall")
+            assert unserved.value.error == ErrorData(
+                code=METHOD_NOT_FOUND, message="Method not found", data="prompts/get"
+            )
 
 
 @pytest.mark.parametrize(

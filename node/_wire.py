@@ -26,6 +26,7 @@ from factnode.core import (
 from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord
+from factnode.core.recall import Embedding
 from factnode.core.story import BelievedAgain
 from factnode.ledger import Belief, Hit
 from factnode.store import Tombstone
@@ -90,6 +91,16 @@ def raise_if(out: list[FieldViolation]) -> None:
     """Raises InvalidInput when conversion found bad fields."""
     if out:
         raise InvalidInput(out)
+
+
+def embedding(msg: pb.Embedding) -> Embedding:
+    """A caller's vector (checked by `recall.embedding_violations`)."""
+    return Embedding(msg.space, tuple(msg.values))
+
+
+def optional_embedding(msg: pb.SubmitFactRequest | pb.SearchBeliefsRequest) -> Embedding | None:
+    """The request's vector, if it has one."""
+    return embedding(msg.embedding) if msg.HasField("embedding") else None
 
 
 def submission(req: pb.SubmitFactRequest, prefix: str = "fact.") -> Submission:

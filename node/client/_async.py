@@ -90,12 +90,14 @@ class AsyncClient(c.Connection):
         valid_from: datetime | None = None, corrects: str | None = None,
         contradicts: KeyLike | None = None, idempotency_key: str | None = None,
         timeout: float | None = None, attribution: str | None = None,
+        embedding: c.EmbeddingLike | None = None,
     ) -> t.Submitted:  # fmt: skip
         """Submits one fact with its trust `anchor` (`attribution=`, its former name, is
-        accepted too); returns the decision (check `.rejected`) and the belief after it."""
+        accepted too); returns the decision (check `.rejected`) and the belief after it.
+        `embedding`: (space, vector) of the fact from your embedder, for `search`."""
         req = c.submit_request(key, object, anchor, source, worth, confidence, valid_from,
                                corrects, contradicts, idempotency_key,
-                               attribution=attribution)  # fmt: skip
+                               attribution=attribution, embedding=embedding)  # fmt: skip
         return await self._send(c.SUBMIT, req, timeout)
 
     async def submit_many(
@@ -161,13 +163,15 @@ class AsyncClient(c.Connection):
         self, query: str, *, namespace_prefix: str = "", subject: str | None = None,
         predicate: str | None = None, states: Sequence[str] = (), anchors: Sequence[str] = (),
         as_of: datetime | None = None, known_at: datetime | None = None, page_size: int = 0,
-        page_token: str = "",
+        page_token: str = "", embedding: c.EmbeddingLike | None = None,
     ) -> t.Page[t.Hit]:  # fmt: skip
         """One page of the beliefs a text query finds, best first (SearchBeliefs): only values
-        the node serves at (as_of, known_at), in the namespaces this token may read."""
+        the node serves at (as_of, known_at), in the namespaces this token may read. With
+        `embedding` (space, vector of the query), values with a vector of that space are
+        ranked by it too."""
         req = c.search_request(
             query, namespace_prefix, subject, predicate, states, anchors, as_of, known_at,
-            page_size, page_token,
+            page_size, page_token, embedding,
         )  # fmt: skip
         return await self._send(c.SEARCH, req)
 

@@ -13,14 +13,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar, cast
 
 import grpc
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from factnode.api.v1 import factnode_pb2 as pb
-from factnode.core import Key
+from factnode.core import Key, recall
 from factnode.core.policy import DEFAULT_ANCHORS, Policy
 from factnode.core.validation import (
     DEFAULT_UNIT,
@@ -224,9 +224,11 @@ def submit_request(
     idempotency_key: str | None = None,
     *,
     attribution: str | None = None,
+    embedding: EmbeddingLike | None = None,
 ) -> pb.SubmitFactRequest:
     """A SubmitFactRequest, checked with the node's own rules (the node checks the anchor;
-    `attribution` is its former name, still accepted)."""
+    `attribution` is its former name, still accepted); `embedding` is the caller's
+    (space, vector) of the fact, kept for SearchBeliefs."""
     anchor = one_anchor(anchor, attribution, required=True) or ""
     k = Key(*key)
     sub = Submission(
@@ -254,7 +256,21 @@ def submit_request(
     if sub.contradicts is not None:
         fact.contradicts.CopyFrom(key_pb(sub.contradicts, "contradicts."))
     assert sub.idempotency_key is not None
-    return pb.SubmitFactRequest(fact=fact, idempotency_key=sub.idempotency_key)
+    req = pb.SubmitFactRequest(fact=fact, idempotency_key=sub.idempotency_key)
+    if embedding is not None:
+        req.embedding.CopyFrom(embedding_pb(embedding))
+    return req
+
+
+# A vector from the caller's embedder: (space, values); the space names the embedder.
+EmbeddingLike = tuple[str, Sequence[float]]
+
+
+def embedding_pb(embedding: EmbeddingLike) -> pb.Embedding:
+    """A checked Embedding message (InvalidFact naming `embedding.space` or `.values`)."""
+    space, values = embedding
+    _refuse(recall.embedding_violations(recall.Embedding(space, tuple(values))))
+    return pb.Embedding(space=space, values=values)
 
 
 def submit_requests(
@@ -503,6 +519,7 @@ def search_request(
     query: str, namespace_prefix: str, subject: str | None, predicate: str | None,
     states: Sequence[str], anchors: Sequence[str], as_of: datetime | None,
     known_at: datetime | None, page_size: int, page_token: str,
+    embedding: EmbeddingLike | None = None,
 ) -> pb.SearchBeliefsRequest:  # fmt: skip
     req = listing(
         pb.SearchBeliefsRequest(query=query, namespace_prefix=namespace_prefix),
@@ -516,9 +533,14 @@ def search_request(
     bad = [s for s in states if s.upper() not in known - {"UNSPECIFIED"}]
     if bad:
         _refuse([FieldViolation("states", f"{bad[0]!r} is not a belief state")])
-    req.states.extend(pb.BeliefState.Value(f"BELIEF_STATE_{s.upper()}") for s in states)
+    req.states.extend(
+        cast(pb.BeliefState, pb.BeliefState.Value(f"BELIEF_STATE_{s.upper()}")) for s in states
+    )
     req.anchors.extend(anchors)
-    return time_travel(req, as_of, known_at)
+    if embedding is not None:
+        req.embedding.CopyFrom(embedding_pb(embedding))
+    searched: pb.SearchBeliefsRequest = time_travel(req, as_of, known_at)
+    return searched
 
 
 # recall's default bound: a subject's beliefs fit a model's context, not a bulk export.

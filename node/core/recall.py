@@ -17,7 +17,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from factnode.core._model import BeliefState, Instant
+from factnode.core._model import BeliefState, Evidence, Instant
+from factnode.core.decide import Ruling
 from factnode.core.validation import MAX_KEY_PART_BYTES, FieldViolation, InvalidInput, check_text
 
 MAX_QUERY_BYTES = 1024
@@ -26,6 +27,9 @@ MAX_TERM_CHARS = 64
 # Matching evidence the store ranks for one call: pages walk these, so a call's work is
 # bounded however many beliefs match (documented in docs/api.md, SearchBeliefs).
 MAX_CANDIDATES = 1000
+# Vectors one call compares with the query's (the newest of its space within the filters):
+# without a vector index the comparison is a scan, so it is bounded too.
+MAX_VECTOR_SCAN = 20_000
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
 MAX_EMBEDDING_DIMS = 4096
@@ -182,18 +186,17 @@ def search(
         try:
             wanted_states.add(BeliefState(s))
         except ValueError:
-            known = ", ".join(b.value for b in BeliefState)
-            out.append(FieldViolation("states", f"{s!r} is not a belief state ({known})"))
-    known = set(known_anchors)
+            names = ", ".join(b.value for b in BeliefState)
+            out.append(FieldViolation("states", f"{s!r} is not a belief state ({names})"))
     anchor_set = frozenset(anchors)
-    for a in sorted(anchor_set - known):
+    for a in sorted(anchor_set - set(known_anchors)):
         out.append(FieldViolation("anchors", f"{a!r} is not a trust anchor of this node"))
     if limit < 0:
         out.append(FieldViolation("page_size", "must not be negative"))
     elif limit > MAX_LIMIT:
         out.append(FieldViolation("page_size", f"must be at most {MAX_LIMIT}"))
     if embedding is not None:
-        _check_embedding(out, embedding)
+        out.extend(embedding_violations(embedding))
     if out:
         raise InvalidInput(out)
     checked = Search(
@@ -212,25 +215,18 @@ def search(
     return _with_fingerprint(checked)
 
 
-def _check_embedding(out: list[FieldViolation], embedding: Embedding) -> None:
-    check_text(out, "embedding.space", embedding.space, MAX_SPACE_BYTES, required=True)
+def embedding_violations(embedding: Embedding, name: str = "embedding") -> list[FieldViolation]:
+    """Why `embedding` is not a usable vector (fields named under `name`); empty: it is."""
+    out: list[FieldViolation] = []
+    check_text(out, f"{name}.space", embedding.space, MAX_SPACE_BYTES, required=True)
     n = len(embedding.values)
     if not 0 < n <= MAX_EMBEDDING_DIMS:
-        out.append(
-            FieldViolation("embedding.values", f"must hold 1 to {MAX_EMBEDDING_DIMS} numbers")
-        )
+        out.append(FieldViolation(f"{name}.values", f"must hold 1 to {MAX_EMBEDDING_DIMS} numbers"))
     elif not all(math.isfinite(v) for v in embedding.values):
-        out.append(FieldViolation("embedding.values", "must be finite numbers"))
+        out.append(FieldViolation(f"{name}.values", "must be finite numbers"))
     elif not any(embedding.values):
-        out.append(FieldViolation("embedding.values", "must not be all zeros"))
-
-
-def check_embedding(embedding: Embedding, name: str = "embedding") -> None:
-    """InvalidInput unless `embedding` is a usable vector (fields named under `name`)."""
-    out: list[FieldViolation] = []
-    _check_embedding(out, embedding)
-    if out:
-        raise InvalidInput([FieldViolation(f"{name}{v.field[9:]}", v.reason) for v in out])
+        out.append(FieldViolation(f"{name}.values", "must not be all zeros"))
+    return out
 
 
 def _with_fingerprint(s: Search) -> Search:
@@ -263,6 +259,26 @@ def _with_fingerprint(s: Search) -> Search:
         s.embedding,
         digest,
     )
+
+
+def unit(values: Sequence[float]) -> tuple[float, ...]:
+    """`values` scaled to length 1 (a checked embedding is never all zeros), so that the dot
+    product of two is their cosine similarity."""
+    norm = math.sqrt(math.fsum(v * v for v in values))
+    return tuple(v / norm for v in values)
+
+
+def stored_vectors(
+    rulings: Sequence[tuple[Evidence, Ruling]], vectors: Mapping[str, Embedding]
+) -> list[tuple[str, Embedding]]:
+    """The callers' vectors to keep: those of evidence a batch stored as an active assertion
+    (a candidate), each once."""
+    out: dict[str, Embedding] = {}
+    for e, ruling in rulings:
+        embedding = vectors.get(e.evidence_id)
+        if embedding is not None and ruling.candidate and not e.retracts:
+            out.setdefault(e.evidence_id, embedding)
+    return list(out.items())
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

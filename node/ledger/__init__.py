@@ -37,6 +37,7 @@ from factnode.core.consensus import Tally, Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.peer_checks import ErasureGrant
 from factnode.core.quarantine import Quarantined, quarantined
+from factnode.core.recall import Embedding
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger import _backup
 from factnode.ledger._backup import (
@@ -211,18 +212,24 @@ class Ledger:
         """`Writing.submit_many`."""
         return self.writing.submit_many(subs)
 
-    def ingest(self, items: Sequence[tuple[Evidence, str | None]]) -> list[Submitted]:
+    def ingest(
+        self,
+        items: Sequence[tuple[Evidence, str | None]],
+        vectors: Mapping[str, Embedding] | None = None,
+    ) -> list[Submitted]:
         """`Writing.ingest`."""
-        return self.writing.ingest(items)
+        return self.writing.ingest(items, vectors)
 
     def ingest_each(
-        self, items: Sequence[tuple[Evidence, str | None]]
+        self,
+        items: Sequence[tuple[Evidence, str | None]],
+        vectors: Mapping[str, Embedding] | None = None,
     ) -> list[Submitted | RefusedData]:
         """`ingest`, except that an item whose data the database refuses gets the error as its
         answer alone, and the others are decided and committed as if it had not been sent."""
 
         def apply(chunk: Sequence[tuple[Evidence, str | None]]) -> list[Submitted | RefusedData]:
-            return [*self.ingest(chunk)]
+            return [*self.ingest(chunk, vectors)]
 
         def refused(item: tuple[Evidence, str | None], exc: RefusedData) -> RefusedData:
             return exc

@@ -26,7 +26,7 @@ from factnode.core import (
     ids,
 )
 from factnode.core.consensus import Tally, Vote, tally
-from factnode.core.recall import MAX_CANDIDATES, Search
+from factnode.core.recall import MAX_CANDIDATES, MAX_VECTOR_SCAN, Search, fuse
 from factnode.core.serving import (
     Answer,
     Pin,
@@ -58,7 +58,7 @@ from factnode.ledger._model import (
 )
 from factnode.ledger._serving import Component, check_filters, check_key_input, check_times
 from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief
-from factnode.store.repository import Transaction
+from factnode.store.repository import Match, Transaction
 
 # Decisions that change what a key serves: an erasure's story holds until the next of them.
 _SERVED_CHANGES = (
@@ -159,19 +159,48 @@ class Reading(Component):
         return Page(page, token)
 
     def _ranked(self, tx: Transaction, request: Search) -> list[tuple[Key, str, str, float]]:
-        """Each matched value once, (key, version id, its best assertion, score), best first."""
-        matches = tx.search_matches(
-            request.terms,
-            namespace_prefix=request.namespace_prefix,
-            subject=request.subject,
-            predicate=request.predicate,
-            served_only=request.present,
-            limit=MAX_CANDIDATES,
-        )
-        best: dict[tuple[Key, str], tuple[str, float]] = {}
-        for m in matches:  # best first
-            best.setdefault((m.key, m.version_id), (m.evidence_id, m.score))
-        return [(k, v, e, score) for (k, v), (e, score) in best.items()]
+        """Each matched value once, (key, version id, its best assertion, score), best first:
+        by its words, by its vector, or by both fused (`recall.fuse`)."""
+        prefix, subject, predicate = request.namespace_prefix, request.subject, request.predicate
+        rankings = []
+        if request.terms:
+            rankings.append(
+                tx.search_matches(
+                    request.terms,
+                    namespace_prefix=prefix,
+                    subject=subject,
+                    predicate=predicate,
+                    served_only=request.present,
+                    limit=MAX_CANDIDATES,
+                )
+            )
+        if request.embedding is not None:
+            rankings.append(
+                tx.vector_matches(
+                    request.embedding,
+                    namespace_prefix=prefix,
+                    subject=subject,
+                    predicate=predicate,
+                    served_only=request.present,
+                    scan=MAX_VECTOR_SCAN,
+                    limit=MAX_CANDIDATES,
+                )
+            )
+        # A value (its version id names its key too) at its best assertion in each ranking.
+        firsts: list[dict[str, Match]] = []
+        for matches in rankings:
+            best: dict[str, Match] = {}
+            for m in matches:  # best first
+                best.setdefault(m.version_id, m)
+            firsts.append(best)
+        if len(firsts) == 1:
+            return [(m.key, v, m.evidence_id, m.score) for v, m in firsts[0].items()]
+        fused = fuse(*(list(best) for best in firsts))[:MAX_CANDIDATES]
+        out = []
+        for version_id, score in fused:
+            m = next(best[version_id] for best in firsts if version_id in best)
+            out.append((m.key, version_id, m.evidence_id, score))
+        return out
 
     def _confirmations(
         self, tx: Transaction, state: KeyState, known_at: Instant | None

@@ -24,6 +24,7 @@ from factnode.core import (
     make_retraction,
 )
 from factnode.core.plan import IngestLoad, IngestPlan, plan_ingest
+from factnode.core.recall import Embedding, stored_vectors
 from factnode.core.signed import confirmation_payload
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger._model import Belief, Committed, NotFound, Submitted, belief_from_rows
@@ -101,14 +102,21 @@ class Writing(Component):
         evidence = [self.evidence_of(s, now) for s in subs]
         return self.ingest(list(zip(evidence, [s.idempotency_key for s in subs], strict=True)))
 
-    def ingest(self, items: Sequence[tuple[Evidence, str | None]]) -> list[Submitted]:
-        """Decides checked evidence in order, in one write transaction."""
+    def ingest(
+        self,
+        items: Sequence[tuple[Evidence, str | None]],
+        vectors: Mapping[str, Embedding] | None = None,
+    ) -> list[Submitted]:
+        """Decides checked evidence in order, in one write transaction. `vectors` (by evidence
+        id) are the callers' embeddings, kept beside the evidence this call stores."""
         fx = Committed()
         keys = {e.key for e, _ in items}
         ids = [e.evidence_id for e, _ in items]
         with _collector_paused(), self.repo.write(keys, ids) as tx:
             self._serving.announce(tx, fx)
             rulings, beliefs = self.ingest_in(tx, items, fx, restating=True)
+            if vectors:
+                tx.put_vectors(stored_vectors(rulings, vectors))
             untouched = keys - set(beliefs)
             # Their state was just loaded (and is in the write cache): no evidence read-back.
             held = {

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from factnode import _wire as wire
 from factnode import tokens
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.core import Evidence, FieldViolation, InvalidInput, recall
+from factnode.core.recall import Embedding
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger import DEFAULT_PAGE_SIZE, Submitted
 from factnode.server._auth import (
@@ -36,6 +37,17 @@ from factnode.server._errors import (
 )
 from factnode.server._requests import check
 
+# A stream's checked item: its index, evidence, idempotency key and the caller's vector.
+Pending = tuple[int, Evidence, str | None, Embedding | None]
+
+
+def _items(
+    pending: Sequence[Pending],
+) -> tuple[list[tuple[Evidence, str | None]], dict[str, Embedding]]:
+    """A stream's checked items as `ingest` takes them: (evidence, key) pairs, and vectors."""
+    vectors = {e.evidence_id: v for _, e, _, v in pending if v is not None}
+    return [(e, k) for _, e, k, _ in pending], vectors
+
 
 class FactServicer(pb_grpc.FactServiceServicer):
     """Agents submit facts and read beliefs, history and explanations."""
@@ -50,7 +62,9 @@ class FactServicer(pb_grpc.FactServiceServicer):
         sub = wire.submission(request)
         require_write_submission(sub)
         evidence = self.ctx.ledger.evidence_of(sub)
-        done = await self.ctx.writer.submit(evidence, sub.idempotency_key)
+        done = await self.ctx.writer.submit(
+            evidence, sub.idempotency_key, wire.optional_embedding(request)
+        )
         reply = pb.SubmitFactResponse(
             decision=wire.decision_pb(done.decision, done.seq),
             evidence_id=done.evidence_id,
@@ -68,7 +82,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
     ) -> pb.SubmitFactsResponse:
         # Each item's outcome by its index in the stream: a decision, or why it was refused.
         results: list[tuple[int, Submitted | pb.ItemError]] = []
-        pending: list[tuple[int, Evidence, str | None]] = []
+        pending: list[Pending] = []
         # The whole stream is read and checked before anything is written: one that goes past
         # what its reply can carry is refused, nothing of it stored (specification §9).
         budget = ReplyBudget(self.ctx.max_reply_bytes)
@@ -91,7 +105,9 @@ class FactServicer(pb_grpc.FactServiceServicer):
                     results.append((index, error))
                 else:
                     budget.take_decision(index, evidence.key)
-                    pending.append((index, evidence, sub.idempotency_key))
+                    pending.append(
+                        (index, evidence, sub.idempotency_key, wire.optional_embedding(item))
+                    )
                 index += 1
             if whole:
                 await self._commit_whole(pending, results)
@@ -100,12 +116,12 @@ class FactServicer(pb_grpc.FactServiceServicer):
             # item whose data the database refused is that item's error alone.
             while pending:
                 batch = pending[:STREAM_BATCH]
-                done = await run(self.ctx.ledger.ingest_each, [(e, k) for _, e, k in batch])
+                done = await run(self.ctx.ledger.ingest_each, *_items(batch))
                 del pending[:STREAM_BATCH]
                 self.ctx.metrics.decided([d.decision for d in done if isinstance(d, Submitted)])
                 results.extend(
                     (i, d if isinstance(d, Submitted) else _item_error(d))
-                    for (i, _, _), d in zip(batch, done, strict=True)
+                    for (i, *_), d in zip(batch, done, strict=True)
                 )
                 self.ctx.changes.notify()
         except ItemRefused as refused:
@@ -129,7 +145,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
 
     async def _commit_whole(
         self,
-        pending: list[tuple[int, Evidence, str | None]],
+        pending: list[Pending],
         results: list[tuple[int, Submitted | pb.ItemError]],
     ) -> None:
         """An all-or-nothing stream's items, every one valid, decided in one transaction.
@@ -137,9 +153,9 @@ class FactServicer(pb_grpc.FactServiceServicer):
         and the call ends INVALID_ARGUMENT with counts of zero."""
         if not pending:
             return
-        done = await run(self.ctx.ledger.ingest, [(e, k) for _, e, k in pending])
+        done = await run(self.ctx.ledger.ingest, *_items(pending))
         self.ctx.metrics.decided([d.decision for d in done])
-        results.extend((i, d) for (i, _, _), d in zip(pending, done, strict=True))
+        results.extend((i, d) for (i, *_), d in zip(pending, done, strict=True))
         self.ctx.changes.notify()
 
     @unary
@@ -194,6 +210,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
             as_of=as_of,
             known_at=known_at,
             limit=request.page_size,
+            embedding=wire.optional_embedding(request),
         )
         page = await run(
             self.ctx.ledger.reading.search, search, current_grant().may_read, request.page_token

@@ -8,10 +8,11 @@ import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from factnode.core import Evidence
+from factnode.core.recall import Embedding
 from factnode.ledger import Submitted
 
 log = logging.getLogger("factnode.server")
@@ -19,7 +20,10 @@ log = logging.getLogger("factnode.server")
 MAX_BATCH = 256  # submissions per write transaction
 
 # One answer per submission, in order: its decision, or the error that is its alone.
-Ingest = Callable[[Sequence[tuple[Evidence, str | None]]], Sequence[Submitted | Exception]]
+Ingest = Callable[
+    [Sequence[tuple[Evidence, str | None]], Mapping[str, Embedding]],
+    Sequence[Submitted | Exception],
+]
 
 
 class WriterClosed(Exception):
@@ -31,6 +35,7 @@ class _Pending:
     evidence: Evidence
     idempotency_key: str | None
     done: asyncio.Future[Submitted]
+    embedding: Embedding | None = None
 
 
 class GroupCommit:
@@ -78,15 +83,18 @@ class GroupCommit:
         self._thread = threading.Thread(target=self._run, name="factnode-writer", daemon=True)
         self._thread.start()
 
-    async def submit(self, evidence: Evidence, idempotency_key: str | None) -> Submitted:
-        """Queues checked evidence; returns its decision once the batch holding it committed.
+    async def submit(
+        self, evidence: Evidence, idempotency_key: str | None, embedding: Embedding | None = None
+    ) -> Submitted:
+        """Queues checked evidence (with the caller's vector of it, if any); returns its
+        decision once the batch holding it committed.
 
         A caller cancelled while waiting does not withdraw its submission: it is decided and
         committed with its batch, as a call cancelled mid-transaction would be."""
         if self._closed or self._loop is None:
             raise WriterClosed("the node's writer is not running")
         done: asyncio.Future[Submitted] = self._loop.create_future()
-        self._queue.put(_Pending(evidence, idempotency_key, done))
+        self._queue.put(_Pending(evidence, idempotency_key, done, embedding))
         return await done
 
     async def stop(self) -> None:
@@ -144,7 +152,8 @@ class GroupCommit:
 
     def _commit(self, batch: list[_Pending]) -> None:
         try:
-            done = self._ingest([(p.evidence, p.idempotency_key) for p in batch])
+            vectors = {p.evidence.evidence_id: p.embedding for p in batch if p.embedding}
+            done = self._ingest([(p.evidence, p.idempotency_key) for p in batch], vectors)
             if len(done) != len(batch):
                 raise RuntimeError(f"ingest answered {len(done)} of {len(batch)} submissions")
         except Exception as exc:

@@ -18,7 +18,7 @@ from google.protobuf.message import Message
 from factnode import _wire as wire
 from factnode import tokens
 from factnode.api.v1 import factnode_pb2 as pb
-from factnode.core import FieldViolation, InvalidInput
+from factnode.core import FieldViolation, InvalidInput, recall
 from factnode.core.validation import (
     MAX_KEY_PART_BYTES,
     MAX_NODE_ID_BYTES,
@@ -103,9 +103,17 @@ def _list_beliefs(out: Out, msg: pb.ListBeliefsRequest) -> None:
     _page(out, msg, tokens.KEYS)
 
 
+def _submit_fact(out: Out, msg: pb.SubmitFactRequest) -> None:
+    # The fact is checked with the policy (`validation.violations_of`); its vector here.
+    if msg.HasField("embedding"):
+        out.extend(recall.embedding_violations(wire.embedding(msg.embedding), "embedding"))
+
+
 def _search_beliefs(out: Out, msg: pb.SearchBeliefsRequest) -> None:
     # The words, filters and view are checked with the policy (`recall.search`); the
     # token's search fingerprint by the ledger.
+    if msg.HasField("embedding"):
+        out.extend(recall.embedding_violations(wire.embedding(msg.embedding), "embedding"))
     try:
         tokens.check(msg.page_token, tokens.SEARCH, "page_token")
     except InvalidInput as exc:
@@ -214,7 +222,7 @@ def _nothing(out: Out, msg: Any) -> None:
 
 _CHECKS: dict[type[Message], Callable[[Out, Any], None]] = {
     # A fact's content is checked with the node's policy when its evidence is built.
-    pb.SubmitFactRequest: _nothing,
+    pb.SubmitFactRequest: _submit_fact,
     pb.GetBeliefRequest: _keyed,
     pb.ListBeliefsRequest: _list_beliefs,
     pb.SearchBeliefsRequest: _search_beliefs,

@@ -8,14 +8,15 @@ ledger's question, not the store's: it gets ranked (key, version, evidence) cand
 
 from __future__ import annotations
 
+import array
+import sys
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from factnode.core import Evidence, EvidenceStatus, Key
-from factnode.core.recall import fts5_match
+from factnode.core.recall import Embedding, fts5_match, unit
 from factnode.store._part import TransactionPart
-from factnode.store.repository import chunks
+from factnode.store.repository import Match, chunks
 
 # BM25 column weights of search_text (namespace, subject, predicate, object, source): the
 # value and the subject say most of what a belief is about, the source least.
@@ -33,16 +34,6 @@ SQLITE_FTS_TABLE = (
     "namespace, subject, predicate, object, source, "
     "tokenize = 'porter unicode61 remove_diacritics 2')"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Match:
-    """An assertion a search's words match, with its rank score (higher is better)."""
-
-    key: Key
-    version_id: str
-    evidence_id: str
-    score: float
 
 
 def searchable(evidence: Sequence[tuple[Evidence, EvidenceStatus, str | None]]) -> list[Evidence]:
@@ -119,6 +110,50 @@ class SqlSearch(TransactionPart):
         if sqlite and removed:
             self._c.exec_driver_sql("INSERT INTO search_text (search_text) VALUES ('optimize')")
 
+    def put_vectors(self, vectors: Sequence[tuple[str, Embedding]]) -> None:
+        """Keeps the caller's vector of each (evidence id, embedding) beside its words (the
+        evidence is an indexed assertion stored in this transaction), unit-normalised."""
+        if not vectors:
+            return
+        mark = "?" if self._c.dialect.name == "sqlite" else "%s"
+        self._c.exec_driver_sql(
+            f"UPDATE search_doc SET space = {mark}, vector = {mark} WHERE evidence_id = {mark}",
+            [(e.space, _pack(unit(e.values)), evidence_id) for evidence_id, e in vectors],
+        )
+
+    def vector_matches(
+        self,
+        embedding: Embedding,
+        *,
+        namespace_prefix: str = "",
+        subject: str | None = None,
+        predicate: str | None = None,
+        served_only: bool,
+        scan: int,
+        limit: int,
+    ) -> list[Match]:
+        """The `limit` assertions whose vector is most like `embedding` (cosine, best first,
+        ties by evidence id), among the newest `scan` vectors of its space and length within
+        the filters; `served_only` as in `search_matches`."""
+        sqlite = self._c.dialect.name == "sqlite"
+        mark = "?" if sqlite else "%s"
+        where, params = _filters(mark, namespace_prefix, subject, predicate)
+        served = _SERVED if served_only else ""
+        sql = (
+            "SELECT e.namespace, e.subject, e.predicate, e.version_id, e.evidence_id, d.vector "
+            "FROM search_doc d JOIN evidence e ON e.evidence_id = d.evidence_id"
+            f"{served} WHERE d.space = {mark} AND length(d.vector) = {mark}{where} "
+            f"ORDER BY d.doc_id DESC LIMIT {mark}"
+        )
+        query = unit(embedding.values)
+        args = (embedding.space, 4 * len(query), *params, scan)
+        scored = [
+            Match(Key(r[0], r[1], r[2]), r[3], r[4], _dot(query, _unpack(r[5])))
+            for r in self._c.exec_driver_sql(sql, args)
+        ]
+        scored.sort(key=lambda m: (-m.score, m.evidence_id))
+        return scored[:limit]
+
     def search_matches(
         self,
         terms: Sequence[str],
@@ -136,23 +171,8 @@ class SqlSearch(TransactionPart):
             return []
         sqlite = self._c.dialect.name == "sqlite"
         mark = "?" if sqlite else "%s"
-        where: list[str] = []
-        params: list[Any] = []
-        if namespace_prefix:
-            where.append(f"substr(e.namespace, 1, {mark}) = {mark}")
-            params += [len(namespace_prefix), namespace_prefix]
-        if subject is not None:
-            where.append(f"e.subject = {mark}")
-            params.append(subject)
-        if predicate is not None:
-            where.append(f"e.predicate = {mark}")
-            params.append(predicate)
-        served = (
-            " JOIN belief b ON b.key_id = e.key_id AND b.version_id = e.version_id"
-            if served_only
-            else ""
-        )
-        filters = "".join(f" AND {w}" for w in where)
+        filters, params = _filters(mark, namespace_prefix, subject, predicate)
+        served = _SERVED if served_only else ""
         head = "SELECT e.namespace, e.subject, e.predicate, e.version_id, e.evidence_id, "
         if sqlite:
             sql = (
@@ -175,6 +195,48 @@ class SqlSearch(TransactionPart):
             Match(Key(r[0], r[1], r[2]), r[3], r[4], float(r[5]))
             for r in self._c.exec_driver_sql(sql, args)
         ]
+
+
+_SERVED = " JOIN belief b ON b.key_id = e.key_id AND b.version_id = e.version_id"
+
+
+def _filters(
+    mark: str, namespace_prefix: str, subject: str | None, predicate: str | None
+) -> tuple[str, list[Any]]:
+    """The filters' SQL (each after AND, on the evidence `e`) and their parameters."""
+    where: list[str] = []
+    params: list[Any] = []
+    if namespace_prefix:
+        where.append(f"substr(e.namespace, 1, {mark}) = {mark}")
+        params += [len(namespace_prefix), namespace_prefix]
+    if subject is not None:
+        where.append(f"e.subject = {mark}")
+        params.append(subject)
+    if predicate is not None:
+        where.append(f"e.predicate = {mark}")
+        params.append(predicate)
+    return "".join(f" AND {w}" for w in where), params
+
+
+def _pack(values: Sequence[float]) -> bytes:
+    """float32s, little-endian."""
+    packed = array.array("f", values)
+    if sys.byteorder != "little":  # pragma: no cover - every platform factnode runs on
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def _unpack(raw: bytes) -> array.array[float]:
+    values = array.array("f")
+    values.frombytes(raw)
+    if sys.byteorder != "little":  # pragma: no cover
+        values.byteswap()
+    return values
+
+
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    """The dot product of two unit vectors: their cosine similarity."""
+    return float(sum(map(float.__mul__, a, b)))
 
 
 def _words(e: Evidence) -> dict[str, str]:

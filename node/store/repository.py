@@ -24,6 +24,7 @@ from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord
 from factnode.core.plan import ErasurePlan
+from factnode.core.recall import Embedding
 from factnode.core.serving import Pin
 from factnode.core.signed import Equivocation
 
@@ -112,6 +113,45 @@ class Counts:
     rejected: int
     decayed: int
     erasures: int
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """An assertion a search matches, with its rank score (higher is better)."""
+
+    key: Key
+    version_id: str
+    evidence_id: str
+    score: float
+
+
+class SearchTransaction(Protocol):
+    """Recall's index (`store._search`): words and callers' vectors of active assertions."""
+
+    def put_vectors(self, vectors: Sequence[tuple[str, Embedding]]) -> None: ...
+
+    def search_matches(
+        self,
+        terms: Sequence[str],
+        *,
+        namespace_prefix: str = "",
+        subject: str | None = None,
+        predicate: str | None = None,
+        served_only: bool,
+        limit: int,
+    ) -> list[Match]: ...
+
+    def vector_matches(
+        self,
+        embedding: Embedding,
+        *,
+        namespace_prefix: str = "",
+        subject: str | None = None,
+        predicate: str | None = None,
+        served_only: bool,
+        scan: int,
+        limit: int,
+    ) -> list[Match]: ...
 
 
 class EvidenceTransaction(Protocol):
@@ -390,6 +430,7 @@ class Loaded:
 
 class Transaction(
     EvidenceTransaction,
+    SearchTransaction,
     DecisionTransaction,
     BeliefTransaction,
     VoteTransaction,

@@ -260,14 +260,24 @@ class FactInput(_message.Message):
     def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., anchor: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ...) -> None: ...
 
 class SubmitFactRequest(_message.Message):
-    __slots__ = ("fact", "idempotency_key", "all_or_nothing")
+    __slots__ = ("fact", "idempotency_key", "all_or_nothing", "embedding")
     FACT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     ALL_OR_NOTHING_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     fact: FactInput
     idempotency_key: str
     all_or_nothing: bool
-    def __init__(self, fact: _Optional[_Union[FactInput, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., all_or_nothing: _Optional[bool] = ...) -> None: ...
+    embedding: Embedding
+    def __init__(self, fact: _Optional[_Union[FactInput, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., all_or_nothing: _Optional[bool] = ..., embedding: _Optional[_Union[Embedding, _Mapping]] = ...) -> None: ...
+
+class Embedding(_message.Message):
+    __slots__ = ("space", "values")
+    SPACE_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    space: str
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, space: _Optional[str] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class SubmitFactResponse(_message.Message):
     __slots__ = ("decision", "evidence_id", "version_id", "belief")
@@ -502,7 +512,7 @@ class ListDecisionsResponse(_message.Message):
     def __init__(self, decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class SearchBeliefsRequest(_message.Message):
-    __slots__ = ("query", "namespace_prefix", "subject", "predicate", "states", "anchors", "as_of", "known_at", "page_size", "page_token")
+    __slots__ = ("query", "namespace_prefix", "subject", "predicate", "states", "anchors", "as_of", "known_at", "page_size", "page_token", "embedding")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_PREFIX_FIELD_NUMBER: _ClassVar[int]
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
@@ -513,6 +523,7 @@ class SearchBeliefsRequest(_message.Message):
     KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     query: str
     namespace_prefix: str
     subject: str
@@ -523,7 +534,8 @@ class SearchBeliefsRequest(_message.Message):
     known_at: _timestamp_pb2.Timestamp
     page_size: int
     page_token: str
-    def __init__(self, query: _Optional[str] = ..., namespace_prefix: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., states: _Optional[_Iterable[_Union[BeliefState, str]]] = ..., anchors: _Optional[_Iterable[str]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    embedding: Embedding
+    def __init__(self, query: _Optional[str] = ..., namespace_prefix: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., states: _Optional[_Iterable[_Union[BeliefState, str]]] = ..., anchors: _Optional[_Iterable[str]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., embedding: _Optional[_Union[Embedding, _Mapping]] = ...) -> None: ...
 
 class SearchHit(_message.Message):
     __slots__ = ("belief", "version_id", "object", "anchor", "score")

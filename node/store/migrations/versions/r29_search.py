@@ -3,8 +3,9 @@
 Revision ID: r29_search
 Revises: r28_confirmations
 
-SearchBeliefs finds beliefs by the words of their key, value and source. Each active
-assertion gets a search_doc row; on SQLite its words go into the FTS5 table search_text
+SearchBeliefs finds beliefs by the words of their key, value and source, and by the
+vectors callers send with their facts. Each active assertion gets a search_doc row (with
+its vector, `space` and `vector`, when one came with it); on SQLite its words go into the FTS5 table search_text
 (rowid = doc_id), on PostgreSQL into the weighted tsvector column `document` with a GIN
 index. Upgrading indexes every active assertion held; downgrading drops the index (nothing
 else refers to it).
@@ -46,6 +47,8 @@ def upgrade() -> None:
         sa.Column(
             "document", sa.Text().with_variant(postgresql.TSVECTOR(), "postgresql"), nullable=True
         ),
+        sa.Column("space", sa.String(length=128), nullable=True),
+        sa.Column("vector", sa.LargeBinary(), nullable=True),
         sa.PrimaryKeyConstraint("doc_id"),
     )
     op.create_index("ix_search_doc_evidence", "search_doc", ["evidence_id"], unique=True)
@@ -55,6 +58,13 @@ def upgrade() -> None:
         ["document"],
         postgresql_using="gin",
         sqlite_where=sa.text("document IS NOT NULL"),
+    )
+    op.create_index(
+        "ix_search_doc_space",
+        "search_doc",
+        ["space", "doc_id"],
+        sqlite_where=sa.text("space IS NOT NULL"),
+        postgresql_where=sa.text("space IS NOT NULL"),
     )
     if sqlite:
         op.execute(_FTS)
@@ -78,6 +88,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
         op.execute("DROP TABLE search_text")
+    op.drop_index("ix_search_doc_space", table_name="search_doc")
     op.drop_index("ix_search_doc_document", table_name="search_doc")
     op.drop_index("ix_search_doc_evidence", table_name="search_doc")
     op.drop_table("search_doc")

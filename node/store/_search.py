@@ -13,6 +13,8 @@ import sys
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from sqlalchemy import Connection
+
 from factnode.core import Evidence, EvidenceStatus, Key
 from factnode.core.recall import Embedding, fts5_match, unit
 from factnode.store._part import TransactionPart
@@ -115,10 +117,14 @@ class SqlSearch(TransactionPart):
         evidence is an indexed assertion stored in this transaction), unit-normalised."""
         if not vectors:
             return
-        mark = "?" if self._c.dialect.name == "sqlite" else "%s"
+        sqlite = self._c.dialect.name == "sqlite"
+        mark = "?" if sqlite else "%s"
         self._c.exec_driver_sql(
             f"UPDATE search_doc SET space = {mark}, vector = {mark} WHERE evidence_id = {mark}",
-            [(e.space, _pack(unit(e.values)), evidence_id) for evidence_id, e in vectors],
+            [
+                (e.space, _pack(unit(e.values)) if sqlite else list(unit(e.values)), evidence_id)
+                for evidence_id, e in vectors
+            ],
         )
 
     def vector_matches(
@@ -139,20 +145,41 @@ class SqlSearch(TransactionPart):
         mark = "?" if sqlite else "%s"
         where, params = _filters(mark, namespace_prefix, subject, predicate)
         served = _SERVED if served_only else ""
-        sql = (
+        query = unit(embedding.values)
+        newest = (
             "SELECT e.namespace, e.subject, e.predicate, e.version_id, e.evidence_id, d.vector "
             "FROM search_doc d JOIN evidence e ON e.evidence_id = d.evidence_id"
-            f"{served} WHERE d.space = {mark} AND length(d.vector) = {mark}{where} "
+            f"{served} WHERE d.space = {mark} AND "
+            f"{'length(d.vector)' if sqlite else 'cardinality(d.vector)'} = {mark}{where} "
             f"ORDER BY d.doc_id DESC LIMIT {mark}"
         )
-        query = unit(embedding.values)
-        args = (embedding.space, 4 * len(query), *params, scan)
-        scored = [
-            Match(Key(r[0], r[1], r[2]), r[3], r[4], _dot(query, _unpack(r[5])))
-            for r in self._c.exec_driver_sql(sql, args)
+        size = 4 * len(query) if sqlite else len(query)
+        args = (embedding.space, size, *params, scan)
+        if sqlite:
+            # No vector arithmetic in SQLite: the newest `scan` vectors are compared here.
+            scored = [
+                Match(Key(r[0], r[1], r[2]), r[3], r[4], _dot(query, _unpack(r[5])))
+                for r in self._c.exec_driver_sql(newest, args)
+            ]
+            scored.sort(key=lambda m: (-m.score, m.evidence_id))
+            return scored[:limit]
+        # PostgreSQL compares them itself: with pgvector's inner product where the extension
+        # is installed in the database, otherwise over unnest (the same figures, slower).
+        schema = _pgvector_schema(self._c)
+        if schema:
+            # Qualified: the extension's schema need not be on the search path.
+            v = f'"{schema}".vector'
+            score = f'-((n.vector::{v}) OPERATOR("{schema}".<#>) (%s::real[])::{v})'
+        else:
+            score = "(SELECT sum(a::float8 * b) FROM unnest(n.vector, %s::real[]) AS t(a, b))"
+        sql = (
+            f"SELECT n.namespace, n.subject, n.predicate, n.version_id, n.evidence_id, {score} "
+            f"AS score FROM ({newest}) AS n ORDER BY score DESC, n.evidence_id LIMIT %s"
+        )
+        return [
+            Match(Key(r[0], r[1], r[2]), r[3], r[4], float(r[5]))
+            for r in self._c.exec_driver_sql(sql, (list(query), *args, limit))
         ]
-        scored.sort(key=lambda m: (-m.score, m.evidence_id))
-        return scored[:limit]
 
     def search_matches(
         self,
@@ -197,6 +224,20 @@ class SqlSearch(TransactionPart):
         ]
 
 
+def _pgvector_schema(conn: Connection) -> str:
+    """The schema pgvector is installed in, in the connection's database; empty: it is not
+    (asked once per connection)."""
+    found = conn.info.get(_PGVECTOR)
+    if found is None:
+        row = conn.exec_driver_sql(
+            "SELECT n.nspname FROM pg_extension x JOIN pg_namespace n ON n.oid = x.extnamespace "
+            "WHERE x.extname = 'vector'"
+        ).first()
+        found = conn.info[_PGVECTOR] = row[0].replace('"', '""') if row else ""
+    return str(found)
+
+
+_PGVECTOR = "factnode_pgvector"
 _SERVED = " JOIN belief b ON b.key_id = e.key_id AND b.version_id = e.version_id"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from sqlalchemy import BigInteger, Index, LargeBinary, Text, text
-from sqlalchemy.dialects.postgresql import TSVECTOR
+from sqlalchemy.dialects.postgresql import ARRAY, REAL, TSVECTOR
 from sqlmodel import Field, SQLModel
 
 ID = 32  # hex chars of a content-addressed id
@@ -337,7 +337,10 @@ class SearchDocRow(SQLModel, table=True):
     document: str | None = Field(
         default=None, sa_type=Text().with_variant(TSVECTOR(), "postgresql")
     )
-    # The caller's vector of the assertion (`SubmitFactRequest.embedding`), unit-normalised,
-    # as little-endian float32s, and the embedder's name; None: none given.
+    # The caller's vector of the assertion (`SubmitFactRequest.embedding`), unit-normalised
+    # (SQLite: little-endian float32s; PostgreSQL: real[], which pgvector casts to vector),
+    # and the embedder's name; None: none given.
     space: str | None = Field(default=None, max_length=128)
-    vector: bytes | None = Field(default=None, sa_type=LargeBinary)
+    vector: bytes | None = Field(
+        default=None, sa_type=LargeBinary().with_variant(ARRAY(REAL()), "postgresql")
+    )

@@ -138,7 +138,7 @@ def test_the_schemas_refuse_the_old_format() -> None:
 def test_every_command_that_prints_a_response_has_a_schema() -> None:
     """Each node-talking verb's output is in OUTPUTS (review by subcommand), and `health`'s;
     every other verb is either `certs` (its own JSON of paths) or says why it takes none."""
-    talking = {"submit", "get", "explain", "history", "retract", "decisions", "erase",
+    talking = {"submit", "get", "explain", "history", "search", "retract", "decisions", "erase",
                "decay", "status", "sync", "members", "revoke", "export", "import",
                "backup", "health"}  # fmt: skip
     review = {"review-list", "review-show", "review-resolve"}

@@ -48,7 +48,11 @@ def upgrade() -> None:
             "document", sa.Text().with_variant(postgresql.TSVECTOR(), "postgresql"), nullable=True
         ),
         sa.Column("space", sa.String(length=128), nullable=True),
-        sa.Column("vector", sa.LargeBinary(), nullable=True),
+        sa.Column(
+            "vector",
+            sa.LargeBinary().with_variant(postgresql.ARRAY(postgresql.REAL()), "postgresql"),
+            nullable=True,
+        ),
         sa.PrimaryKeyConstraint("doc_id"),
     )
     op.create_index("ix_search_doc_evidence", "search_doc", ["evidence_id"], unique=True)

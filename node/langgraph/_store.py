@@ -35,6 +35,7 @@ from factnode.core.policy import DEFAULT_MULTI_VALUED
 from . import _mapping as m
 
 R = TypeVar("R")
+_Scanned = tuple[tuple[str, ...], str, Belief, dict[str, Any]]  # namespace, key, belief, value
 UnindexedQuery = Literal["refuse", "ignore"]
 
 # Reads run concurrently within a batch, at most this many calls at a time.
@@ -131,6 +132,9 @@ class _Batch:
         self.o = options
         self.client = client
         self.gate = asyncio.Semaphore(_CONCURRENT_CALLS)
+        # One scan serves every search and list_namespaces of the batch: its reads all see
+        # the store as it was before the batch's puts.
+        self._scanned: asyncio.Future[list[_Scanned]] | None = None
 
     async def run(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
@@ -221,9 +225,15 @@ class _Batch:
             created_at=stamped.created_at, updated_at=stamped.updated_at,
         )  # fmt: skip
 
-    async def _scan(self) -> list[tuple[tuple[str, ...], str, Belief, dict[str, Any]]]:
+    async def _items(self) -> list[_Scanned]:
+        """Every item the store's namespace holds, scanned once per batch."""
+        if self._scanned is None:
+            self._scanned = asyncio.ensure_future(self._scan())
+        return await asyncio.shield(self._scanned)
+
+    async def _scan(self) -> list[_Scanned]:
         """Every item the store's namespace holds: (namespace, key, belief, value)."""
-        out = []
+        out: list[_Scanned] = []
         token = ""
         while True:
             page = await self._call(
@@ -241,7 +251,7 @@ class _Batch:
         prefix = tuple(op.namespace_prefix)
         found = [
             (ns, key, b)
-            for ns, key, b, value in await self._scan()
+            for ns, key, b, value in await self._items()
             if ns[: len(prefix)] == prefix and m.matches_filter(value, op.filter)
         ]
         found.sort(key=lambda row: (row[0], row[1]))
@@ -250,7 +260,7 @@ class _Batch:
         return [i for i in items if isinstance(i, SearchItem)]
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        namespaces = {ns for ns, _, _, _ in await self._scan()}
+        namespaces = {ns for ns, _, _, _ in await self._items()}
         conditions = [(c.match_type, tuple(c.path)) for c in op.match_conditions or ()]
         return m.listed_namespaces(namespaces, conditions, op.max_depth, op.limit, op.offset)
 
@@ -373,40 +383,48 @@ class AsyncFactnodeStore(_FactnodeStore):
     subject (labels joined with "."), the key is the predicate, the value is the object as
     canonical JSON. A put is evidence with the store's provenance (`anchor`, `source`,
     `worth`, `confidence`) or the one its value names under "_factnode"; a delete is a
-    retraction. Its blocking methods work from other threads while its loop runs."""
+    retraction. Made on an event loop, it is bound to it (its blocking methods work from
+    other threads while that loop runs; from the loop itself, or on another loop, a call
+    raises asyncio.InvalidStateError)."""
 
     __slots__ = ("_client", "_loop")
 
     def _connect(self) -> None:
-        # The client opens on the loop of the first async call (a grpc.aio channel belongs
-        # to one event loop).
-        self._client: AsyncClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # Bound to the event loop it is made on, as LangGraph's async stores are, so that its
+        # blocking methods work from other threads before its first await (a grpc.aio channel
+        # belongs to one loop). Made outside a loop, it binds at its first async call.
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        self._client: AsyncClient | None = self._options.client() if self._loop else None
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         loop = asyncio.get_running_loop()
-        if self._client is None:
-            self._client, self._loop = self._options.client(), loop
+        if self._loop is None:
+            self._loop = loop
         elif loop is not self._loop:
-            raise RuntimeError(
-                "AsyncFactnodeStore is bound to the event loop of its first call; "
-                "make one store per event loop"
+            raise asyncio.InvalidStateError(
+                "AsyncFactnodeStore is bound to the event loop it was made on (or, made "
+                "outside one, of its first call); make one store per event loop"
             )
+        if self._client is None:
+            self._client = self._options.client()
         return await _Batch(self._options, self._client).run(ops)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         loop = self._loop
         if loop is None or not loop.is_running():
-            raise RuntimeError(
-                "AsyncFactnodeStore's blocking methods need its event loop running in "
-                "another thread (await an async method first); use FactnodeStore for blocking code"
+            raise asyncio.InvalidStateError(
+                "AsyncFactnodeStore's blocking methods need the event loop it was made on "
+                "running in another thread; use FactnodeStore for blocking code"
             )
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is loop:
-            raise RuntimeError(
+            raise asyncio.InvalidStateError(
                 "AsyncFactnodeStore's blocking methods would block its own event loop: "
                 "use the async methods (aget, aput, asearch, ...) here"
             )

@@ -424,10 +424,25 @@ async def test_async_store_puts_gets_and_serves_blocking_threads(node: InProcess
             asyncio.to_thread(s.get, ("m", "ana"), "k"), CALL_TIMEOUT
         )
         assert from_thread == item
-        with pytest.raises(RuntimeError, match="would block its own event loop"):
+        with pytest.raises(asyncio.InvalidStateError, match="would block its own event loop"):
             s.get(("m", "ana"), "k")
         assert await s.alist_namespaces() == [("m", "ana")]
         assert [i.key for i in await s.asearch(("m",))] == ["k"]
+
+
+async def test_async_store_binds_to_the_loop_it_is_made_on(node: InProcessNode) -> None:
+    """Made on a loop, AsyncFactnodeStore serves blocking calls from other threads before
+    its first await, and a call from another event loop raises InvalidStateError."""
+    async with AsyncFactnodeStore(node.address, namespace=_root(), token=OPERATOR) as s:
+        await asyncio.wait_for(asyncio.to_thread(s.put, ("m",), "k", {"v": 1}), CALL_TIMEOUT)
+        item = await asyncio.wait_for(asyncio.to_thread(s.get, ("m",), "k"), CALL_TIMEOUT)
+        assert item is not None and item.value == {"v": 1}
+
+        def on_another_loop() -> None:
+            with pytest.raises(asyncio.InvalidStateError, match="bound to the event loop"):
+                asyncio.run(s.aget(("m",), "k"))
+
+        await asyncio.wait_for(asyncio.to_thread(on_another_loop), CALL_TIMEOUT)
 
 
 async def test_sync_store_async_methods(store: FactnodeStore) -> None:

@@ -98,9 +98,14 @@ def embedding(msg: pb.Embedding) -> Embedding:
     return Embedding(msg.space, tuple(msg.values))
 
 
-def optional_embedding(msg: pb.SubmitFactRequest | pb.SearchBeliefsRequest) -> Embedding | None:
-    """The request's vector, if it has one."""
+def optional_embedding(msg: pb.SearchBeliefsRequest) -> Embedding | None:
+    """The search's vector, if it has one."""
     return embedding(msg.embedding) if msg.HasField("embedding") else None
+
+
+def embeddings(msg: pb.SubmitFactRequest) -> tuple[Embedding, ...]:
+    """The submission's vectors."""
+    return tuple(embedding(e) for e in msg.embeddings)
 
 
 def submission(req: pb.SubmitFactRequest, prefix: str = "fact.") -> Submission:
@@ -219,6 +224,8 @@ def fill_hit(msg: pb.SearchHit, h: Hit) -> pb.SearchHit:
     msg.object = h.object
     msg.anchor = h.anchor
     msg.score = h.score
+    _set_time(msg.first_recorded_at, h.first_recorded_at)
+    _set_time(msg.last_recorded_at, h.last_recorded_at)
     return msg
 
 

@@ -224,11 +224,11 @@ def submit_request(
     idempotency_key: str | None = None,
     *,
     attribution: str | None = None,
-    embedding: EmbeddingLike | None = None,
+    embeddings: Sequence[EmbeddingLike] = (),
 ) -> pb.SubmitFactRequest:
     """A SubmitFactRequest, checked with the node's own rules (the node checks the anchor;
-    `attribution` is its former name, still accepted); `embedding` is the caller's
-    (space, vector) of the fact, kept for SearchBeliefs."""
+    `attribution` is its former name, still accepted); `embeddings` are the caller's
+    (space, vector) pairs of the fact, kept for SearchBeliefs."""
     anchor = one_anchor(anchor, attribution, required=True) or ""
     k = Key(*key)
     sub = Submission(
@@ -257,8 +257,7 @@ def submit_request(
         fact.contradicts.CopyFrom(key_pb(sub.contradicts, "contradicts."))
     assert sub.idempotency_key is not None
     req = pb.SubmitFactRequest(fact=fact, idempotency_key=sub.idempotency_key)
-    if embedding is not None:
-        req.embedding.CopyFrom(embedding_pb(embedding))
+    req.embeddings.extend(embedding_pb(e, f"embeddings[{i}]") for i, e in enumerate(embeddings))
     return req
 
 
@@ -266,10 +265,10 @@ def submit_request(
 EmbeddingLike = tuple[str, Sequence[float]]
 
 
-def embedding_pb(embedding: EmbeddingLike) -> pb.Embedding:
-    """A checked Embedding message (InvalidFact naming `embedding.space` or `.values`)."""
+def embedding_pb(embedding: EmbeddingLike, field: str = "embedding") -> pb.Embedding:
+    """A checked Embedding message (InvalidFact naming `<field>.space` or `.values`)."""
     space, values = embedding
-    _refuse(recall.embedding_violations(recall.Embedding(space, tuple(values))))
+    _refuse(recall.embedding_violations(recall.Embedding(space, tuple(values)), field))
     return pb.Embedding(space=space, values=values)
 
 

@@ -96,14 +96,14 @@ class Client(c.Connection):
         valid_from: datetime | None = None, corrects: str | None = None,
         contradicts: KeyLike | None = None, idempotency_key: str | None = None,
         timeout: float | None = None, attribution: str | None = None,
-        embedding: c.EmbeddingLike | None = None,
+        embeddings: Sequence[c.EmbeddingLike] = (),
     ) -> t.Submitted:  # fmt: skip
         """Submits one fact with its trust `anchor` (`attribution=`, its former name, is
         accepted too); returns the decision (check `.rejected`) and the belief after it.
-        `embedding`: (space, vector) of the fact from your embedder, for `search`."""
+        `embeddings`: (space, vector) pairs of the fact from your embedder, for `search`."""
         req = c.submit_request(key, object, anchor, source, worth, confidence, valid_from,
                                corrects, contradicts, idempotency_key,
-                               attribution=attribution, embedding=embedding)  # fmt: skip
+                               attribution=attribution, embeddings=embeddings)  # fmt: skip
         return self._send(c.SUBMIT, req, timeout)
 
     def submit_many(

@@ -136,10 +136,16 @@ class Hit:
     object: str
     anchor: str
     score: float
+    # When the node first recorded evidence for the key, and last for the matched value.
+    first_recorded_at: datetime
+    last_recorded_at: datetime
 
     @classmethod
     def of(cls, m: pb.SearchHit) -> Hit:
-        return cls(Belief.of(m.belief), m.version_id, m.object, m.anchor, m.score)
+        return cls(
+            Belief.of(m.belief), m.version_id, m.object, m.anchor, m.score,
+            when(m.first_recorded_at), when(m.last_recorded_at),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

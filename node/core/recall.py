@@ -33,6 +33,7 @@ MAX_VECTOR_SCAN = 20_000
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
 MAX_EMBEDDING_DIMS = 4096
+MAX_EMBEDDINGS = 16  # vectors of one fact
 MAX_SPACE_BYTES = 128
 # Reciprocal rank fusion's constant (Cormack et al. 2009): 60 is the usual choice.
 RRF_K = 60
@@ -269,16 +270,16 @@ def unit(values: Sequence[float]) -> tuple[float, ...]:
 
 
 def stored_vectors(
-    rulings: Sequence[tuple[Evidence, Ruling]], vectors: Mapping[str, Embedding]
+    rulings: Sequence[tuple[Evidence, Ruling]], vectors: Mapping[str, Sequence[Embedding]]
 ) -> list[tuple[str, Embedding]]:
     """The callers' vectors to keep: those of evidence a batch stored as an active assertion
-    (a candidate), each once."""
-    out: dict[str, Embedding] = {}
+    (a candidate), each evidence's once."""
+    out: dict[str, Sequence[Embedding]] = {}
     for e, ruling in rulings:
-        embedding = vectors.get(e.evidence_id)
-        if embedding is not None and ruling.candidate and not e.retracts:
-            out.setdefault(e.evidence_id, embedding)
-    return list(out.items())
+        embeddings = vectors.get(e.evidence_id)
+        if embeddings and ruling.candidate and not e.retracts:
+            out.setdefault(e.evidence_id, embeddings)
+    return [(evidence_id, v) for evidence_id, vs in out.items() for v in vs]
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

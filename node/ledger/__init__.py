@@ -215,7 +215,7 @@ class Ledger:
     def ingest(
         self,
         items: Sequence[tuple[Evidence, str | None]],
-        vectors: Mapping[str, Embedding] | None = None,
+        vectors: Mapping[str, Sequence[Embedding]] | None = None,
     ) -> list[Submitted]:
         """`Writing.ingest`."""
         return self.writing.ingest(items, vectors)
@@ -223,7 +223,7 @@ class Ledger:
     def ingest_each(
         self,
         items: Sequence[tuple[Evidence, str | None]],
-        vectors: Mapping[str, Embedding] | None = None,
+        vectors: Mapping[str, Sequence[Embedding]] | None = None,
     ) -> list[Submitted | RefusedData]:
         """`ingest`, except that an item whose data the database refuses gets the error as its
         answer alone, and the others are decided and committed as if it had not been sent."""

@@ -77,6 +77,9 @@ class Hit:
     object: str
     anchor: str
     score: float
+    # When this node first recorded evidence for the key, and last for the matched value.
+    first_recorded_at: Instant = 0
+    last_recorded_at: Instant = 0
 
 
 def hit_of(
@@ -84,11 +87,13 @@ def hit_of(
     version_id: str,
     evidence_id: str,
     score: float,
+    held: Sequence[Evidence],
     evidence: Callable[[Sequence[str]], Mapping[str, Evidence]],
 ) -> Hit | None:
     """The hit a matched value makes, or None where `belief` (what the view serves for its
     key) does not serve that value. The anchor is the served evidence's (for another value of
-    a multi-valued key, the matched assertion's); `evidence` loads evidence by id."""
+    a multi-valued key, the matched assertion's); `held` is the key's evidence, `evidence`
+    loads evidence by id."""
     if belief is None:
         return None
     served = dict(belief.values) if belief.values else {belief.version_id: belief.object}
@@ -99,7 +104,12 @@ def hit_of(
         anchor = belief.evidence.attribution
     else:
         anchor = evidence([evidence_id])[evidence_id].attribution
-    return Hit(belief, version_id, obj, anchor, score)
+    first = min((e.recorded_at for e in held), default=belief.evidence.recorded_at)
+    last = max(
+        (e.recorded_at for e in held if e.version_id == version_id),
+        default=belief.evidence.recorded_at,
+    )
+    return Hit(belief, version_id, obj, anchor, score, first, max(last, first))
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,7 +148,9 @@ class Reading(Component):
                     served[key] = self._belief_in(
                         tx, key, states[key], request.as_of, request.known_at
                     )
-                hit = hit_of(served[key], version_id, evidence_id, score, tx.evidence)
+                hit = hit_of(
+                    served[key], version_id, evidence_id, score, states[key].evidence, tx.evidence
+                )
                 if hit is not None and request.admits(hit.belief.state, hit.anchor):
                     hits.append(hit)
                     if len(hits) == wanted:

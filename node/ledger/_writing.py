@@ -105,7 +105,7 @@ class Writing(Component):
     def ingest(
         self,
         items: Sequence[tuple[Evidence, str | None]],
-        vectors: Mapping[str, Embedding] | None = None,
+        vectors: Mapping[str, Sequence[Embedding]] | None = None,
     ) -> list[Submitted]:
         """Decides checked evidence in order, in one write transaction. `vectors` (by evidence
         id) are the callers' embeddings, kept beside the evidence this call stores."""

@@ -37,15 +37,15 @@ from factnode.server._errors import (
 )
 from factnode.server._requests import check
 
-# A stream's checked item: its index, evidence, idempotency key and the caller's vector.
-Pending = tuple[int, Evidence, str | None, Embedding | None]
+# A stream's checked item: its index, evidence, idempotency key and the caller's vectors.
+Pending = tuple[int, Evidence, str | None, tuple[Embedding, ...]]
 
 
 def _items(
     pending: Sequence[Pending],
-) -> tuple[list[tuple[Evidence, str | None]], dict[str, Embedding]]:
+) -> tuple[list[tuple[Evidence, str | None]], dict[str, tuple[Embedding, ...]]]:
     """A stream's checked items as `ingest` takes them: (evidence, key) pairs, and vectors."""
-    vectors = {e.evidence_id: v for _, e, _, v in pending if v is not None}
+    vectors = {e.evidence_id: v for _, e, _, v in pending if v}
     return [(e, k) for _, e, k, _ in pending], vectors
 
 
@@ -62,9 +62,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
         sub = wire.submission(request)
         require_write_submission(sub)
         evidence = self.ctx.ledger.evidence_of(sub)
-        done = await self.ctx.writer.submit(
-            evidence, sub.idempotency_key, wire.optional_embedding(request)
-        )
+        done = await self.ctx.writer.submit(evidence, sub.idempotency_key, wire.embeddings(request))
         reply = pb.SubmitFactResponse(
             decision=wire.decision_pb(done.decision, done.seq),
             evidence_id=done.evidence_id,
@@ -105,9 +103,7 @@ class FactServicer(pb_grpc.FactServiceServicer):
                     results.append((index, error))
                 else:
                     budget.take_decision(index, evidence.key)
-                    pending.append(
-                        (index, evidence, sub.idempotency_key, wire.optional_embedding(item))
-                    )
+                    pending.append((index, evidence, sub.idempotency_key, wire.embeddings(item)))
                 index += 1
             if whole:
                 await self._commit_whole(pending, results)

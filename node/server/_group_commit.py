@@ -21,7 +21,7 @@ MAX_BATCH = 256  # submissions per write transaction
 
 # One answer per submission, in order: its decision, or the error that is its alone.
 Ingest = Callable[
-    [Sequence[tuple[Evidence, str | None]], Mapping[str, Embedding]],
+    [Sequence[tuple[Evidence, str | None]], Mapping[str, Sequence[Embedding]]],
     Sequence[Submitted | Exception],
 ]
 
@@ -35,7 +35,7 @@ class _Pending:
     evidence: Evidence
     idempotency_key: str | None
     done: asyncio.Future[Submitted]
-    embedding: Embedding | None = None
+    embeddings: tuple[Embedding, ...] = ()
 
 
 class GroupCommit:
@@ -84,9 +84,12 @@ class GroupCommit:
         self._thread.start()
 
     async def submit(
-        self, evidence: Evidence, idempotency_key: str | None, embedding: Embedding | None = None
+        self,
+        evidence: Evidence,
+        idempotency_key: str | None,
+        embeddings: tuple[Embedding, ...] = (),
     ) -> Submitted:
-        """Queues checked evidence (with the caller's vector of it, if any); returns its
+        """Queues checked evidence (with the caller's vectors of it, if any); returns its
         decision once the batch holding it committed.
 
         A caller cancelled while waiting does not withdraw its submission: it is decided and
@@ -94,7 +97,7 @@ class GroupCommit:
         if self._closed or self._loop is None:
             raise WriterClosed("the node's writer is not running")
         done: asyncio.Future[Submitted] = self._loop.create_future()
-        self._queue.put(_Pending(evidence, idempotency_key, done, embedding))
+        self._queue.put(_Pending(evidence, idempotency_key, done, embeddings))
         return await done
 
     async def stop(self) -> None:
@@ -152,7 +155,7 @@ class GroupCommit:
 
     def _commit(self, batch: list[_Pending]) -> None:
         try:
-            vectors = {p.evidence.evidence_id: p.embedding for p in batch if p.embedding}
+            vectors = {p.evidence.evidence_id: p.embeddings for p in batch if p.embeddings}
             done = self._ingest([(p.evidence, p.idempotency_key) for p in batch], vectors)
             if len(done) != len(batch):
                 raise RuntimeError(f"ingest answered {len(done)} of {len(batch)} submissions")

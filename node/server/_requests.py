@@ -104,9 +104,11 @@ def _list_beliefs(out: Out, msg: pb.ListBeliefsRequest) -> None:
 
 
 def _submit_fact(out: Out, msg: pb.SubmitFactRequest) -> None:
-    # The fact is checked with the policy (`validation.violations_of`); its vector here.
-    if msg.HasField("embedding"):
-        out.extend(recall.embedding_violations(wire.embedding(msg.embedding), "embedding"))
+    # The fact is checked with the policy (`validation.violations_of`); its vectors here.
+    if len(msg.embeddings) > recall.MAX_EMBEDDINGS:
+        out.append(FieldViolation("embeddings", f"at most {recall.MAX_EMBEDDINGS} vectors"))
+    for i, e in enumerate(msg.embeddings):
+        out.extend(recall.embedding_violations(wire.embedding(e), f"embeddings[{i}]"))
 
 
 def _search_beliefs(out: Out, msg: pb.SearchBeliefsRequest) -> None:

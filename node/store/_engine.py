@@ -137,6 +137,7 @@ _ERASED_TABLES = (
     "vote",
     "pin",
     "search_doc",
+    "search_vector",
 )
 
 

@@ -106,23 +106,24 @@ class SqlSearch(TransactionPart):
                         f"DELETE FROM search_text WHERE rowid IN ({rowids})", tuple(doc_ids)
                     )
                     removed += len(doc_ids)
-            self._c.exec_driver_sql(
-                f"DELETE FROM search_doc WHERE evidence_id IN ({marks})", tuple(part)
-            )
+            for table in ("search_doc", "search_vector"):
+                self._c.exec_driver_sql(
+                    f"DELETE FROM {table} WHERE evidence_id IN ({marks})", tuple(part)
+                )
         if sqlite and removed:
             self._c.exec_driver_sql("INSERT INTO search_text (search_text) VALUES ('optimize')")
 
     def put_vectors(self, vectors: Sequence[tuple[str, Embedding]]) -> None:
-        """Keeps the caller's vector of each (evidence id, embedding) beside its words (the
-        evidence is an indexed assertion stored in this transaction), unit-normalised."""
+        """Keeps the callers' vectors of assertions stored in this transaction (several per
+        assertion may come), unit-normalised."""
         if not vectors:
             return
         sqlite = self._c.dialect.name == "sqlite"
         mark = "?" if sqlite else "%s"
         self._c.exec_driver_sql(
-            f"UPDATE search_doc SET space = {mark}, vector = {mark} WHERE evidence_id = {mark}",
+            f"INSERT INTO search_vector (evidence_id, space, vector) VALUES ({mark}, {mark}, {mark})",
             [
-                (e.space, _pack(unit(e.values)) if sqlite else list(unit(e.values)), evidence_id)
+                (evidence_id, e.space, _pack(unit(e.values)) if sqlite else list(unit(e.values)))
                 for evidence_id, e in vectors
             ],
         )
@@ -148,10 +149,10 @@ class SqlSearch(TransactionPart):
         query = unit(embedding.values)
         newest = (
             "SELECT e.namespace, e.subject, e.predicate, e.version_id, e.evidence_id, d.vector "
-            "FROM search_doc d JOIN evidence e ON e.evidence_id = d.evidence_id"
+            "FROM search_vector d JOIN evidence e ON e.evidence_id = d.evidence_id"
             f"{served} WHERE d.space = {mark} AND "
             f"{'length(d.vector)' if sqlite else 'cardinality(d.vector)'} = {mark}{where} "
-            f"ORDER BY d.doc_id DESC LIMIT {mark}"
+            f"ORDER BY d.vector_id DESC LIMIT {mark}"
         )
         size = 4 * len(query) if sqlite else len(query)
         args = (embedding.space, size, *params, scan)

@@ -305,8 +305,8 @@ class MemberRecordRow(SQLModel, table=True):
 
 
 class SearchDocRow(SQLModel, table=True):
-    """An active assertion as recall finds it (`SearchBeliefs`, specification §8), with the
-    caller's vector of it if one came with it: one row per assertion, removed with its evidence by an erasure or purge. On SQLite its words are
+    """An active assertion as recall finds it (`SearchBeliefs`, specification §8): one row
+    per assertion, removed with its evidence by an erasure or purge. On SQLite its words are
     in the FTS5 table `search_text` (rowid = `doc_id`; created by migration r29 beside this
     table); on PostgreSQL in `document`, weighted (value and subject A, predicate B,
     namespace C, source D) and indexed with GIN. Derived from the evidence: r29 builds it
@@ -322,14 +322,6 @@ class SearchDocRow(SQLModel, table=True):
             # SQLite keeps its words in search_text: the column stays NULL, the index empty.
             sqlite_where=text("document IS NOT NULL"),
         ),
-        # The newest vectors of a space first (`vector_matches`); rows without one: no entry.
-        Index(
-            "ix_search_doc_space",
-            "space",
-            "doc_id",
-            sqlite_where=text("space IS NOT NULL"),
-            postgresql_where=text("space IS NOT NULL"),
-        ),
     )
 
     doc_id: int | None = Field(default=None, primary_key=True)
@@ -337,10 +329,22 @@ class SearchDocRow(SQLModel, table=True):
     document: str | None = Field(
         default=None, sa_type=Text().with_variant(TSVECTOR(), "postgresql")
     )
-    # The caller's vector of the assertion (`SubmitFactRequest.embedding`), unit-normalised
-    # (SQLite: little-endian float32s; PostgreSQL: real[], which pgvector casts to vector),
-    # and the embedder's name; None: none given.
-    space: str | None = Field(default=None, max_length=128)
-    vector: bytes | None = Field(
-        default=None, sa_type=LargeBinary().with_variant(ARRAY(REAL()), "postgresql")
+
+
+class SearchVectorRow(SQLModel, table=True):
+    """A caller's vector of an active assertion (`SubmitFactRequest.embeddings`: one per
+    field of an agent's memory, say), unit-normalised, in the embedder's `space`. SQLite:
+    little-endian float32s; PostgreSQL: real[], which pgvector casts to its vector type.
+    Removed with the evidence by an erasure or purge."""
+
+    __tablename__ = "search_vector"
+    __table_args__ = (
+        # The newest vectors of a space first (`vector_matches`).
+        Index("ix_search_vector_space", "space", "vector_id"),
+        Index("ix_search_vector_evidence", "evidence_id"),
     )
+
+    vector_id: int | None = Field(default=None, primary_key=True)
+    evidence_id: str = Field(max_length=ID)
+    space: str = Field(max_length=128)
+    vector: bytes = Field(sa_type=LargeBinary().with_variant(ARRAY(REAL()), "postgresql"))

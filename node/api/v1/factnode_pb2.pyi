@@ -260,16 +260,16 @@ class FactInput(_message.Message):
     def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., object: _Optional[str] = ..., anchor: _Optional[str] = ..., source: _Optional[str] = ..., worth: _Optional[float] = ..., confidence: _Optional[float] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., corrects: _Optional[str] = ..., contradicts: _Optional[_Union[Key, _Mapping]] = ...) -> None: ...
 
 class SubmitFactRequest(_message.Message):
-    __slots__ = ("fact", "idempotency_key", "all_or_nothing", "embedding")
+    __slots__ = ("fact", "idempotency_key", "all_or_nothing", "embeddings")
     FACT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     ALL_OR_NOTHING_FIELD_NUMBER: _ClassVar[int]
-    EMBEDDING_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
     fact: FactInput
     idempotency_key: str
     all_or_nothing: bool
-    embedding: Embedding
-    def __init__(self, fact: _Optional[_Union[FactInput, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., all_or_nothing: _Optional[bool] = ..., embedding: _Optional[_Union[Embedding, _Mapping]] = ...) -> None: ...
+    embeddings: _containers.RepeatedCompositeFieldContainer[Embedding]
+    def __init__(self, fact: _Optional[_Union[FactInput, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., all_or_nothing: _Optional[bool] = ..., embeddings: _Optional[_Iterable[_Union[Embedding, _Mapping]]] = ...) -> None: ...
 
 class Embedding(_message.Message):
     __slots__ = ("space", "values")
@@ -538,18 +538,22 @@ class SearchBeliefsRequest(_message.Message):
     def __init__(self, query: _Optional[str] = ..., namespace_prefix: _Optional[str] = ..., subject: _Optional[str] = ..., predicate: _Optional[str] = ..., states: _Optional[_Iterable[_Union[BeliefState, str]]] = ..., anchors: _Optional[_Iterable[str]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., embedding: _Optional[_Union[Embedding, _Mapping]] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("belief", "version_id", "object", "anchor", "score")
+    __slots__ = ("belief", "version_id", "object", "anchor", "score", "first_recorded_at", "last_recorded_at")
     BELIEF_FIELD_NUMBER: _ClassVar[int]
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     ANCHOR_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
     belief: Belief
     version_id: str
     object: str
     anchor: str
     score: float
-    def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., version_id: _Optional[str] = ..., object: _Optional[str] = ..., anchor: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+    first_recorded_at: _timestamp_pb2.Timestamp
+    last_recorded_at: _timestamp_pb2.Timestamp
+    def __init__(self, belief: _Optional[_Union[Belief, _Mapping]] = ..., version_id: _Optional[str] = ..., object: _Optional[str] = ..., anchor: _Optional[str] = ..., score: _Optional[float] = ..., first_recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SearchBeliefsResponse(_message.Message):
     __slots__ = ("hits", "next_page_token")

@@ -4,8 +4,8 @@ Revision ID: r29_search
 Revises: r28_confirmations
 
 SearchBeliefs finds beliefs by the words of their key, value and source, and by the
-vectors callers send with their facts. Each active assertion gets a search_doc row (with
-its vector, `space` and `vector`, when one came with it); on SQLite its words go into the FTS5 table search_text
+vectors callers send with their facts (search_vector, empty at first). Each active
+assertion gets a search_doc row; on SQLite its words go into the FTS5 table search_text
 (rowid = doc_id), on PostgreSQL into the weighted tsvector column `document` with a GIN
 index. Upgrading indexes every active assertion held; downgrading drops the index (nothing
 else refers to it).
@@ -47,14 +47,22 @@ def upgrade() -> None:
         sa.Column(
             "document", sa.Text().with_variant(postgresql.TSVECTOR(), "postgresql"), nullable=True
         ),
-        sa.Column("space", sa.String(length=128), nullable=True),
+        sa.PrimaryKeyConstraint("doc_id"),
+    )
+    op.create_table(
+        "search_vector",
+        sa.Column("vector_id", sa.Integer(), nullable=False),
+        sa.Column("evidence_id", sa.String(length=32), nullable=False),
+        sa.Column("space", sa.String(length=128), nullable=False),
         sa.Column(
             "vector",
             sa.LargeBinary().with_variant(postgresql.ARRAY(postgresql.REAL()), "postgresql"),
-            nullable=True,
+            nullable=False,
         ),
-        sa.PrimaryKeyConstraint("doc_id"),
+        sa.PrimaryKeyConstraint("vector_id"),
     )
+    op.create_index("ix_search_vector_space", "search_vector", ["space", "vector_id"])
+    op.create_index("ix_search_vector_evidence", "search_vector", ["evidence_id"])
     op.create_index("ix_search_doc_evidence", "search_doc", ["evidence_id"], unique=True)
     op.create_index(
         "ix_search_doc_document",
@@ -62,13 +70,6 @@ def upgrade() -> None:
         ["document"],
         postgresql_using="gin",
         sqlite_where=sa.text("document IS NOT NULL"),
-    )
-    op.create_index(
-        "ix_search_doc_space",
-        "search_doc",
-        ["space", "doc_id"],
-        sqlite_where=sa.text("space IS NOT NULL"),
-        postgresql_where=sa.text("space IS NOT NULL"),
     )
     if sqlite:
         op.execute(_FTS)
@@ -92,7 +93,9 @@ def upgrade() -> None:
 def downgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
         op.execute("DROP TABLE search_text")
-    op.drop_index("ix_search_doc_space", table_name="search_doc")
+    op.drop_index("ix_search_vector_evidence", table_name="search_vector")
+    op.drop_index("ix_search_vector_space", table_name="search_vector")
+    op.drop_table("search_vector")
     op.drop_index("ix_search_doc_document", table_name="search_doc")
     op.drop_index("ix_search_doc_evidence", table_name="search_doc")
     op.drop_table("search_doc")

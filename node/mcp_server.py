@@ -1,7 +1,8 @@
 """`factnode mcp`: the Model Context Protocol over stdio (or Streamable HTTP with `--http`),
 so an LLM agent can use a node.
 
-Tools `remember_fact`, `recall`, `recall_about`, `why`, `history` and `forget`, and the resource template
+Tools `remember_fact`, `recall`, `recall_about`, `search`, `why`, `history` and `forget`, and the
+resource template
 `factnode://belief/{namespace}/{subject}/{predicate}`. Everything goes through
 `factnode.AsyncClient`; whatever the node refuses (a bad field, an unknown key, a missing
 role, an unreachable node) comes back to the model as tool error text naming the field and
@@ -35,6 +36,7 @@ from factnode.client import (
     Belief,
     ClientError,
     Evidence,
+    Hit,
     InvalidFact,
     NotFound,
     PermissionDenied,
@@ -58,7 +60,8 @@ INSTRUCTIONS = (
     "then the later event time, then worth, then confidence. Use remember_fact to record what "
     "you learn, recall to read what is believed, why to see which rule decided it, history for "
     "every value a key has had, and forget when a value stopped being true."
-    " recall_about lists what is believed about a subject when you do not know its keys."
+    " recall_about lists what is believed about a subject when you do not know its keys;"
+    " search finds believed values by words when you know neither subject nor key."
 )
 
 Namespace = Annotated[
@@ -269,6 +272,80 @@ def add_recall_about(server: MCPServer[Any], client: AsyncClient) -> None:
         lines += [recall_line(b) for b in shown]
         if len(found) > limit:
             lines.append(f"(more beliefs not shown: raise limit above {limit})")
+        return "\n".join(lines)
+
+
+def hit_line(h: Hit) -> str:
+    """One search hit: its key, the value that matched, the key's state and deciding rule,
+    the trust anchor behind the value and the rank score."""
+    b, k = h.belief, h.belief.key
+    line = f"- {k.namespace}/{k.subject}/{k.predicate}: {h.object!r} ({b.state}"
+    line += f" by rule {b.rule})" if b.rule else ")"
+    return line + f"; {h.anchor or 'no anchor'}, score {h.score:.3g}"
+
+
+SEARCH_LIMIT = 100  # the node's largest search page (factnode.core.recall.MAX_LIMIT)
+
+
+def add_search(server: MCPServer[Any], client: AsyncClient) -> None:
+    """The tool that finds beliefs by words (SearchBeliefs), for a model that knows no key."""
+
+    @server.tool(
+        description=(
+            "Find what the node believes by asking in words, when you do not know the exact "
+            "key (e.g. 'where does Ana live?', 'which database did we choose?'). Searches the "
+            "keys, values and sources of the namespaces you may read, best match first. Only "
+            "values believed now are returned (or at 'as_of'): a superseded, retracted, "
+            "disbelieved, expired or erased value never is. Each hit gives its key, value, "
+            "state, deciding rule, trust anchor and score; use recall or why on a key for "
+            "its evidence."
+        )
+    )
+    async def search(
+        query: Annotated[str, Field(description="What to look for, in words.")],
+        namespace_prefix: Annotated[
+            str, Field(description="Only namespaces starting with this, e.g. 'user:42'.")
+        ] = "",
+        subject: Annotated[str | None, Field(description="Only this subject.")] = None,
+        predicate: Annotated[str | None, Field(description="Only this predicate.")] = None,
+        states: Annotated[
+            tuple[str, ...],
+            Field(description="Only these states: BELIEVED, AMBIGUOUS, CONTESTED (default all)."),
+        ] = (),
+        anchors: Annotated[
+            tuple[str, ...],
+            Field(description="Only values resting on these trust anchors (default all)."),
+        ] = (),
+        as_of: Annotated[
+            str | None, Field(description="Event time to answer for, ISO 8601; default: now.")
+        ] = None,
+        known_at: Annotated[
+            str | None,
+            Field(description="Answer as the node knew it at this time, ISO 8601; default: now."),
+        ] = None,
+        limit: Annotated[
+            int, Field(description=f"At most this many hits (1 to {SEARCH_LIMIT}; default 10).")
+        ] = 10,
+    ) -> str:
+        if not 1 <= limit <= SEARCH_LIMIT:
+            raise ToolError(
+                f"invalid input: limit: must be between 1 and {SEARCH_LIMIT}, got {limit}"
+            )
+        at, known = parse_time(as_of, "as_of"), parse_time(known_at, "known_at")
+        try:
+            page = await client.search(
+                query, namespace_prefix=namespace_prefix, subject=subject, predicate=predicate,
+                states=states, anchors=anchors, as_of=at, known_at=known, page_size=limit,
+            )  # fmt: skip
+        except ClientError as err:
+            raise ToolError(field_text(err, client.address)) from None
+        if not page.items:
+            return f"no believed value matches {query!r}."
+        lines = [f"{len(page.items)} believed value(s) matching {query!r}, best first:"]
+        lines += [hit_line(h) for h in page.items]
+        if page.next_page_token:
+            more = f"raise limit above {limit}" if limit < SEARCH_LIMIT else "narrow the query"
+            lines.append(f"(more hits not shown: {more})")
         return "\n".join(lines)
 
 
@@ -498,6 +575,7 @@ def build_server(client: AsyncClient) -> MCPServer[Any]:
         return json.dumps(belief_json(found))
 
     add_recall_about(server, client)
+    add_search(server, client)
     return server
 
 

@@ -49,7 +49,8 @@ def chromium_path() -> str | None:
 class InProcessNode:
     """A Node on its own event-loop thread, with a reader and an operator token (or, with
     `tokens=False`, none: every loopback caller is its operator), on the system clock or on
-    `clock` (a `factnode.testing.FakeClock` moves the node's time when told to)."""
+    `clock` (a `factnode.testing.FakeClock` moves the node's time when told to); `grants`
+    adds tokens of its own (e.g. a reader of some namespaces only)."""
 
     def __init__(
         self,
@@ -59,18 +60,20 @@ class InProcessNode:
         tokens: bool = True,
         database_url: str | None = None,
         clock: Clock | None = None,
+        grants: dict[str, TokenGrant] | None = None,
     ) -> None:
         self.clock = clock
-        grants = {
+        every = {
             READER: TokenGrant(frozenset({"reader"}), ("*",), "rita"),
             OPERATOR: TokenGrant(frozenset({"operator"}), ("*",), "olga"),
+            **(grants or {}),
         }
         self.settings = Settings(
             listen="127.0.0.1:0",
             data_dir=tmp / "data",
             database_url=database_url,
             node_id="console-node",
-            tokens=grants if tokens else {},
+            tokens=every if tokens else {},
             grace_seconds=0.0,
             policy=policy or Policy(),
         )

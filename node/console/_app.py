@@ -40,6 +40,7 @@ from factnode.client import (
     ClientError,
     Decision,
     FieldError,
+    Hit,
     InvalidFact,
     NotFound,
     PermissionDenied,
@@ -56,6 +57,7 @@ from ._words import decision_detail, version_values
 HERE = Path(__file__).parent
 QUEUE_PAGE = 25
 DECISIONS_PAGE = 50
+SEARCH_PAGE = 20  # hits per page (the node answers at most 100)
 SCAN_PAGE = 200  # decisions asked of the node per call while filtering
 MAX_SCANS = 10  # node pages read to fill one filtered page of the log
 FLASHES = 256  # results kept for the page a plain form POST redirects to
@@ -658,6 +660,48 @@ class Console:
             events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
         )
 
+    # -- search ----------------------------------------------------------------
+
+    async def search(self, request: Request) -> Response:
+        """Beliefs found by words (SearchBeliefs, as the user's token may read them), best
+        first, at `as_of` or now. A refusal is shown above the hits' place, in the page that
+        keeps what was typed; a page without `q` only offers the form."""
+        q = request.query_params
+        typed = {name: forms.text(q, name) for name in ("q", "namespace", "as_of")}
+        hits: Sequence[Hit] = ()
+        next_url, error, status = "", None, 200
+        if "q" in q:
+            try:
+                size = forms.page_size(q, SEARCH_PAGE)
+                page = await self.node.search(
+                    typed["q"], namespace_prefix=typed["namespace"],
+                    as_of=forms.when(q, "as_of"), page_size=size,
+                    page_token=forms.text(q, "page_token"),
+                )  # fmt: skip
+            except ClientError as err:
+                if err.code == "UNAUTHENTICATED":
+                    raise  # the node wants a (valid) token: `signed_in` asks for a sign-in
+                error, status = error_words(err), http_status(err)
+            else:
+                hits = page.items
+                if page.next_page_token:
+                    more = {**typed, "page_size": size, "page_token": page.next_page_token}
+                    next_url = "/search?" + urlencode(more)
+        return self.page(
+            request,
+            "search.html",
+            {
+                "title": "Search beliefs",
+                "typed": typed,
+                "searched": "q" in q,
+                "hits": hits,
+                "error": error,
+                "next_url": next_url,
+                "key_query": key_query,
+            },
+            status,
+        )
+
     # -- signing in and out ----------------------------------------------------
 
     def login_page(
@@ -879,6 +923,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/key/erase", user(console.erase), methods=["POST"]),
         Route("/decisions", user(console.decisions)),
         Route("/decisions/live", user(console.live)),
+        Route("/search", user(console.search)),
         Route("/node", user(console.node_status)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

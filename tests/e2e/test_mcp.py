@@ -79,7 +79,7 @@ async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path)
         async with mcp_session(server.address, tmp_path) as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
             assert set(tools) == {
-                "remember_fact", "recall", "recall_about", "why", "history", "forget",
+                "remember_fact", "recall", "recall_about", "search", "why", "history", "forget",
             }  # fmt: skip
             properties = tools["remember_fact"].input_schema["properties"]
             assert "user_stated (90)" in properties["anchor"]["description"]
@@ -145,6 +145,66 @@ async def test_tools_resources_and_errors(server: ServerProcess, tmp_path: Path)
             assert belief["evidence"]["anchor"] == "user_stated"
             with pytest.raises(MCPError, match="not found: no belief for"):
                 await session.read_resource(f"factnode://belief/{ns}/nobody/city")
+
+
+async def test_search_finds_believed_values_by_words_never_superseded_ones(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """`search` answers a question in words with the believed value, its key, state, rule,
+    anchor and score; a superseded value is never a hit now, and is the hit at an `as_of`
+    when it was believed; filters narrow the hits, and bad input is error text naming the
+    field."""
+    ns = unique_ns("mcp")
+    key = {"namespace": ns, "subject": "ana", "predicate": "lives_in"}
+    with anyio.fail_after(SESSION_TIMEOUT):
+        async with mcp_session(server.address, tmp_path) as session:
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert "do not know the exact key" in (tools["search"].description or "")
+            assert "Only values believed now" in (tools["search"].description or "")
+            for city, day in (("Porto", "2023-01-01"), ("Lisbon", "2024-06-01")):
+                done = await call(
+                    session, "remember_fact", **key, object=city, anchor="user_stated",
+                    source="user:ana", valid_from=day,
+                )  # fmt: skip
+                assert not done.is_error, text(done)
+            await call(
+                session, "remember_fact", namespace=ns, subject="team", predicate="database",
+                object="PostgreSQL", anchor="agent_observed", source="tool:psql",
+            )  # fmt: skip
+
+            found = text(
+                await call(session, "search", query="Ana Porto Lisbon", namespace_prefix=ns)
+            )
+            lines = found.splitlines()
+            assert lines[0] == "1 believed value(s) matching 'Ana Porto Lisbon', best first:", found
+            assert lines[1].startswith(f"- {ns}/ana/lives_in: 'Lisbon' (BELIEVED by rule "), found
+            assert re.search(r"; user_stated, score [0-9.e-]+$", lines[1]), found
+            assert "Porto" not in found.replace("'Ana Porto Lisbon'", ""), found
+            gone = text(await call(session, "search", query="Porto", namespace_prefix=ns))
+            assert gone == "no believed value matches 'Porto'.", gone
+            then = text(
+                await call(
+                    session, "search", query="Porto", namespace_prefix=ns, as_of="2023-06-01"
+                )
+            )
+            assert f"- {ns}/ana/lives_in: 'Porto' (BELIEVED" in then, then
+
+            chosen = text(await call(session, "search", query="which database did we choose?"))
+            assert f"- {ns}/team/database: 'PostgreSQL' (BELIEVED" in chosen, chosen
+            narrowed = await call(
+                session, "search", query="database Lisbon", namespace_prefix=ns,
+                anchors=["user_stated"], states=["BELIEVED"], subject="ana", limit=5,
+            )  # fmt: skip
+            assert "'Lisbon'" in text(narrowed) and "PostgreSQL" not in text(narrowed)
+
+            for bad, words in (
+                ({"query": "?!"}, "query: has no words to search for"),
+                ({"query": "Porto", "limit": 0}, "limit: must be between 1 and 100"),
+                ({"query": "Porto", "as_of": "last year"}, "as_of: 'last year' is not an ISO"),
+                ({"query": "Porto", "states": ["GONE"]}, "states: 'GONE' is not a belief state"),
+            ):
+                refused = await call(session, "search", **bad)
+                assert refused.is_error and words in text(refused), (bad, text(refused))
 
 
 async def test_bad_input_returns_the_nodes_field_errors(
@@ -249,7 +309,7 @@ async def test_unreachable_node_is_tool_error_text(tmp_path: Path) -> None:
         async with mcp_session(address, tmp_path) as session:
             result = await call(session, "recall", namespace="n", subject="s", predicate="p")
             assert result.is_error and "unreachable" in text(result), text(result)
-            assert len((await session.list_tools()).tools) == 6
+            assert len((await session.list_tools()).tools) == 7
 
 
 async def test_unknown_tool_prompt_and_resource_are_protocol_errors(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from openai.types.responses import (
 )
 from test_mcp_http import SESSION_TIMEOUT, TOKEN, mcp_http
 
-TOOLS = {"remember_fact", "recall", "recall_about", "why", "history", "forget"}
+TOOLS = {"remember_fact", "recall", "recall_about", "search", "why", "history", "forget"}
 
 
 def _text(result: CallToolResult) -> str:
@@ -146,7 +146,7 @@ def test_readme_agents_sdk_tool_calls_run(
     with mcp_http(server, tmp_path / "home", "--mcp-token-file", str(token_file)) as url:
         run = {"__name__": "readme", "print": lambda *a: printed.append(" ".join(map(str, a)))}
         exec(compile(code.replace(EXAMPLE_URL, url), "docs/agents/mcp.md", "exec"), run)
-    assert printed == expected and len(expected) == 3
+    assert printed == expected and len(expected) == 4
 
 
 class ScriptedModel(Model):

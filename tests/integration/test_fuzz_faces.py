@@ -225,6 +225,14 @@ MALFORMED_CALLS = [
     ("recall", {**{k: "x" for k in KEY_FIELDS}, "as_of": LATE}, "as_of"),
     ("recall_about", {"namespace": "user:fuzz", "subject": "ana", "limit": 0}, "limit"),
     ("recall_about", {"namespace": NUL, "subject": "ana"}, "namespace"),
+    ("search", {"query": NUL}, "query"),
+    ("search", {"query": "?!"}, "query"),
+    ("search", {"query": "ana", "namespace_prefix": NUL}, "namespace_prefix"),
+    ("search", {"query": "ana", "states": ["GONE"]}, "states"),
+    ("search", {"query": "ana", "anchors": ["hearsay"]}, "anchors"),
+    ("search", {"query": "ana", "as_of": EARLY}, "as_of"),
+    ("search", {"query": "ana", "known_at": LATE}, "known_at"),
+    ("search", {"query": "ana", "limit": 101}, "limit"),
     ("forget", {**{k: "x" for k in KEY_FIELDS}, "reason": "r", "object": "o",
                 "every_value": True}, "every_value"),
     ("forget", {**{k: "x" for k in KEY_FIELDS}, "reason": NUL, "object": "o"}, "reason"),
@@ -260,10 +268,11 @@ json_scalars = (
 )
 mcp_arguments = st.dictionaries(
     st.sampled_from([*KEY_FIELDS, "object", "anchor", "source", "worth", "confidence",
-                     "valid_from", "as_of", "limit", "reason", "every_value", "unknown"]),
+                     "valid_from", "as_of", "limit", "reason", "every_value", "unknown",
+                     "query", "namespace_prefix", "states", "anchors", "known_at"]),
     json_scalars | st.sampled_from([EARLY, LATE, NUL, SURROGATE, "2025-03-01"]) | st.lists(json_scalars, max_size=2),
 )  # fmt: skip
-TOOLS = ["remember_fact", "recall", "recall_about", "why", "history", "forget"]
+TOOLS = ["remember_fact", "recall", "recall_about", "search", "why", "history", "forget"]
 
 
 @FUZZ

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
-from collections.abc import Awaitable, Coroutine, Iterable, Mapping
+import warnings
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -17,6 +19,7 @@ from langgraph.store.base import (
     NOT_PROVIDED,
     BaseStore,
     GetOp,
+    IndexConfig,
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
@@ -28,8 +31,9 @@ from langgraph.store.base import (
     SearchOp,
     validate_op_namespace,
 )
+from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 
-from factnode.client import AsyncClient, Belief, ClientError, NotFound
+from factnode.client import AsyncClient, Belief, ClientError, Hit, NotFound
 from factnode.core.policy import DEFAULT_MULTI_VALUED
 
 from . import _mapping as m
@@ -41,6 +45,8 @@ UnindexedQuery = Literal["refuse", "ignore"]
 # Reads run concurrently within a batch, at most this many calls at a time.
 _CONCURRENT_CALLS = 16
 _PAGE = 100  # ListBeliefs page size for search and list_namespaces' scans
+_SEARCH_PAGE = 100  # SearchBeliefs' largest page
+MAX_DIMS = 4096  # the node's longest vector
 
 # Why a put's `ttl` is refused, and what sets a memory's life instead.
 TTL_REFUSED = (
@@ -68,13 +74,55 @@ class Rejected(ValueError):
         self.index = index
 
 
-def _fact(w: m.Write) -> dict[str, Any]:
-    """A checked put as submit_many's item."""
+def _fact(w: m.Write, vectors: Sequence[Sequence[float]], space: str) -> dict[str, Any]:
+    """A checked put as submit_many's item, with its vectors (one per indexed text)."""
     p = w.provenance
     return {
         "key": w.key, "object": w.object, "anchor": p.anchor, "source": p.source,
         "worth": p.worth, "confidence": p.confidence, "valid_from": p.valid_from,
+        "embeddings": [(space, v) for v in vectors],
     }  # fmt: skip
+
+
+# How a cosine similarity reads as each of LangGraph's distance types: for normalised
+# vectors (what embedders give) the inner product is the cosine and the L2 distance is
+# sqrt(2 - 2 cos). The node ranks by cosine, so every type ranks alike.
+_SCORES: dict[str, Callable[[float], float]] = {
+    "cosine": lambda c: c,
+    "inner_product": lambda c: c,
+    "l2": lambda c: -math.sqrt(max(0.0, 2.0 - 2.0 * c)),
+}
+
+
+class _Index:
+    """The store's `index` (LangGraph's IndexConfig): the embedder, the fields embedded by
+    default, and the space its vectors are kept in on the node."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        dims = config.get("dims")
+        if isinstance(dims, bool) or not isinstance(dims, int) or not 0 < dims <= MAX_DIMS:
+            raise m.ItemError("index.dims", f"must be a whole number from 1 to {MAX_DIMS}")
+        if config.get("embed") is None:
+            raise m.ItemError("index.embed", "an embeddings object or function is required")
+        distance = config.get("distance_type", "cosine")
+        if distance not in _SCORES:
+            raise m.ItemError("index.distance_type", f"must be one of {', '.join(_SCORES)}")
+        self.dims = dims
+        self.embeddings = ensure_embeddings(config["embed"])
+        fields = config.get("fields") or ["$"]
+        self.fields = [(p, tokenize_path(p) if p != "$" else p) for p in fields]
+        self.space = str(config.get("space") or f"langgraph:{dims}")
+        self.score = _SCORES[distance]
+
+    def texts(
+        self, value: Mapping[str, Any], index: Literal[False] | list[str] | None
+    ) -> list[str]:
+        """What a put embeds: its value's text at each indexed field (`index`: the put's own
+        fields, False: none)."""
+        if index is False:
+            return []
+        paths = self.fields if index is None else [(p, tokenize_path(p)) for p in index]
+        return [t for _, path in paths for t in get_text_at_path(value, path) if t]
 
 
 class _Options:
@@ -97,12 +145,10 @@ class _Options:
         worth: float | None,
         confidence: float | None,
         multi_valued: Iterable[str],
-        unindexed_query: UnindexedQuery,
+        index: Mapping[str, Any] | None,
     ) -> None:
         if not isinstance(namespace, str) or not namespace.strip():
             raise m.ItemError("namespace", "the store's factnode namespace is required")
-        if unindexed_query not in ("refuse", "ignore"):
-            raise m.ItemError("unindexed_query", "must be 'refuse' or 'ignore'")
         self.address = address
         self.root = namespace
         self.client_options: dict[str, Any] = {
@@ -118,7 +164,7 @@ class _Options:
         )
         self.defaults = defaults
         self.multi_valued = frozenset(multi_valued)
-        self.unindexed_query = unindexed_query
+        self.index = _Index(index) if index is not None else None
 
     def client(self) -> AsyncClient:
         return AsyncClient(self.address, **self.client_options)
@@ -141,6 +187,7 @@ class _Batch:
         # Every op is checked and converted before anything is sent (a refusal names its
         # index); of several writes to one item the last counts.
         writes: dict[tuple[tuple[str, ...], str], tuple[int, m.Write]] = {}
+        self.texts: dict[int, list[str]] = {}  # a put's texts to embed, by op index
         for index, op in enumerate(ops):
             if not isinstance(op, GetOp | SearchOp | ListNamespacesOp | PutOp):
                 raise m.ItemError("op", f"unknown operation type {type(op).__name__}", index)
@@ -151,6 +198,9 @@ class _Batch:
             try:
                 if isinstance(op, PutOp):
                     writes[(tuple(op.namespace), op.key)] = (index, self._write_of(op))
+                    if self.o.index is not None and op.value is not None:
+                        rest, _ = m.split_provenance(op.value, self.o.defaults)
+                        self.texts[index] = self.o.index.texts(rest, op.index)
                 elif isinstance(op, SearchOp):
                     self._check_search(op)
             except m.ItemError as exc:
@@ -172,12 +222,6 @@ class _Batch:
         )
 
     def _check_search(self, op: SearchOp) -> None:
-        if op.query and self.o.unindexed_query == "refuse":
-            raise NotImplementedError(
-                "the factnode store has no semantic index: search by namespace and filter "
-                "without `query`, or build the store with unindexed_query='ignore' to answer "
-                "a query as InMemoryStore without an index does (namespace and filter only)"
-            )
         for name in ("limit", "offset"):
             number = getattr(op, name)
             if isinstance(number, bool) or not isinstance(number, int) or number < 0:
@@ -248,6 +292,8 @@ class _Batch:
                 return out
 
     async def _search(self, op: SearchOp) -> list[SearchItem]:
+        if op.query:
+            return await self._query(op)
         prefix = tuple(op.namespace_prefix)
         found = [
             (ns, key, b)
@@ -258,6 +304,56 @@ class _Batch:
         page = found[op.offset : op.offset + op.limit]
         items = await asyncio.gather(*(self._item(b, SearchItem) for _, _, b in page))
         return [i for i in items if isinstance(i, SearchItem)]
+
+    async def _query(self, op: SearchOp) -> list[SearchItem]:
+        """A search with a query: by the query's vector where the store has an `index`, by its
+        words otherwise (SearchBeliefs); only what the node believes now is found, best first."""
+        assert op.query
+        index = self.o.index
+        embedding = None
+        words = op.query
+        if index is not None:
+            vector = await index.embeddings.aembed_query(op.query)
+            embedding, words = (index.space, vector), ""
+        prefix = tuple(op.namespace_prefix)
+        wanted = op.offset + op.limit
+        found: list[SearchItem] = []
+        token = ""
+        while len(found) < wanted:
+            page = await self._call(
+                self.client.search(
+                    words, namespace_prefix=self.o.root, page_size=_SEARCH_PAGE,
+                    page_token=token, embedding=embedding,
+                )
+            )  # fmt: skip
+            for hit in page.items:
+                item = self._hit_item(hit, prefix, op.filter)
+                if item is not None:
+                    found.append(item)
+            token = page.next_page_token
+            if not token:
+                break
+        return found[op.offset : wanted]
+
+    def _hit_item(
+        self, hit: Hit, prefix: tuple[str, ...], filter: Mapping[str, Any] | None
+    ) -> SearchItem | None:
+        """The item a search hit is, if it belongs to this store, the namespace prefix and the
+        filter; its score as the index's distance type reads it."""
+        key = hit.belief.key
+        if key.namespace != self.o.root:  # a namespace that only starts like the store's
+            return None
+        namespace = m.namespace_of(key.subject)
+        value = m.value_of(hit.object)
+        if value is None or namespace[: len(prefix)] != prefix:
+            return None
+        if not m.matches_filter(value, filter):
+            return None
+        score = self.o.index.score(hit.score) if self.o.index is not None else hit.score
+        return SearchItem(
+            namespace, key.predicate, value, hit.first_recorded_at, hit.last_recorded_at,
+            score=score,
+        )  # fmt: skip
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         namespaces = {ns for ns, _, _, _ in await self._items()}
@@ -270,9 +366,11 @@ class _Batch:
         A REJECTED put is a recorded decision: the rest stay written and the call raises."""
         puts = [(i, w) for i, w in writes if w.object is not None]
         if puts:
+            vectors = await self._vectors([i for i, _ in puts])
+            space = self.o.index.space if self.o.index is not None else ""
             try:
                 outcomes = await self.client.submit_many(
-                    [_fact(w) for _, w in puts], all_or_nothing=True
+                    [_fact(w, vectors.get(i, ()), space) for i, w in puts], all_or_nothing=True
                 )
             except ClientError as exc:
                 if exc.item is None:
@@ -288,6 +386,19 @@ class _Batch:
         for index, w in writes:
             if w.object is None:
                 await self._retract(m.namespace_of(w.key[1]), w.key[2], w.key, index)
+
+    async def _vectors(self, indexes: Sequence[int]) -> dict[int, list[list[float]]]:
+        """The puts' vectors by op index, their texts embedded in one call."""
+        if self.o.index is None:
+            return {}
+        texts = [(i, t) for i in indexes for t in self.texts.get(i, ())]
+        if not texts:
+            return {}
+        vectors = await self.o.index.embeddings.aembed_documents([t for _, t in texts])
+        out: dict[int, list[list[float]]] = {}
+        for (i, _), v in zip(texts, vectors, strict=True):
+            out.setdefault(i, []).append(list(v))
+        return out
 
     async def _retract(
         self, namespace: tuple[str, ...], item_key: str, key: Any, index: int
@@ -309,7 +420,7 @@ class _FactnodeStore(BaseStore):
     """What both stores share: their options, built once from the constructor's arguments."""
 
     supports_ttl = False
-    __slots__ = ("_options",)
+    __slots__ = ("_options", "index_config")
 
     def __init__(
         self,
@@ -326,16 +437,25 @@ class _FactnodeStore(BaseStore):
         worth: float | None = None,
         confidence: float | None = None,
         multi_valued: Iterable[str] = DEFAULT_MULTI_VALUED,
-        unindexed_query: UnindexedQuery = "refuse",
+        unindexed_query: UnindexedQuery | None = None,
         attribution: str | None = None,
+        index: IndexConfig | None = None,
     ) -> None:
+        if unindexed_query is not None:
+            warnings.warn(
+                "unindexed_query has no effect: a query is answered by the node's word index, "
+                "or by vectors with `index`",
+                DeprecationWarning,
+                stacklevel=3,
+            )
         self._options = _Options(
             address, namespace=namespace, token=token, ca_cert=ca_cert, client_cert=client_cert,
             client_key=client_key, timeout=timeout, anchor=anchor, attribution=attribution,
-            source=source,
-            worth=worth, confidence=confidence, multi_valued=multi_valued,
-            unindexed_query=unindexed_query,
+            source=source, worth=worth, confidence=confidence, multi_valued=multi_valued,
+            index=index,
         )  # fmt: skip
+        # As LangGraph's stores have it: the configuration as given (None: words only).
+        self.index_config = dict(index) if index is not None else None
         self._connect()
 
     def _connect(self) -> None:

@@ -294,9 +294,12 @@ def test_a_rejected_put_raises_naming_the_rule(store: FactnodeStore) -> None:
     assert store.get(("a",), "k") is None
 
 
-def test_ttl_and_query_are_refused_clearly(node: InProcessNode, store: FactnodeStore) -> None:
-    """ttl is refused (evidence decays by its anchor instead) and a semantic query is
-    refused unless the store is told to ignore it, as InMemoryStore without an index does."""
+def test_ttl_is_refused_clearly_and_a_query_searches_words(
+    node: InProcessNode, store: FactnodeStore
+) -> None:
+    """ttl is refused (evidence decays by its anchor instead); a query without an `index`
+    is answered by the node's word index (SearchBeliefs), and only the believed value of
+    each item is found."""
     for refused in (
         lambda: store.put(("a",), "k", {"v": 1}, ttl=5),
         lambda: asyncio.run(store.aput(("a",), "k", {"v": 1}, ttl=5)),
@@ -309,12 +312,23 @@ def test_ttl_and_query_are_refused_clearly(node: InProcessNode, store: FactnodeS
                       "How long a memory lives", "docs/agents/langgraph.md"):  # fmt: skip
             assert words in str(err.value)
     assert store.get(("a",), "k") is None
-    with pytest.raises(NotImplementedError, match="no semantic index"):
-        store.search(("a",), query="tea")
-    root = store.namespace
-    with FactnodeStore(node.address, namespace=root, token=OPERATOR, unindexed_query="ignore") as s:
-        s.put(("a",), "k", {"v": 1})
-        assert [i.value for i in s.search(("a",), query="tea")] == [{"v": 1}]
+    store.put(("a",), "drink", {"text": "Ana likes coffee"})
+    store.put(("a",), "drink", {"text": "Ana likes green tea"})
+    store.put(("b",), "food", {"text": "Ravi likes rice"})
+    [hit] = store.search(("a",), query="tea")
+    assert (hit.key, hit.value) == ("drink", {"text": "Ana likes green tea"})
+    assert hit.score is not None and hit.score > 0
+    # The superseded value is not found; its words find nothing else in ("a",).
+    assert store.search(("a",), query="coffee") == []
+    # Any word may match; more matching words rank higher.
+    assert [i.key for i in store.search((), query="likes rice")] == ["food", "drink"]
+    # The stamps are the item's own, as `get` gives them.
+    item = store.get(("a",), "drink")
+    assert item is not None
+    assert (hit.created_at, hit.updated_at) == (item.created_at, item.updated_at)
+    with pytest.warns(DeprecationWarning, match="unindexed_query has no effect"):
+        FactnodeStore(node.address, namespace=store.namespace, token=OPERATOR,
+                      unindexed_query="ignore").close()  # fmt: skip
 
 
 def test_items_are_forgotten_by_decay_not_ttl(tmp_path: Path) -> None:
@@ -487,13 +501,11 @@ async def test_recall_lists_a_langgraph_namespace(node: InProcessNode) -> None:
 
 
 async def test_langmem_manage_and_search_tools(node: InProcessNode) -> None:
-    """LangMem's manage_memory creates, updates and deletes through the store and its
-    search_memory lists what is believed (the query ignored: no semantic index)."""
+    """LangMem's manage_memory creates, updates and deletes through the default store and
+    its search_memory finds what is believed by the query's words, never the old value."""
     langmem = pytest.importorskip("langmem")
     ns = ("memories", "ana")
-    with FactnodeStore(
-        node.address, namespace=_root(), token=OPERATOR, unindexed_query="ignore"
-    ) as store:
+    with FactnodeStore(node.address, namespace=_root(), token=OPERATOR) as store:
         manage = langmem.create_manage_memory_tool(namespace=ns, store=store)
         search = langmem.create_search_memory_tool(
             namespace=ns, store=store, response_format="content_and_artifact"
@@ -510,9 +522,16 @@ async def test_langmem_manage_and_search_tools(node: InProcessNode) -> None:
         call = {"type": "tool_call", "name": search.name, "id": "call-1", "args": {"query": "tea"}}
         found = (await search.ainvoke(call)).artifact
         assert [i.value["content"] for i in found] == ["Ana prefers green tea"]
+        # Sync too; a query for a word only the old value had finds nothing.
+        call["args"] = {"query": "which green drink does Ana prefer?"}
+        assert [i.value["content"] for i in search.invoke(call).artifact] == [
+            "Ana prefers green tea"
+        ]
 
         await manage.ainvoke({"action": "delete", "id": memory_id})
         assert store.search(ns) == []
+        call["args"] = {"query": "tea"}
+        assert search.invoke(call).artifact == []  # deleted: a retraction ended it
         assert manage.invoke({"content": "sync too", "action": "create"}).startswith("created")
 
 

@@ -1,6 +1,6 @@
 """What LangGraph's PostgreSQL store tests import from PostgreSQL and from their own
 conftest, answered for factnode: the store classes are factnode's, and a vector store is a
-factnode store on the suite's node (it takes no `index` yet, so a query is refused)."""
+factnode store on the suite's node with that `index`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from _console import OPERATOR, InProcessNode
-from embed_test_utils import CharacterEmbeddings  # noqa: F401  (upstream imports it from here)
+from embed_test_utils import CharacterEmbeddings  # upstream imports it from here
 
 from factnode.langgraph import AsyncFactnodeStore, FactnodeStore
 
@@ -47,11 +47,31 @@ def _options() -> dict[str, Any]:
     return {"namespace": fresh_namespace(), "token": OPERATOR, "timeout": CALL_TIMEOUT}
 
 
+def _index(
+    vector_type: str | None = None,
+    distance_type: str = "cosine",
+    fake_embeddings: CharacterEmbeddings | None = None,
+    text_fields: list[str] | None = None,
+    enable_ttl: bool = True,
+) -> dict[str, Any] | None:
+    """upstream's `_create_vector_store` arguments as the factnode store's `index`: the
+    embedder, its dimensions, the fields and the distance type. The vector type (pgvector's
+    vector or halfvec) and the TTL flag have no counterpart: the node keeps float32s."""
+    if fake_embeddings is None:
+        return None
+    return {
+        "dims": fake_embeddings.dims,
+        "embed": fake_embeddings,
+        "fields": text_fields,
+        "distance_type": distance_type,
+    }
+
+
 @contextmanager
 def factnode_vector_store(*args: Any, **kwargs: Any) -> Iterator[FactnodeStore]:
-    """upstream's `_create_vector_store`: the store has no `index` to give (issue 44)."""
+    """upstream's `_create_vector_store`: a store with that `index`."""
     (node,) = NODE
-    with FactnodeStore(node.address, **_options()) as store:
+    with FactnodeStore(node.address, index=_index(*args, **kwargs), **_options()) as store:
         yield store
 
 
@@ -59,5 +79,7 @@ def factnode_vector_store(*args: Any, **kwargs: Any) -> Iterator[FactnodeStore]:
 async def afactnode_vector_store(*args: Any, **kwargs: Any) -> AsyncIterator[AsyncFactnodeStore]:
     """upstream's async `_create_vector_store`, as `factnode_vector_store`."""
     (node,) = NODE
-    async with AsyncFactnodeStore(node.address, **_options()) as store:
+    async with AsyncFactnodeStore(
+        node.address, index=_index(*args, **kwargs), **_options()
+    ) as store:
         yield store

@@ -22,10 +22,6 @@ import _lg_names  # after the path is set: it imports upstream's embed_test_util
 
 # Why a test cannot pass against the factnode store; each is listed in
 # docs/agents/langgraph.md ("LangGraph's own store tests").
-NO_INDEX = (
-    "no semantic index: the factnode store takes no `index` config and refuses a `query` "
-    "(SearchBeliefs, issue 44)"
-)
 NO_TTL = (
     "no ttl: the store refuses ttl by design (TTL_REFUSED) and has no TTL sweeper; decay "
     "sets a memory's life"
@@ -38,14 +34,6 @@ NOT_BATCHED = (
 )
 # test name (without parameters) -> ("xfail" or "skip", reason)
 EXPECTED: dict[str, tuple[str, str]] = {
-    **{name: ("xfail", NO_INDEX) for name in (
-        "test_vector_store_initialization", "test_vector_insert_with_auto_embedding",
-        "test_vector_update_with_embedding", "test_vector_search_with_filters",
-        "test_vector_search_pagination", "test_vector_search_edge_cases",
-        "test_embed_with_path", "test_embed_with_path_sync",
-        "test_embed_with_path_operation_config", "test_scores", "test_search_sorting",
-        "test_non_ascii",
-    )},
     **{name: ("xfail", NO_TTL) for name in (
         "test_store_ttl", "test_omit_expired_filters_read_paths",
         "test_omit_expired_disabled_preserves_expired_rows",

@@ -538,16 +538,19 @@ async def test_langmem_manage_and_search_tools(node: InProcessNode) -> None:
 # --- the LangGraph page's example (docs/agents/langgraph.md) ---------------------------------------------------------------
 
 
-def test_readme_langgraph_example_runs(node: InProcessNode) -> None:
-    """The LangGraph page's example runs as printed and prints what its comments say."""
+@pytest.mark.parametrize("marker", ["langgraph-example", "langgraph-search-example"])
+def test_readme_langgraph_example_runs(node: InProcessNode, marker: str) -> None:
+    """The LangGraph page's examples run as printed and print what their comments say."""
     readme = (Path(__file__).resolve().parents[2] / "docs" / "agents" / "langgraph.md").read_text()
-    section = readme[readme.index("<!-- langgraph-example -->") :]
+    section = readme[readme.index(f"<!-- {marker} -->") :]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     address = 'FactnodeStore("127.0.0.1:7420"'
     assert address in code
     code = code.replace(address, f"FactnodeStore({node.address!r}, token={OPERATOR!r}")
     printed: list[str] = []
-    expected = [line.split("# ", 1)[1] for line in code.splitlines() if line.startswith("print(")]
+    expected = [
+        line.split("# ", 1)[1] for line in code.splitlines() if line.strip().startswith("print(")
+    ]
     run = {"__name__": "readme", "print": lambda *a: printed.append(" ".join(map(str, a)))}
     exec(compile(code, "docs/agents/langgraph.md", "exec"), run)
     assert printed == expected and expected

@@ -237,6 +237,9 @@ def fill_belief(msg: pb.Belief, b: Belief) -> pb.Belief:
     msg.state = state_pb(b.state)
     msg.rule = b.rule.value
     fill_evidence(msg.evidence, b.evidence)
+    if b.first_recorded_at:
+        _set_time(msg.first_recorded_at, b.first_recorded_at)
+        _set_time(msg.last_recorded_at, b.last_recorded_at)
     for version_id, obj in b.values:
         msg.believed_values.add(version_id=version_id, object=obj)
     return msg

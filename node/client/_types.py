@@ -114,15 +114,22 @@ class Belief:
     tallies: tuple[Tally, ...]
     # The threshold the tallies are measured against (sent with them).
     threshold: Fraction | None = None
+    # When the node first recorded evidence for the key, and last for a served value (None
+    # where the answer carries none: a write's reply, a change feed).
+    first_recorded_at: datetime | None = None
+    last_recorded_at: datetime | None = None
 
     @classmethod
     def of(cls, m: pb.Belief) -> Belief:
+        stamps = m.HasField("first_recorded_at")
         return cls(
             key_of(m.key), m.version_id, m.object,
             pb.BeliefState.Name(m.state).removeprefix("BELIEF_STATE_"), m.rule,
             Evidence.of(m.evidence) if m.HasField("evidence") else None,
             tuple(v.object for v in m.believed_values), tuple(Tally.of(t) for t in m.tallies),
             threshold_of(m.consensus_threshold),
+            when(m.first_recorded_at) if stamps else None,
+            when(m.last_recorded_at) if stamps else None,
         )  # fmt: skip
 
 

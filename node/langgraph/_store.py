@@ -251,6 +251,20 @@ class _Batch:
         value = m.value_of(belief.object) if belief.version_id else None
         if value is None:
             return None
+        created, updated = belief.first_recorded_at, belief.last_recorded_at
+        if created is None or updated is None:  # not stamped by the node: ask the history
+            stamped = await self._stamps(belief)
+            created, updated = stamped.created_at, stamped.updated_at
+        namespace = m.namespace_of(belief.key.subject)
+        if kind is SearchItem:
+            return SearchItem(namespace, belief.key.predicate, value, created, updated)
+        return Item(
+            value=value, key=belief.key.predicate, namespace=namespace,
+            created_at=created, updated_at=updated,
+        )  # fmt: skip
+
+    async def _stamps(self, belief: Belief) -> m.Stamped:
+        """created_at and updated_at of an item from its key's history."""
         versions = await self._call(self.client.history(belief.key))
         recorded = [(v.version_id, e.recorded_at) for v in versions for e in v.evidence]
         fallback = belief.evidence.recorded_at if belief.evidence else None
@@ -258,16 +272,7 @@ class _Batch:
             fallback = min((at for _, at in recorded), default=None)
         if fallback is None:  # pragma: no cover - a belief always rests on evidence
             raise m.ItemError("key", f"{belief.key} has a belief but no evidence")
-        stamped = m.stamps(recorded, belief.version_id, fallback)
-        namespace = m.namespace_of(belief.key.subject)
-        if kind is SearchItem:
-            return SearchItem(
-                namespace, belief.key.predicate, value, stamped.created_at, stamped.updated_at
-            )
-        return Item(
-            value=value, key=belief.key.predicate, namespace=namespace,
-            created_at=stamped.created_at, updated_at=stamped.updated_at,
-        )  # fmt: skip
+        return m.stamps(recorded, belief.version_id, fallback)
 
     async def _items(self) -> list[_Scanned]:
         """Every item the store's namespace holds, scanned once per batch."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 from factnode.core import (
@@ -64,6 +64,20 @@ class Belief:
     evidence: Evidence
     # Multi-valued keys: every believed (version_id, object).
     values: tuple[tuple[str, str], ...] = ()
+    # When this node first recorded evidence for the key, and last for a served value (0:
+    # not worked out; reads set them, `stamped`).
+    first_recorded_at: Instant = 0
+    last_recorded_at: Instant = 0
+
+
+def stamped(belief: Belief, held: Sequence[Evidence]) -> Belief:
+    """`belief` with its stamps, from `held`, the key's active assertions."""
+    if not held:
+        return belief
+    first = min(e.recorded_at for e in held)
+    served = {v for v, _ in belief.values} or {belief.version_id}
+    last = max((e.recorded_at for e in held if e.version_id in served), default=first)
+    return replace(belief, first_recorded_at=first, last_recorded_at=max(first, last))
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,7 @@ from factnode.ledger._model import (
     belief_from_rows,
     belief_of,
     hit_of,
+    stamped,
 )
 from factnode.ledger._serving import Component, check_filters, check_key_input, check_times
 from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief
@@ -118,11 +119,13 @@ class Reading(Component):
         pin = tx.pins([key]).get(key) if self._may_pin(state, votes) else None
         if is_present(state, pin, as_of, known_at, self.policy, self.clock.now()):
             # The view sees everything: it is GetBelief's answer, read as GetBelief does.
-            held = {e.evidence_id: e for e in state.evidence}
-            return self._serving.beliefs(tx, [key], held).get(key)
+            return self._current(tx, key, state, [], False)
         confirmations = self._confirmations(tx, state, known_at)
         answer = self._answer(key, state, votes, pin, [], as_of, known_at, confirmations)
-        return belief_of(key, answer)
+        # Stamped from what the view knows: evidence recorded by `known_at`.
+        known = [e for e in state.evidence if known_at is None or e.recorded_at <= known_at]
+        found = belief_of(key, answer)
+        return stamped(found, known) if found is not None else None
 
     def search(
         self, request: Search, may_read: Callable[[str], bool], page_token: str = ""
@@ -225,9 +228,11 @@ class Reading(Component):
         """What the key serves now: its stored `rows`, or, where a claim expired since they
         were worked out (`stale`, from `_stale`), the present view worked out here."""
         if stale:
-            return self._worked_out(tx, key, state)
-        held = {e.evidence_id: e for e in state.evidence}
-        return self._serving.beliefs(tx, [key], held).get(key)
+            found = self._worked_out(tx, key, state)
+        else:
+            held = {e.evidence_id: e for e in state.evidence}
+            found = self._serving.beliefs(tx, [key], held).get(key)
+        return stamped(found, state.evidence) if found is not None else None
 
     def _worked_out(self, tx: Transaction, key: Key, state: KeyState) -> Belief | None:
         """The present view of a key, worked out from its state rather than its stored rows."""
@@ -364,12 +369,16 @@ class Reading(Component):
             states = tx.key_states(list(grouped))
             items = []
             for key, bs in grouped.items():
+                held = states[key].evidence
                 if not self._stale(bs, states[key]):
-                    items.append(belief_from_rows(bs, reps))
+                    items.append(
+                        stamped(belief_from_rows(bs, reps), held) or belief_from_rows(bs, reps)
+                    )
                     continue
                 # A claim expired since the rows were worked out: the present, worked out
                 # here, stays on the page only if it still belongs there.
                 found = self._worked_out(tx, key, states[key])
+                found = stamped(found, held) if found is not None else None
                 if found is not None and (keep is None or keep(found)):
                     items.append(found)
         return Page(items, position(rows[-1]) if more else "")

@@ -354,7 +354,7 @@ async def test_unknown_tool_prompt_and_resource_are_protocol_errors(tmp_path: Pa
                 code=INVALID_PARAMS, message=f"Unknown resource: {uri}", data={"uri": uri}
             )
             # The session goes on after each protocol error.
-            assert len((await session.list_tools()).tools) == 6
+            assert len((await session.list_tools()).tools) == 7
 
 
 async def test_token_without_the_role_is_permission_denied_text(tmp_path: Path) -> None:

@@ -208,7 +208,7 @@ class VersionTally(_message.Message):
     def __init__(self, version_id: _Optional[str] = ..., object: _Optional[str] = ..., weight: _Optional[int] = ..., share_milli: _Optional[int] = ..., voters: _Optional[_Iterable[str]] = ..., local_belief: _Optional[bool] = ..., local_rule: _Optional[str] = ...) -> None: ...
 
 class Belief(_message.Message):
-    __slots__ = ("key", "version_id", "object", "state", "rule", "evidence", "believed_values", "tallies", "consensus_threshold")
+    __slots__ = ("key", "version_id", "object", "state", "rule", "evidence", "believed_values", "tallies", "consensus_threshold", "first_recorded_at", "last_recorded_at")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VERSION_ID_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
@@ -218,6 +218,8 @@ class Belief(_message.Message):
     BELIEVED_VALUES_FIELD_NUMBER: _ClassVar[int]
     TALLIES_FIELD_NUMBER: _ClassVar[int]
     CONSENSUS_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    FIRST_RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_RECORDED_AT_FIELD_NUMBER: _ClassVar[int]
     key: Key
     version_id: str
     object: str
@@ -227,7 +229,9 @@ class Belief(_message.Message):
     believed_values: _containers.RepeatedCompositeFieldContainer[BelievedValue]
     tallies: _containers.RepeatedCompositeFieldContainer[VersionTally]
     consensus_threshold: ConsensusThreshold
-    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., version_id: _Optional[str] = ..., object: _Optional[str] = ..., state: _Optional[_Union[BeliefState, str]] = ..., rule: _Optional[str] = ..., evidence: _Optional[_Union[Evidence, _Mapping]] = ..., believed_values: _Optional[_Iterable[_Union[BelievedValue, _Mapping]]] = ..., tallies: _Optional[_Iterable[_Union[VersionTally, _Mapping]]] = ..., consensus_threshold: _Optional[_Union[ConsensusThreshold, _Mapping]] = ...) -> None: ...
+    first_recorded_at: _timestamp_pb2.Timestamp
+    last_recorded_at: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., version_id: _Optional[str] = ..., object: _Optional[str] = ..., state: _Optional[_Union[BeliefState, str]] = ..., rule: _Optional[str] = ..., evidence: _Optional[_Union[Evidence, _Mapping]] = ..., believed_values: _Optional[_Iterable[_Union[BelievedValue, _Mapping]]] = ..., tallies: _Optional[_Iterable[_Union[VersionTally, _Mapping]]] = ..., consensus_threshold: _Optional[_Union[ConsensusThreshold, _Mapping]] = ..., first_recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_recorded_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ConsensusThreshold(_message.Message):
     __slots__ = ("numerator", "denominator")

@@ -264,9 +264,9 @@ def test_a_bad_page_size_is_refused_naming_page_size(limit: int) -> None:
 @pytest.mark.parametrize("name", ["subject", "predicate"])
 @pytest.mark.parametrize("value", ["", "  ", "a\x00b", "s" * 257])
 def test_an_empty_or_bad_subject_or_predicate_is_refused_naming_it(name: str, value: str) -> None:
-    search("x", **{name: "ana"})  # type: ignore[arg-type]  # the control
+    search("x", **{name: "ana"})  # the control
     with pytest.raises(InvalidInput) as exc:
-        search("x", **{name: value})  # type: ignore[arg-type]
+        search("x", **{name: value})
     assert fields(exc) == [name]
 
 
@@ -335,8 +335,8 @@ def _variants() -> list[recall.Search]:
         {"embedding": Embedding("toy", (0.0, 1.0))},
         {"embedding": Embedding("other", (1.0, 0.0))},
     ]
-    out = [search("ana porto", **{**base, **c}) for c in changes]  # type: ignore[arg-type]
-    out += [search("ana lisbon", **base), search("Ana Porto", **base)]  # type: ignore[arg-type]
+    out = [search("ana porto", **{**base, **c}) for c in changes]
+    out += [search("ana lisbon", **base), search("Ana Porto", **base)]
     return out
 
 

@@ -82,6 +82,13 @@ def _page_size(size: int) -> int:
     return min(size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
 
 
+def _merged(a: Sequence[Match], b: Sequence[Match]) -> list[Match]:
+    """Two rankings of one search (each best first, by the same score) as one: best first,
+    ties by evidence id, as the store orders them (an assertion in both, or with several
+    vectors, comes more than once; a value counts at its first)."""
+    return sorted((*a, *b), key=lambda m: (-m.score, m.evidence_id))
+
+
 class Reading(Component):
     """Everything a client or operator reads from the node."""
 
@@ -166,31 +173,14 @@ class Reading(Component):
     def _ranked(self, tx: Transaction, request: Search) -> list[tuple[Key, str, str, float]]:
         """Each matched value once, (key, version id, its best assertion, score), best first:
         by its words, by its vector, or by both fused (`recall.fuse`)."""
-        prefix, subject, predicate = request.namespace_prefix, request.subject, request.predicate
-        rankings = []
-        if request.terms:
-            rankings.append(
-                tx.search_matches(
-                    request.terms,
-                    namespace_prefix=prefix,
-                    subject=subject,
-                    predicate=predicate,
-                    served_only=request.present,
-                    limit=MAX_CANDIDATES,
-                )
-            )
-        if request.embedding is not None:
-            rankings.append(
-                tx.vector_matches(
-                    request.embedding,
-                    namespace_prefix=prefix,
-                    subject=subject,
-                    predicate=predicate,
-                    served_only=request.present,
-                    scan=MAX_VECTOR_SCAN,
-                    limit=MAX_CANDIDATES,
-                )
-            )
+        rankings = self._matches(tx, request, served_only=request.present)
+        if request.present:
+            # A key's stored rows may predate an expiry the decay job has not materialised
+            # yet: the present then serves a value they do not name (the claim the expired
+            # one had beaten, or one an expired correction had ended), found among all
+            # assertions. Both rankings score alike, so they merge by score.
+            everything = self._matches(tx, request, served_only=False)
+            rankings = [_merged(a, b) for a, b in zip(rankings, everything, strict=True)]
         # A value (its version id names its key too) at its best assertion in each ranking.
         firsts: list[dict[str, Match]] = []
         for matches in rankings:
@@ -206,6 +196,35 @@ class Reading(Component):
             m = next(best[version_id] for best in firsts if version_id in best)
             out.append((m.key, version_id, m.evidence_id, score))
         return out
+
+    def _matches(self, tx: Transaction, request: Search, served_only: bool) -> list[list[Match]]:
+        """The store's rankings for a search: by its words, by its vector, or both."""
+        prefix, subject, predicate = request.namespace_prefix, request.subject, request.predicate
+        rankings = []
+        if request.terms:
+            rankings.append(
+                tx.search_matches(
+                    request.terms,
+                    namespace_prefix=prefix,
+                    subject=subject,
+                    predicate=predicate,
+                    served_only=served_only,
+                    limit=MAX_CANDIDATES,
+                )
+            )
+        if request.embedding is not None:
+            rankings.append(
+                tx.vector_matches(
+                    request.embedding,
+                    namespace_prefix=prefix,
+                    subject=subject,
+                    predicate=predicate,
+                    served_only=served_only,
+                    scan=MAX_VECTOR_SCAN,
+                    limit=MAX_CANDIDATES,
+                )
+            )
+        return rankings
 
     def _confirmations(
         self, tx: Transaction, state: KeyState, known_at: Instant | None

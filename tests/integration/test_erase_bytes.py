@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import random
 import uuid
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from factnode.core import MICROS_PER_DAY, Key, Outcome, Policy, Submission
+from factnode.core import MICROS_PER_DAY, Key, Outcome, Policy, Submission, recall
 from factnode.ledger import Ledger
 from factnode.store import SqlRepository
 from factnode.testing import FakeClock
@@ -205,3 +206,176 @@ def test_retention_purges_expired_evidence_down_to_the_bytes(tmp_path: Path) -> 
         repo.close()
     data = _file_bytes(db)
     assert value.encode() not in data and source.encode() not in data
+
+
+# -- recall's full-text index ------------------------------------------------------------
+
+# Consonants only (no vowel, no trailing s): no stemmer (SQLite's porter, PostgreSQL's
+# english) changes such a word, so the index keeps it exactly as written.
+_CONSONANTS = "bcdfghjklmnpqrtvwxz"
+
+
+def _index_word(first: str) -> str:
+    """A word found nowhere else: `first` and 23 random consonants. FTS5 stores a term after
+    the term before it as the prefix they share and the rest, so the two words of a test
+    begin with different letters that no other indexed word begins with."""
+    rng = random.Random(uuid.uuid4().int)
+    return first + "".join(rng.choice(_CONSONANTS) for _ in range(23))
+
+
+def _fts_bytes(repo: SqlRepository) -> bytes:
+    """What the FTS5 table holds: its index segments (the words as indexed) and its content."""
+    with repo.engine.connect() as conn:
+        blocks = [bytes(r[0]) for r in conn.exec_driver_sql("SELECT block FROM search_text_data")]
+        content = [repr(r).encode() for r in conn.exec_driver_sql("SELECT * FROM search_text")]
+    return b"".join(blocks + content)
+
+
+def _searched(ledger: Ledger, word: str) -> list[str]:
+    request = recall.search(word, limit=100)
+    return [h.object for h in ledger.reading.search(request, lambda ns: True).items]
+
+
+@pytest.mark.parametrize("checkpointed", [False, True], ids=["in-wal", "in-main-file"])
+@pytest.mark.parametrize("scope", ["evidence", "key", "subject"])
+def test_erased_words_leave_the_fts5_index_and_the_sqlite_files(
+    tmp_path: Path, scope: str, checkpointed: bool
+) -> None:
+    """The erased value's and source's words leave SQLite's FTS5 index (its segments and
+    content), and with them the database file, its WAL and its shared memory; the control
+    shows each word in the index's own blocks before the erase, so the check can fail."""
+    db = tmp_path / "factnode.db"
+    value_word, source_word = _index_word("z"), _index_word("x")
+    value, source = f"Rua Secreta {value_word}", f"whisper {source_word}"
+    clock = FakeClock()
+    repo = SqlRepository(f"sqlite:///{db}")
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", clock)
+        _filler(ledger, 50)
+        submitted = ledger.submit(
+            Submission(NS, "ana", "lives_in", value, "user_stated", source, 0.5, 0.9)
+        )
+        _filler(ledger, 50)
+        if checkpointed:
+            repo.close()
+            repo = SqlRepository(f"sqlite:///{db}")
+            ledger = Ledger(repo, Policy(), "node-test", clock)
+        # The control: both words are in the index's blocks, its content and the files.
+        assert _searched(ledger, value_word) == [value]
+        assert _searched(ledger, source_word) == [value]
+        with repo.engine.connect() as conn:
+            blocks = b"".join(
+                bytes(r[0]) for r in conn.exec_driver_sql("SELECT block FROM search_text_data")
+            )
+        assert value_word.encode() in blocks and source_word.encode() in blocks
+        indexed, raw = _fts_bytes(repo), _file_bytes(db)
+        for word in (value_word, source_word):
+            assert word.encode() in indexed and word.encode() in raw
+        clock.advance(1)
+        if scope == "evidence":
+            ledger.erase(evidence_id=submitted.evidence_id, operator="dpo", reason="request")
+        elif scope == "key":
+            ledger.erase(key=Key(NS, "ana", "lives_in"), operator="dpo", reason="request")
+        else:
+            ledger.erase(subject=(NS, "ana"), operator="dpo", reason="request")
+        assert _searched(ledger, value_word) == [] and _searched(ledger, source_word) == []
+        indexed, raw = _fts_bytes(repo), _file_bytes(db)
+        for word in (value_word, source_word):
+            assert word.encode() not in indexed
+            assert word.encode() not in raw
+        # The neighbours are still indexed and found.
+        assert len(_searched(ledger, "town")) == 50
+    finally:
+        repo.close()
+    raw = _file_bytes(db)
+    assert value_word.encode() not in raw and source_word.encode() not in raw
+    assert b"Town-7" in raw
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("repository_url", ["postgres"], indirect=True)
+@pytest.mark.parametrize("scope", ["evidence", "key", "subject"])
+def test_erased_words_leave_the_postgresql_search_doc_files(
+    repository_url: str, scope: str
+) -> None:
+    """On PostgreSQL the erased value's and source's lexemes leave the files of `search_doc`
+    (its tsvector column, its TOAST and its GIN index) and of every other table; the control
+    shows them in search_doc's own files before the erase."""
+    value_word, source_word = _index_word("z"), _index_word("x")
+    value, source = f"Rua Secreta {value_word}", f"whisper {source_word}"
+    repo = SqlRepository(repository_url)
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", FakeClock())
+        _filler(ledger, 50)
+        submitted = ledger.submit(
+            Submission(NS, "ana", "lives_in", value, "user_stated", source, 0.5, 0.9)
+        )
+        assert _searched(ledger, value_word) == [value]  # the control: indexed and found
+        doc = _search_doc_bytes(repo)
+        assert value_word.encode() in doc and source_word.encode() in doc
+        if scope == "evidence":
+            ledger.erase(evidence_id=submitted.evidence_id, operator="dpo", reason="request")
+        elif scope == "key":
+            ledger.erase(key=Key(NS, "ana", "lives_in"), operator="dpo", reason="request")
+        else:
+            ledger.erase(subject=(NS, "ana"), operator="dpo", reason="request")
+        assert _searched(ledger, value_word) == [] and _searched(ledger, source_word) == []
+        doc, raw = _search_doc_bytes(repo), _postgres_bytes(repo)
+        for word in (value_word, source_word):
+            assert word.encode() not in doc and word.encode() not in raw
+        assert len(_searched(ledger, "town")) == 50  # the neighbours are still indexed
+    finally:
+        repo.close()
+
+
+def _search_doc_bytes(repo: SqlRepository) -> bytes:
+    """The files of search_doc alone: its heap, TOAST and indexes."""
+    with repo.engine.connect() as conn:
+        own = {
+            str(p)
+            for p in conn.exec_driver_sql(
+                """
+                SELECT pg_relation_filepath(oid) FROM pg_class WHERE oid IN (
+                    SELECT 'search_doc'::regclass
+                    UNION SELECT reltoastrelid FROM pg_class
+                        WHERE oid = 'search_doc'::regclass AND reltoastrelid <> 0
+                    UNION SELECT indexrelid FROM pg_index WHERE indrelid = 'search_doc'::regclass
+                )
+                """
+            ).scalars()
+        }
+    files = _postgres_files(repo)  # checkpointed; skips where the files cannot be read
+    chosen = [f for f in files if any(str(f).endswith(p) or f"{p}." in str(f) for p in own)]
+    assert chosen, "search_doc has no files"
+    return b"".join(f.read_bytes() for f in chosen)
+
+
+def test_retention_purge_takes_the_words_out_of_the_fts5_index(tmp_path: Path) -> None:
+    """A claim purged by retention (as an erasure purges it) leaves the FTS5 index's blocks
+    and content and the files; the control shows its words there before the decay job."""
+    db = tmp_path / "factnode.db"
+    value_word, source_word = _index_word("z"), _index_word("x")
+    clock = FakeClock()
+    repo = SqlRepository(f"sqlite:///{db}")
+    try:
+        ledger = Ledger(repo, replace(Policy(), retain_decayed_days=10), "node-test", clock)
+        _filler(ledger, 50)
+        ledger.submit(
+            Submission(
+                NS, "ana", "lives_in", f"Rua Velha {value_word}", "llm_generated",
+                f"rumour {source_word}", 0.5, 0.8,
+            )
+        )  # fmt: skip
+        clock.advance(45 * MICROS_PER_DAY)  # expired on day 30: past retention on day 40
+        assert _searched(ledger, value_word) == []  # expired: no longer served
+        indexed = _fts_bytes(repo)  # the control: still held, so still indexed
+        assert value_word.encode() in indexed and source_word.encode() in indexed
+        assert ledger.run_decay().tombstoned == 1
+        indexed, raw = _fts_bytes(repo), _file_bytes(db)
+        for word in (value_word, source_word):
+            assert word.encode() not in indexed and word.encode() not in raw
+        assert len(_searched(ledger, "town")) == 50
+    finally:
+        repo.close()
+    raw = _file_bytes(db)
+    assert value_word.encode() not in raw and source_word.encode() not in raw

@@ -112,10 +112,10 @@ def search_terms(query: str) -> tuple[str, ...]:
     return tuple(kept[:MAX_TERMS])
 
 
-def fts5_match(terms: Sequence[str]) -> str:
-    """An SQLite FTS5 MATCH expression for any of `terms`: each quoted, so no word is read
-    as FTS5 syntax."""
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+def fts5_match(terms: Sequence[str], every: bool = False) -> str:
+    """An SQLite FTS5 MATCH expression for any (or, `every`, all) of `terms`: each quoted,
+    so no word is read as FTS5 syntax."""
+    return (" AND " if every else " OR ").join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,11 +143,6 @@ class Search:
     limit: int = DEFAULT_LIMIT
     embedding: Embedding | None = None
     fingerprint: str = field(default="", compare=False)
-
-    @property
-    def present(self) -> bool:
-        """Whether the view is the present (no as_of, no known_at)."""
-        return self.as_of is None and self.known_at is None
 
     def admits(self, state: BeliefState, anchor: str) -> bool:
         """Whether a hit in this state, resting on this anchor, passes the filters."""

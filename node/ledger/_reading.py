@@ -3,7 +3,8 @@ the decision log, the change feed and counts. Reads never write."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 
 from factnode import tokens
 from factnode.core import (
@@ -82,11 +83,22 @@ def _page_size(size: int) -> int:
     return min(size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
 
 
-def _merged(a: Sequence[Match], b: Sequence[Match]) -> list[Match]:
-    """Two rankings of one search (each best first, by the same score) as one: best first,
-    ties by evidence id, as the store orders them (an assertion in both, or with several
-    vectors, comes more than once; a value counts at its first)."""
-    return sorted((*a, *b), key=lambda m: (-m.score, m.evidence_id))
+# Candidates whose keys are worked out together: a page of hits seldom needs more.
+_SEARCH_CHUNK = 32
+
+
+def _lazily(query: Callable[[], Sequence[Match]]) -> Iterator[Match]:
+    """The matches of `query`, asked for only when the first is wanted."""
+    yield from query()
+
+
+def _values(matches: Iterator[Match]) -> Iterator[tuple[Key, str, str, float]]:
+    """Each value (its version id names its key too) once, at its first (best) match."""
+    seen: set[str] = set()
+    for m in matches:
+        if m.version_id not in seen:
+            seen.add(m.version_id)
+            yield m.key, m.version_id, m.evidence_id, m.score
 
 
 class Reading(Component):
@@ -138,93 +150,89 @@ class Reading(Component):
         self, request: Search, may_read: Callable[[str], bool], page_token: str = ""
     ) -> Page[Hit]:
         """The beliefs a text query finds, best first (`SearchBeliefs`, specification §8):
-        of the assertions its words match (the best `MAX_CANDIDATES`, so a call's work is
-        bounded), those of a value that `belief` serves at the search's (as_of, known_at),
-        in namespaces `may_read` allows, within the filters. A value is a hit once, at its
-        best-ranked assertion; with an embedding, the lexical and vector rankings are fused
-        (`recall.fuse`)."""
+        of the assertions it matches (a bounded number, `_ranked`), those of a value that
+        `belief` serves at the search's (as_of, known_at), in namespaces `may_read` allows,
+        within the filters. A value is a hit once, at its best-ranked assertion. Keys are
+        worked out a few at a time, only until the page is full."""
         check_times(request.as_of, request.known_at)
         offset = tokens.decode_search_position(page_token, request.fingerprint) if page_token else 0
         wanted = offset + request.limit + 1
         hits: list[Hit] = []
         with self.repo.read() as tx:
-            ranked = self._ranked(tx, request)
-            states = tx.key_states(sorted({k for k, _, _, _ in ranked if may_read(k.namespace)}))
+            candidates = (c for c in self._ranked(tx, request) if may_read(c[0].namespace))
             served: dict[Key, Belief | None] = {}
-            for key, version_id, evidence_id, score in ranked:
-                if key not in states:
-                    continue
-                if key not in served:
-                    served[key] = self._belief_in(
-                        tx, key, states[key], request.as_of, request.known_at
-                    )
-                hit = hit_of(
-                    served[key], version_id, evidence_id, score, states[key].evidence, tx.evidence
-                )
-                if hit is not None and request.admits(hit.belief.state, hit.anchor):
-                    hits.append(hit)
-                    if len(hits) == wanted:
-                        break
+            states: dict[Key, KeyState] = {}
+            while len(hits) < wanted:
+                chunk = list(itertools.islice(candidates, _SEARCH_CHUNK))
+                if not chunk:
+                    break
+                states.update(tx.key_states({k for k, *_ in chunk} - states.keys()))
+                for key, version_id, evidence_id, score in chunk:
+                    if key not in served:
+                        served[key] = self._belief_in(
+                            tx, key, states[key], request.as_of, request.known_at
+                        )
+                    hit = hit_of(
+                        served[key], version_id, evidence_id, score, states[key].evidence,
+                        tx.evidence,
+                    )  # fmt: skip
+                    if hit is not None and request.admits(hit.belief.state, hit.anchor):
+                        hits.append(hit)
+                        if len(hits) == wanted:
+                            break
         more = len(hits) == wanted
         page = hits[offset : offset + request.limit]
         token = tokens.search_position(request.fingerprint, offset + request.limit) if more else ""
         return Page(page, token)
 
-    def _ranked(self, tx: Transaction, request: Search) -> list[tuple[Key, str, str, float]]:
-        """Each matched value once, (key, version id, its best assertion, score), best first:
-        by its words, by its vector, or by both fused (`recall.fuse`)."""
-        rankings = self._matches(tx, request, served_only=request.present)
-        if request.present:
-            # A key's stored rows may predate an expiry the decay job has not materialised
-            # yet: the present then serves a value they do not name (the claim the expired
-            # one had beaten, or one an expired correction had ended), found among all
-            # assertions. Both rankings score alike, so they merge by score.
-            everything = self._matches(tx, request, served_only=False)
-            rankings = [_merged(a, b) for a, b in zip(rankings, everything, strict=True)]
-        # A value (its version id names its key too) at its best assertion in each ranking.
-        firsts: list[dict[str, Match]] = []
-        for matches in rankings:
-            best: dict[str, Match] = {}
-            for m in matches:  # best first
-                best.setdefault(m.version_id, m)
-            firsts.append(best)
-        if len(firsts) == 1:
-            return [(m.key, v, m.evidence_id, m.score) for v, m in firsts[0].items()]
-        fused = fuse(*(list(best) for best in firsts))[:MAX_CANDIDATES]
-        out = []
-        for version_id, score in fused:
-            m = next(best[version_id] for best in firsts if version_id in best)
-            out.append((m.key, version_id, m.evidence_id, score))
-        return out
+    def _ranked(self, tx: Transaction, request: Search) -> Iterator[tuple[Key, str, str, float]]:
+        """Each matched value once, (key, version id, its best assertion, score), best first.
 
-    def _matches(self, tx: Transaction, request: Search, served_only: bool) -> list[list[Match]]:
-        """The store's rankings for a search: by its words, by its vector, or both."""
+        By words alone: the assertions matching every word, then those matching any (that
+        second, costlier query runs only if the first runs out before the page is full). By
+        a vector alone: cosine. By both: the two rankings fused (`recall.fuse`). Which of
+        these values a view serves is the caller's to check: stored served rows are not
+        trusted here, since an expiry the decay job has not materialised yet may have
+        changed what a key serves."""
         prefix, subject, predicate = request.namespace_prefix, request.subject, request.predicate
-        rankings = []
-        if request.terms:
-            rankings.append(
-                tx.search_matches(
-                    request.terms,
+
+        def matching(terms: Sequence[str], every_word: bool) -> Iterator[Match]:
+            if not terms:
+                return iter(())
+            return _lazily(
+                lambda: tx.search_matches(
+                    terms,
+                    every_word=every_word,
                     namespace_prefix=prefix,
                     subject=subject,
                     predicate=predicate,
-                    served_only=served_only,
-                    limit=MAX_CANDIDATES,
                 )
             )
-        if request.embedding is not None:
-            rankings.append(
-                tx.vector_matches(
-                    request.embedding,
-                    namespace_prefix=prefix,
-                    subject=subject,
-                    predicate=predicate,
-                    served_only=served_only,
-                    scan=MAX_VECTOR_SCAN,
-                    limit=MAX_CANDIDATES,
-                )
-            )
-        return rankings
+
+        every = request.terms if len(request.terms) > 1 else ()
+        words = itertools.chain(matching(every, True), matching(request.terms, False))
+        if request.embedding is None:
+            yield from _values(words)
+            return
+        vectors = tx.vector_matches(
+            request.embedding,
+            namespace_prefix=prefix,
+            subject=subject,
+            predicate=predicate,
+            scan=MAX_VECTOR_SCAN,
+            limit=MAX_CANDIDATES,
+        )
+        if not request.terms:
+            yield from _values(iter(vectors))
+            return
+        by_words = list(_values(words))
+        by_vector = list(_values(iter(vectors)))
+        firsts = {v: (k, e) for k, v, e, _ in (*by_vector, *by_words)}
+        for version_id, score in fuse(
+            [v for _, v, _, _ in by_words], [v for _, v, _, _ in by_vector]
+        )[:MAX_CANDIDATES]:
+            key, evidence_id = firsts[version_id]
+            yield key, version_id, evidence_id, score
 
     def _confirmations(
         self, tx: Transaction, state: KeyState, known_at: Instant | None

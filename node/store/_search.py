@@ -16,21 +16,26 @@ from typing import Any
 from sqlalchemy import Connection
 
 from factnode.core import Evidence, EvidenceStatus, Key
-from factnode.core.recall import Embedding, fts5_match, unit
+from factnode.core.recall import MAX_CANDIDATES, Embedding, fts5_match, unit
 from factnode.store._part import TransactionPart
 from factnode.store.repository import Match, chunks
 
-# BM25 column weights of search_text (namespace, subject, predicate, object, source): the
-# value and the subject say most of what a belief is about, the source least.
-_FTS5_WEIGHTS = "1.0, 3.0, 2.0, 4.0, 0.5"
 _PG_CONFIG = "english"
-_PG_DOCUMENT = (
-    f"setweight(to_tsvector('{_PG_CONFIG}', %(object)s), 'A') || "
-    f"setweight(to_tsvector('{_PG_CONFIG}', %(subject)s), 'A') || "
-    f"setweight(to_tsvector('{_PG_CONFIG}', %(predicate)s), 'B') || "
-    f"setweight(to_tsvector('{_PG_CONFIG}', %(namespace)s), 'C') || "
-    f"setweight(to_tsvector('{_PG_CONFIG}', %(source)s), 'D')"
+# Words split as `recall.search_terms` splits a query (letters and digits), so that
+# PostgreSQL's parser does not read "person-123" as the word "person" and the number "-123".
+_PG_WORDS = "regexp_replace({}, '[^[:alnum:]]+', ' ', 'g')"
+_PG_DOCUMENT = " || ".join(
+    f"setweight(to_tsvector('{_PG_CONFIG}', {_PG_WORDS.format(f'%({part})s')}), '{weight}')"
+    for part, weight in (
+        ("object", "A"),
+        ("subject", "A"),
+        ("predicate", "B"),
+        ("namespace", "C"),
+        ("source", "D"),
+    )
 )
+# Assertions a word query ranks by the backend's rank before the filters (`search_matches`).
+MATCH_WINDOW = 4 * MAX_CANDIDATES
 SQLITE_FTS_TABLE = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS search_text USING fts5("
     "namespace, subject, predicate, object, source, "
@@ -135,22 +140,20 @@ class SqlSearch(TransactionPart):
         namespace_prefix: str = "",
         subject: str | None = None,
         predicate: str | None = None,
-        served_only: bool,
         scan: int,
         limit: int,
     ) -> list[Match]:
         """The `limit` assertions whose vector is most like `embedding` (cosine, best first,
         ties by evidence id), among the newest `scan` vectors of its space and length within
-        the filters; `served_only` as in `search_matches`."""
+        the filters."""
         sqlite = self._c.dialect.name == "sqlite"
         mark = "?" if sqlite else "%s"
         where, params = _filters(mark, namespace_prefix, subject, predicate)
-        served = _SERVED if served_only else ""
         query = unit(embedding.values)
         newest = (
             "SELECT e.namespace, e.subject, e.predicate, e.version_id, e.evidence_id, d.vector "
             "FROM search_vector d JOIN evidence e ON e.evidence_id = d.evidence_id"
-            f"{served} WHERE d.space = {mark} AND "
+            f" WHERE d.space = {mark} AND "
             f"{'length(d.vector)' if sqlite else 'cardinality(d.vector)'} = {mark}{where} "
             f"ORDER BY d.vector_id DESC LIMIT {mark}"
         )
@@ -186,39 +189,44 @@ class SqlSearch(TransactionPart):
         self,
         terms: Sequence[str],
         *,
+        every_word: bool,
         namespace_prefix: str = "",
         subject: str | None = None,
         predicate: str | None = None,
-        served_only: bool,
-        limit: int,
+        window: int = MATCH_WINDOW,
+        limit: int = MAX_CANDIDATES,
     ) -> list[Match]:
-        """The best `limit` assertions that any of `terms` matches, best first (ties by
-        evidence id), within the filters; `served_only`: only those of a version stored as
-        served now (the present view's candidates)."""
+        """The assertions that every one (`every_word`) or any of `terms` matches, best
+        first (ties by evidence id), within the filters: the best `window` by the backend's
+        rank alone, then the best `limit` of those the filters keep. Ranking before joining
+        keeps a common word's cost to scoring its matches."""
         if not terms:
             return []
         sqlite = self._c.dialect.name == "sqlite"
         mark = "?" if sqlite else "%s"
         filters, params = _filters(mark, namespace_prefix, subject, predicate)
-        served = _SERVED if served_only else ""
-        head = "SELECT e.namespace, e.subject, e.predicate, e.version_id, e.evidence_id, "
+        head = "SELECT e.namespace, e.subject, e.predicate, e.version_id, e.evidence_id, t.score"
         if sqlite:
+            # `rank` is BM25 with the column weights set by migration r29 (lower is better).
             sql = (
-                f"{head} -bm25(search_text, {_FTS5_WEIGHTS}) AS score FROM search_text "
-                "JOIN search_doc d ON d.doc_id = search_text.rowid "
-                f"JOIN evidence e ON e.evidence_id = d.evidence_id{served} "
-                f"WHERE search_text MATCH ?{filters} ORDER BY score DESC, e.evidence_id LIMIT ?"
+                f"{head} FROM (SELECT rowid, -rank AS score FROM search_text "
+                "WHERE search_text MATCH ? ORDER BY rank LIMIT ?) AS t "
+                "JOIN search_doc d ON d.doc_id = t.rowid "
+                f"JOIN evidence e ON e.evidence_id = d.evidence_id WHERE 1 = 1{filters} "
+                "ORDER BY t.score DESC, e.evidence_id LIMIT ?"
             )
-            args: tuple[Any, ...] = (fts5_match(terms), *params, limit)
+            args: tuple[Any, ...] = (fts5_match(terms, every_word), window, *params, limit)
         else:
-            query = " || ".join([f"plainto_tsquery('{_PG_CONFIG}', %s)"] * len(terms))
+            join = " && " if every_word else " || "
+            query = join.join([f"plainto_tsquery('{_PG_CONFIG}', %s)"] * len(terms))
             sql = (
-                f"{head} ts_rank(d.document, q.q) AS score "
-                f"FROM (SELECT {query} AS q) AS q, search_doc d "
-                f"JOIN evidence e ON e.evidence_id = d.evidence_id{served} "
-                f"WHERE d.document @@ q.q{filters} ORDER BY score DESC, e.evidence_id LIMIT %s"
+                f"{head} FROM (SELECT d.evidence_id, ts_rank(d.document, q.q) AS score "
+                f"FROM (SELECT {query} AS q) AS q, search_doc d WHERE d.document @@ q.q "
+                "ORDER BY score DESC LIMIT %s) AS t "
+                f"JOIN evidence e ON e.evidence_id = t.evidence_id WHERE 1 = 1{filters} "
+                "ORDER BY t.score DESC, e.evidence_id LIMIT %s"
             )
-            args = (*terms, *params, limit)
+            args = (*terms, window, *params, limit)
         return [
             Match(Key(r[0], r[1], r[2]), r[3], r[4], float(r[5]))
             for r in self._c.exec_driver_sql(sql, args)
@@ -239,7 +247,6 @@ def _pgvector_schema(conn: Connection) -> str:
 
 
 _PGVECTOR = "factnode_pgvector"
-_SERVED = " JOIN belief b ON b.key_id = e.key_id AND b.version_id = e.version_id"
 
 
 def _filters(

@@ -134,11 +134,12 @@ class SearchTransaction(Protocol):
         self,
         terms: Sequence[str],
         *,
+        every_word: bool,
         namespace_prefix: str = "",
         subject: str | None = None,
         predicate: str | None = None,
-        served_only: bool,
-        limit: int,
+        window: int = ...,
+        limit: int = ...,
     ) -> list[Match]: ...
 
     def vector_matches(
@@ -148,7 +149,6 @@ class SearchTransaction(Protocol):
         namespace_prefix: str = "",
         subject: str | None = None,
         predicate: str | None = None,
-        served_only: bool,
         scan: int,
         limit: int,
     ) -> list[Match]: ...

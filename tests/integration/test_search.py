@@ -582,3 +582,25 @@ def test_hits_are_exactly_the_served_values_the_words_match(
             assert set(got) == expected, (view, words, served)
 
     _run(ledger, clock, keys, history, check)
+
+
+def test_a_numbered_subject_is_found_by_its_number_on_both_backends(ledger: Ledger) -> None:
+    """Words are split alike in the index and the query: "person-123" is the words person
+    and 123 (PostgreSQL's own parser would read the number as "-123" and never match)."""
+    for n in (123, 124, 223):
+        ledger.submit(sub(Key("people", f"person-{n}", "city"), f"Town {n}"))
+    found = hits(ledger, "city of person-123")
+    assert [h.belief.key.subject for h in found][:1] == ["person-123"]
+    assert [h.object for h in hits(ledger, "123")] == ["Town 123"]
+
+
+def test_assertions_matching_every_word_come_first(ledger: Ledger) -> None:
+    """A value whose assertion holds every word of the query ranks above values matching
+    only some, however common or rare each word is."""
+    ledger.submit(sub(Key(NS, "ana", "drink"), "green tea"))
+    ledger.submit(sub(Key(NS, "ravi", "drink"), "black tea"))
+    ledger.submit(sub(Key(NS, "mia", "drink"), "green juice"))
+    ledger.submit(sub(Key(NS, "leo", "drink"), "green smoothie"))
+    found = [h.object for h in hits(ledger, "green tea")]
+    assert found[0] == "green tea"
+    assert sorted(found[1:]) == ["black tea", "green juice", "green smoothie"]

@@ -28,12 +28,17 @@ _FTS = (
     "namespace, subject, predicate, object, source, "
     "tokenize = 'porter unicode61 remove_diacritics 2')"
 )
-_PG_DOCUMENT = (
-    "setweight(to_tsvector('english', e.object), 'A') || "
-    "setweight(to_tsvector('english', e.subject), 'A') || "
-    "setweight(to_tsvector('english', e.predicate), 'B') || "
-    "setweight(to_tsvector('english', e.namespace), 'C') || "
-    "setweight(to_tsvector('english', e.source), 'D')"
+# Words split as a query's are (letters and digits), then weighted.
+_PG_DOCUMENT = " || ".join(
+    f"setweight(to_tsvector('english', regexp_replace(e.{part}, '[^[:alnum:]]+', ' ', 'g')), "
+    f"'{weight}')"
+    for part, weight in (
+        ("object", "A"),
+        ("subject", "A"),
+        ("predicate", "B"),
+        ("namespace", "C"),
+        ("source", "D"),
+    )
 )
 _HELD = "e.status = 'ACTIVE' AND NOT e.retracts"
 
@@ -73,6 +78,13 @@ def upgrade() -> None:
     )
     if sqlite:
         op.execute(_FTS)
+        # `rank` is BM25 with these column weights: the value and the subject say most of
+        # what a belief is about, the source least (namespace, subject, predicate, object,
+        # source).
+        op.execute(
+            "INSERT INTO search_text (search_text, rank) "
+            "VALUES ('rank', 'bm25(1.0, 3.0, 2.0, 4.0, 0.5)')"
+        )
         op.execute(
             "INSERT INTO search_doc (evidence_id) SELECT e.evidence_id FROM evidence e "
             f"WHERE {_HELD} ORDER BY e.recorded_at, e.evidence_id"

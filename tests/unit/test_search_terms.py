@@ -214,7 +214,6 @@ def test_a_good_search_is_checked_into_its_terms_and_filters() -> None:
     assert s.states == {BeliefState.BELIEVED, BeliefState.AMBIGUOUS}
     assert s.anchors == {"user_stated"}
     assert (s.as_of, s.known_at, s.limit) == (5, 6, 7)
-    assert not s.present and search("x").present
     assert search("x").limit == recall.DEFAULT_LIMIT
     assert search("x", limit=MAX_LIMIT).limit == MAX_LIMIT
     assert len(s.fingerprint) == 32

@@ -27,6 +27,7 @@ from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord
 from factnode.core.recall import Embedding
+from factnode.core.receipts import Receipt
 from factnode.core.story import BelievedAgain
 from factnode.ledger import Belief, Hit
 from factnode.store import Tombstone
@@ -335,6 +336,28 @@ def bound(msg: pb.ErasureBound) -> ErasureBound:
     ts = msg.bound_at
     return ErasureBound(
         msg.erasure_id, msg.node_id, ts.seconds * 1_000_000 + ts.nanos // 1000, msg.signature
+    )
+
+
+def receipt_pb(r: Receipt) -> pb.ErasureReceipt:
+    return pb.ErasureReceipt(
+        erasure_id=r.erasure_id,
+        node_id=r.node,
+        applied_at=timestamp(r.applied_at),
+        removed=r.removed,
+        signature=r.signature,
+    )
+
+
+def receipt(msg: pb.ErasureReceipt) -> Receipt:
+    """A relayed erasure receipt; a bad time is kept visible for the receiver to refuse."""
+    ts = msg.applied_at
+    return Receipt(
+        msg.erasure_id,
+        msg.node_id,
+        ts.seconds * 1_000_000 + ts.nanos // 1000,
+        msg.removed,
+        msg.signature,
     )
 
 

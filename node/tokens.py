@@ -27,6 +27,7 @@ KEYS = "keys"  # a (key id, version id) position in key order: ListBeliefs
 QUEUE = "queue"  # a (since, key id, version id) position, oldest first: ListContested
 DECISIONS = "decisions"  # a decision-log seq: ListDecisions
 CHANGES = "changes"  # a decision-log seq: WatchBeliefs
+ERASURES = "erasures"  # an (erased_at, erasure id) position, newest first: ListErasures
 SEARCH = "search"  # (search fingerprint, offset) into one search's ranking: SearchBeliefs
 MAX_SEARCH_OFFSET = 100_000
 
@@ -106,6 +107,19 @@ def decode_queue_position(token: str, field: str = "page_token") -> tuple[int, s
     return int(since), key_id, version_id
 
 
+def erasure_position(erased_at: int, erasure_id: str) -> str:
+    """A token for the page of erasures after (erased_at, erasure id), newest first."""
+    return _encode(ERASURES, str(erased_at), erasure_id)
+
+
+def decode_erasure_position(token: str, field: str = "page_token") -> tuple[int, str]:
+    """The (erased_at, erasure id) an erasures token names; InvalidInput otherwise."""
+    at, erasure_id = _decode(token, ERASURES, field, 2)
+    if not _SEQ.fullmatch(at) or int(at) > MAX_SINCE or not _HEX_ID.fullmatch(erasure_id):
+        raise InvalidInput([FieldViolation(field, "is not a token this node issued")])
+    return int(at), erasure_id
+
+
 def seq_position(seq: int, kind: str = DECISIONS) -> str:
     """A token for the position after decision-log entry `seq`."""
     return _encode(kind, str(seq))
@@ -127,6 +141,8 @@ def check(token: str, kind: str, field: str) -> None:
         decode_key_position(token, field)
     elif kind == QUEUE:
         decode_queue_position(token, field)
+    elif kind == ERASURES:
+        decode_erasure_position(token, field)
     elif kind == SEARCH:
         fingerprint = _decode(token, SEARCH, field, 2)[0]
         decode_search_position(token, fingerprint, field)

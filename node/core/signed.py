@@ -18,6 +18,7 @@ from factnode.core._model import Confirmation, Evidence, Instant, Key
 from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.peer_checks import ErasureRecord
+from factnode.core.receipts import Receipt
 
 # A domain tag per kind of item: a signature over one kind never verifies as another.
 _VOTE_TAG = b"factnode/vote/v1"
@@ -25,6 +26,7 @@ _EVIDENCE_TAG = b"factnode/evidence/v1"
 _TOMBSTONE_TAG = b"factnode/tombstone/v1"
 _BOUND_TAG = b"factnode/erasure-bound/v1"
 _CONFIRMATION_TAG = b"factnode/confirmation/v1"
+_RECEIPT_TAG = b"factnode/erasure-receipt/v1"
 
 
 class Signature(StrEnum):
@@ -125,6 +127,12 @@ def bound_payload(b: ErasureBound) -> bytes:
     """The bytes a node signs when it bounds an erasure dated beyond its clock: the erasure,
     itself, and the time it applied it (`erasure_bounds`)."""
     return _BOUND_TAG + _encode((b.erasure_id, b.node, b.bound_at))
+
+
+def receipt_payload(r: Receipt) -> bytes:
+    """The bytes a member signs when it applied an erasure: the erasure, itself, when, and
+    how many pieces of evidence it removed (`core.receipts`)."""
+    return _RECEIPT_TAG + _encode((r.erasure_id, r.node, r.applied_at, r.removed))
 
 
 def confirmation_payload(c: Confirmation) -> bytes:

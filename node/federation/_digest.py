@@ -145,6 +145,8 @@ class FederationIndex:
         self.lock = threading.Lock()
         self.evidence = SetDigest()
         self.tombstones = SetDigest()
+        # Erasure receipts, one item per erasure and member ("<erasure id>/<node>").
+        self.receipts = SetDigest()
         self.members = SetDigest()
         self._votes: dict[str, SetDigest] = {}
         # Every signed vote held, of any voter: one item per (key id, voter), so that votes

@@ -10,6 +10,7 @@ from factnode.core import Confirmation, ids
 from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.quarantine import key_breaks_text_rule
+from factnode.core.receipts import Receipt
 from factnode.core.signed import vote_payload
 from factnode.federation._digest import FederationIndex, item_hash, vote_item_hash
 from factnode.ledger import Committed, Ledger
@@ -39,6 +40,11 @@ def bound_hash(b: ErasureBound) -> int:
     """An erasure bound's hash among the tombstones: what it says, not its signature (ECDSA
     signatures differ each time, and a node signs its own as it offers them)."""
     return item_hash(b.erasure_id, b.node, str(b.bound_at))
+
+
+def receipt_hash(r: Receipt) -> int:
+    """An erasure receipt's hash: what its member signed, not the signature."""
+    return item_hash(r.erasure_id, r.node, str(r.applied_at), str(r.removed))
 
 
 def confirmation_item(c: Confirmation) -> str:
@@ -91,6 +97,8 @@ def index_of(ledger: Ledger) -> FederationIndex:
                     index.put_tombstone(erasure_id)
                 for b in tx.all_erasure_bounds():
                     index.tombstones.put(b.item_id, bound_hash(b))
+                for r in tx.all_receipts():
+                    index.receipts.put(r.item_id, receipt_hash(r))
                 for v in tx.all_votes():
                     if quarantined and key_breaks_text_rule(v.key):
                         continue
@@ -129,6 +137,8 @@ def _follow(ledger: Ledger, index: FederationIndex, fx: Committed) -> None:
             index.put_tombstone(erasure_id)
         for b in fx.bounds_put:
             index.tombstones.put(b.item_id, bound_hash(b))
+        for r in fx.receipts_put:
+            index.receipts.put(r.item_id, receipt_hash(r))
         for voter, key in fx.votes_removed:
             index.discard_vote(voter, ids.key_id(key))
             index.signed_votes.discard(f"{ids.key_id(key)}/{voter}")

@@ -33,11 +33,13 @@ from factnode.core.members import (
     record_problem,
     supersedes,
 )
+from factnode.core.receipts import Receipt
 from factnode.core.signed import (
     Signature,
     bound_payload,
     confirmation_payload,
     evidence_payload,
+    receipt_payload,
     tombstone_payload,
     vote_payload,
 )
@@ -239,6 +241,7 @@ class Roster:
             verify_tombstone=self.verify_tombstone,
             verify_bound=self.verify_bound,
             verify_confirmation=self.verify_confirmation,
+            verify_receipt=self.verify_receipt,
         )
 
     def verify_vote(self, v: Vote, now: dt.datetime | None = None) -> Signature:
@@ -259,6 +262,11 @@ class Roster:
         """Checks an erasure bound's signature against the certificate of the node it names
         as the one that bounded the erasure (`verify`)."""
         return self.verify(b.node, bound_payload(b), b.signature, now)
+
+    def verify_receipt(self, r: Receipt, now: dt.datetime | None = None) -> Signature:
+        """Checks an erasure receipt's signature against the certificate of the member it
+        names as the one that applied the erasure (`verify`)."""
+        return self.verify(r.node, receipt_payload(r), r.signature, now)
 
     def verify_confirmation(self, c: Confirmation, now: dt.datetime | None = None) -> Signature:
         """Checks a confirmation's signature against the certificate of the member it names

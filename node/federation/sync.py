@@ -51,11 +51,12 @@ PEER_VOTES = pb.DIGEST_SET_PEER_VOTES
 YOUR_VOTES = pb.DIGEST_SET_YOUR_VOTES
 VOTES = pb.DIGEST_SET_VOTES
 MEMBERS = pb.DIGEST_SET_MEMBERS
+RECEIPTS = pb.DIGEST_SET_RECEIPTS
 # A node that signs its votes compares VOTES, every voter's signed votes in one set, so a
 # vote reaches every member through whichever members it meets (specification §7); one that signs
 # none (no federation certificate) compares PEER_VOTES and YOUR_VOTES, its own votes and the
 # peer's, as before votes were signed (`Syncer._mine`).
-SETS = (EVIDENCE, TOMBSTONES, PEER_VOTES, YOUR_VOTES, VOTES, MEMBERS)
+SETS = (EVIDENCE, TOMBSTONES, PEER_VOTES, YOUR_VOTES, VOTES, MEMBERS, RECEIPTS)
 
 # A child digest costs about 30 bytes on the wire, less than resending one vote or one piece of
 # evidence, so descend until a bucket holds a single item (or DEPTH is reached).
@@ -129,6 +130,8 @@ class FederationEndpoint:
             return index.signed_votes
         if digest_set == MEMBERS:
             return index.members
+        if digest_set == RECEIPTS:
+            return index.receipts
         raise InvalidInput([FieldViolation("buckets.set", f"unknown digest set {digest_set}")])
 
     def get_digest(self, caller: str, request: pb.DigestRequest) -> pb.Digest:
@@ -256,6 +259,10 @@ class FederationEndpoint:
             return pb.Delta(members=[wire.member_record_pb(r) for r in records]), False
         if s == VOTES and unlike is not None:
             return pb.Delta(votes=[wire.vote_pb(v) for v in unlike.under(prefix)]), False
+        if s == RECEIPTS:
+            # Not left out by `have`: a newer receipt replaces an item the caller holds.
+            receipts = self.ledger.peer_input.offer_receipts([prefix])
+            return pb.Delta(erasure_receipts=[wire.receipt_pb(r) for r in receipts]), False
         tombstones, evidence, votes = self.ledger.offer({_PULLED[s]: [prefix]}, have)
         bounds = self.ledger.offer_bounds([prefix], have) if s == TOMBSTONES else []
         confirmations = self.ledger.offer_confirmations([prefix]) if s == EVIDENCE else []
@@ -314,6 +321,7 @@ class FederationEndpoint:
             list(delta.votes_complete_under),
             [wire.bound(b) for b in delta.erasure_bounds],
             [wire.confirmation(c, 0) for c in delta.confirmations],
+            [wire.receipt(r) for r in delta.erasure_receipts],
         )
         return pb.PushDeltaResponse(
             accepted=result.accepted,
@@ -331,6 +339,7 @@ def _vouch(delta: pb.Delta, roster: Roster | None) -> None:
         signers |= {t.origin_node for t in delta.tombstones if t.signature}
         signers |= {b.node_id for b in delta.erasure_bounds if b.signature}
         signers |= {c.signer for c in delta.confirmations if c.signature}
+        signers |= {r.node_id for r in delta.erasure_receipts if r.signature}
         delta.certificates.extend(roster.certificates(signers))
 
 
@@ -341,6 +350,7 @@ _PULLED = {
     PEER_VOTES: "votes",
     VOTES: "all_votes",
     MEMBERS: "members",
+    RECEIPTS: "receipts",
 }
 
 
@@ -352,6 +362,7 @@ def _items(delta: pb.Delta) -> int:
         + len(delta.members)
         + len(delta.erasure_bounds)
         + len(delta.confirmations)
+        + len(delta.erasure_receipts)
     )
 
 
@@ -703,6 +714,7 @@ class Syncer:
             }
         if self.roster is not None:  # without one, this node neither takes nor passes records
             mine[MEMBERS] = index.members
+        mine[RECEIPTS] = index.receipts
         return mine
 
     def _records_under(self, prefixes: list[str]) -> list[MemberRecord]:
@@ -730,7 +742,9 @@ class Syncer:
         our signed votes it asked for; returns the ids of the evidence and tombstones it sent."""
         pulled: set[str] = set()
         refs = [
-            (s, p) for s in (TOMBSTONES, EVIDENCE, PEER_VOTES, VOTES, MEMBERS) for p in leaves[s]
+            (s, p)
+            for s in (TOMBSTONES, RECEIPTS, EVIDENCE, PEER_VOTES, VOTES, MEMBERS)
+            for p in leaves[s]
         ]
         for chunk in _chunks(refs, mine):
             pending = chunk
@@ -784,6 +798,7 @@ class Syncer:
                 _votes_complete_under(pending, left),
                 [wire.bound(b) for b in delta.erasure_bounds],
                 [wire.confirmation(c, 0) for c in delta.confirmations],
+                [wire.receipt(r) for r in delta.erasure_receipts],
             )
         )
         result.tombstones_received += len(delta.tombstones)
@@ -796,6 +811,7 @@ class Syncer:
             | {wire.bound(b).item_id for b in delta.erasure_bounds}
             | {e.evidence_id for e in delta.evidence}
             | {f"{c.evidence_id}/{c.signer}" for c in delta.confirmations}
+            | {wire.receipt(r).item_id for r in delta.erasure_receipts}
             | {_member_mark(wire.member_record(m)) for m in delta.members}
         )
         return left, new
@@ -810,7 +826,9 @@ class Syncer:
         peer_has: Collection[str] = (),
     ) -> None:
         refs = [
-            (s, p) for s in (TOMBSTONES, EVIDENCE, YOUR_VOTES, VOTES, MEMBERS) for p in leaves[s]
+            (s, p)
+            for s in (TOMBSTONES, RECEIPTS, EVIDENCE, YOUR_VOTES, VOTES, MEMBERS)
+            for p in leaves[s]
         ]
         for chunk in _chunks(refs, mine):
             prefixes = {
@@ -840,6 +858,12 @@ class Syncer:
             confirmations = await _step(
                 asyncio.to_thread(self.ledger.offer_confirmations, prefixes["evidence"])
             )
+            receipts = await _step(
+                asyncio.to_thread(
+                    self.ledger.peer_input.offer_receipts,
+                    [p for s, p in chunk if s == RECEIPTS],
+                )
+            )
             members = [
                 r
                 for r in self._records_under([p for s, p in chunk if s == MEMBERS])
@@ -848,7 +872,15 @@ class Syncer:
             # Our votes under a differing bucket are all sent, none or not: what the peer
             # holds there beyond them we withdrew.
             if (
-                not (tombstones or evidence or votes or members or bounds or confirmations)
+                not (
+                    tombstones
+                    or evidence
+                    or votes
+                    or members
+                    or bounds
+                    or confirmations
+                    or receipts
+                )
                 and not prefixes["votes"]
             ):
                 continue
@@ -856,6 +888,7 @@ class Syncer:
                 tombstones=[wire.tombstone_pb(t) for t in tombstones],
                 erasure_bounds=[wire.bound_pb(b) for b in bounds],
                 confirmations=[wire.confirmation_pb(c) for c in confirmations],
+                erasure_receipts=[wire.receipt_pb(r) for r in receipts],
                 evidence=[wire.relayed_pb(e) for e in evidence],
                 votes=[wire.vote_pb(v) for v in votes],
                 votes_complete_under=prefixes["votes"],

@@ -38,6 +38,7 @@ from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.peer_checks import ErasureGrant
 from factnode.core.quarantine import Quarantined, quarantined
 from factnode.core.recall import Embedding
+from factnode.core.receipts import Receipt
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger import _backup
 from factnode.ledger._backup import (
@@ -54,6 +55,7 @@ from factnode.ledger._model import (
     Committed,
     DecayReport,
     ErasureReport,
+    ErasureStatus,
     Explanation,
     Hit,
     NotFound,
@@ -89,6 +91,7 @@ __all__ = [
     "Committed",
     "DecayReport",
     "ErasureReport",
+    "ErasureStatus",
     "Explanation",
     "Hit",
     "ImportRefused",
@@ -390,6 +393,7 @@ class Ledger:
         votes_complete_under: Collection[str] = (),
         bounds: Sequence[ErasureBound] = (),
         confirmations: Sequence[Confirmation] = (),
+        receipts: Sequence[Receipt] = (),
     ) -> Received:
         """`PeerInput.receive`."""
         return self.peer_input.receive(
@@ -401,6 +405,7 @@ class Ledger:
             votes_complete_under,
             bounds,
             confirmations,
+            receipts,
         )
 
     def offer_confirmations(self, prefixes: Collection[str]) -> list[Confirmation]:

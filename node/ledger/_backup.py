@@ -711,7 +711,7 @@ def _replay_erasure(
         listed = [ErasureBound(t.erasure_id, node, at) for node, at in sorted(bounds.items())]
         replay.serving.put_bounds(tx, listed, fx)
         covered = tx.evidence_covered(t)
-        replay.forgetting.apply_erasure(tx, t, covered, fx)
+        replay.forgetting.apply_erasure(tx, t, covered, fx, receipt=False)
     return bool(covered)
 
 

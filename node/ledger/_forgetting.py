@@ -22,6 +22,7 @@ from factnode.core import (
     iso,
 )
 from factnode.core.plan import ErasureLoad, plan_erasure
+from factnode.core.receipts import Receipt
 from factnode.core.story import (
     BelievedAgain,
     ServedBefore,
@@ -118,10 +119,15 @@ class Forgetting(Component):
         doomed: Sequence[Evidence],
         fx: Committed,
         extra_keys: set[Key] | None = None,
+        *,
+        receipt: bool = True,
     ) -> tuple[set[Key], list[BelievedAgain]]:
         """Destroys the doomed evidence, records the tombstone and recomputes the keys: load,
         plan (`core.plan.plan_erasure`), apply. Returns the keys recomputed and each version
-        the erasure made believed again, whose story it logs (rule erased, without any value)."""
+        the erasure made believed again, whose story it logs (rule erased, without any value).
+        `receipt`: this node records its receipt of the erasure (specification §6), saying
+        now and how many pieces of evidence it removed (an import's replay records none: the
+        export's receipts come with it)."""
         named = list(tombstone.evidence_ids)
         # Every vote on a key in a key or subject erasure's scope goes, also where the evidence
         # it rests on never arrived here: that evidence is erased everywhere and can never
@@ -146,6 +152,9 @@ class Forgetting(Component):
         told = [k for k in plan.refresh if k not in plan.forget]
         before = tx.key_states(told) if told else {}
         self._serving.apply(tx, Writes(erasure=plan, tombstone=tombstone), fx)
+        if receipt:
+            own = Receipt(tombstone.erasure_id, self.node_id, self.clock.now(), len(doomed))
+            self._serving.put_receipts(tx, [own], fx)
         # The states after the erasure are read back: the store destroyed the rows.
         after = tx.key_states(plan.refresh)
         served = self._serving.refresh(

@@ -19,6 +19,7 @@ from factnode.core import (
 )
 from factnode.core.consensus import Served, Tally, Vote
 from factnode.core.erasure_bounds import ErasureBound
+from factnode.core.receipts import Coverage, Receipt
 from factnode.core.serving import Answer
 from factnode.core.signed import Equivocation, Signature
 from factnode.core.story import BelievedAgain
@@ -41,6 +42,7 @@ class Signing:
     verify_tombstone: Callable[[Tombstone], Signature] | None = None
     verify_bound: Callable[[ErasureBound], Signature] | None = None
     verify_confirmation: Callable[[Confirmation], Signature] | None = None
+    verify_receipt: Callable[[Receipt], Signature] | None = None
 
 
 class NotFound(LookupError):
@@ -195,6 +197,15 @@ class ErasureReport:
 
 
 @dataclass(frozen=True, slots=True)
+class ErasureStatus:
+    """An erasure held here (its tombstone, without the evidence ids) and which members
+    have confirmed it (`core.receipts.coverage`)."""
+
+    tombstone: Tombstone
+    coverage: Coverage
+
+
+@dataclass(frozen=True, slots=True)
 class DecayReport:
     """What a decay run did."""
 
@@ -222,6 +233,8 @@ class Committed:
     bounds_put: list[ErasureBound] = field(default_factory=list)
     # Confirmations this write stored (they gossip with the evidence).
     confirmations_put: list[Confirmation] = field(default_factory=list)
+    # Erasure receipts this write stored (they gossip in a digest set of their own).
+    receipts_put: list[Receipt] = field(default_factory=list)
 
     def note(self, changes: Writes) -> None:
         """Adds what `changes`, applied in this transaction, change in the sets peers compare."""
@@ -235,6 +248,7 @@ class Committed:
             self.erasures_added.add(changes.tombstone.erasure_id)
         self.bounds_put.extend(changes.erasure_bounds)
         self.confirmations_put.extend(changes.confirmations)
+        self.receipts_put.extend(changes.receipts)
         self.equivocations.extend(changes.equivocations)
         self.votes_removed.extend((v, k) for v, keys in changes.votes_removed.items() for k in keys)
         self.votes_put.extend(changes.votes)

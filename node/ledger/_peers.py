@@ -37,6 +37,7 @@ from factnode.core.peer_checks import (
     erasure_refusal,
 )
 from factnode.core.quarantine import key_breaks_text_rule
+from factnode.core.receipts import Receipt, receipt_problem
 from factnode.core.signed import (
     Equivocation,
     bound_payload,
@@ -44,6 +45,7 @@ from factnode.core.signed import (
     evidence_payload,
     marked,
     proofs_among,
+    receipt_payload,
     tombstone_payload,
     withdrawn,
 )
@@ -195,6 +197,7 @@ class PeerInput(Component):
         votes_complete_under: Collection[str] = (),
         bounds: Sequence[ErasureBound] = (),
         confirmations: Sequence[Confirmation] = (),
+        receipts: Sequence[Receipt] = (),
     ) -> Received:
         """Applies what a peer sent, erasure bounds first (the tombstones they bound then
         judge what they cover by them), then tombstones: erased evidence cannot come back in
@@ -214,7 +217,8 @@ class PeerInput(Component):
         wait for the next delta, as only a part holding every vote sent may infer them.
 
         Confirmations come last, once the evidence beside them is held
-        (`_receive_confirmations`)."""
+        (`_receive_confirmations`), then erasure receipts, once the tombstones beside them
+        are (`_receive_receipts`)."""
         taken = self._receive_bounds(peer_id, bounds, {t.erasure_id for t in tombstones})
         items: list[Tombstone | Evidence | Vote] = [*tombstones, *evidence, *votes]
 
@@ -237,6 +241,7 @@ class PeerInput(Component):
             parts = isolating(apply, items, _refused_alone)
         parts.append(taken)
         parts.append(self._receive_confirmations(peer_id, confirmations))
+        parts.append(self._receive_receipts(receipts))
         total: Counter[str] = Counter()
         for r in parts:
             total.update(r.refused)
@@ -438,6 +443,52 @@ class PeerInput(Component):
                 accepted += len(kept)
         return _received(
             accepted, [replace(r, reason=f"erasure bound: {r.reason}") for r in refused]
+        )
+
+    def offer_receipts(self, prefixes: Collection[str]) -> list[Receipt]:
+        """The erasure receipts held under erasure-id `prefixes` (specification §6); this
+        node's own signed as they are offered."""
+        if not prefixes:
+            return []
+        with self.repo.read() as tx:
+            receipts = tx.receipts_under(prefixes)
+        sign = self._serving.sign
+        return [
+            replace(r, signature=sign(receipt_payload(r)))
+            if sign is not None and r.node == self.node_id and not r.signature
+            else r
+            for r in receipts
+        ]
+
+    def _receive_receipts(self, receipts: Sequence[Receipt]) -> Received:
+        """Keeps peers' erasure receipts, checked item by item: well formed, signed by the
+        member they name (on a node that checks signatures; a revoked member's refused), for
+        an erasure held here, and each member's latest per erasure. This node's own coming
+        back are taken as held: it says itself when it applied an erasure."""
+        accepted = len([r for r in receipts if r.node == self.node_id])
+        refused: list[Refusal] = []
+        good = screened(
+            [r for r in receipts if r.node != self.node_id],
+            receipt_problem,
+            self._serving.signing.verify_receipt,
+            lambda r: r.erasure_id,
+            "receipt",
+            refused,
+        )
+        if good:
+            fx = Committed()
+            with self.repo.write() as tx:
+                self._serving.announce(tx, fx)
+                held = tx.known_erasures({r.erasure_id for r in good})
+                refused += [
+                    Refusal(shown_id(r.erasure_id), "its erasure is not held here", "receipt")
+                    for r in good
+                    if r.erasure_id not in held
+                ]
+                kept = [r for r in good if r.erasure_id in held]
+                accepted += self._serving.put_receipts(tx, kept, fx)
+        return _received(
+            accepted, [replace(r, reason=f"erasure receipt: {r.reason}") for r in refused]
         )
 
     def offer_confirmations(self, prefixes: Collection[str]) -> list[Confirmation]:

@@ -28,6 +28,7 @@ from factnode.core import (
 )
 from factnode.core.consensus import Tally, Vote, tally
 from factnode.core.recall import MAX_CANDIDATES, MAX_VECTOR_SCAN, Search, fuse
+from factnode.core.receipts import coverage
 from factnode.core.serving import (
     Answer,
     Pin,
@@ -49,6 +50,7 @@ from factnode.core.story import (
 )
 from factnode.ledger._model import (
     Belief,
+    ErasureStatus,
     Explanation,
     Hit,
     NotFound,
@@ -59,7 +61,7 @@ from factnode.ledger._model import (
     stamped,
 )
 from factnode.ledger._serving import Component, check_filters, check_key_input, check_times
-from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief
+from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief, Tombstone
 from factnode.store.repository import Match, Transaction
 
 # Decisions that change what a key serves: an erasure's story holds until the next of them.
@@ -556,6 +558,36 @@ class Reading(Component):
             except NotFound:
                 continue
         return out
+
+    def erasures(self, page_size: int = 0, page_token: str = "") -> Page[ErasureStatus]:
+        """The erasures held, newest first, each with which members have confirmed it
+        (specification §6, "Erasure receipts")."""
+        size = _page_size(page_size)
+        after = tokens.decode_erasure_position(page_token) if page_token else None
+        with self.repo.read() as tx:
+            heads = tx.erasures_page(after, size + 1)
+            more = len(heads) > size
+            heads = heads[:size]
+            items = self._coverage(tx, heads)
+        last = heads[-1] if more else None
+        token = tokens.erasure_position(last.erased_at, last.erasure_id) if last else ""
+        return Page(items, token)
+
+    def erasure(self, erasure_id: str) -> ErasureStatus:
+        """One erasure held here and its coverage; NotFound when this node holds none such."""
+        with self.repo.read() as tx:
+            heads = tx.erasures_page(None, 1, erasure_id)
+            if not heads:
+                raise NotFound(f"no erasure {erasure_id} is held on this node")
+            return self._coverage(tx, heads)[0]
+
+    def _coverage(self, tx: Transaction, heads: Sequence[Tombstone]) -> list[ErasureStatus]:
+        """Each erasure with its coverage: every member known (this node included), and
+        which of them are revoked, against the receipts held."""
+        members = {m.record.node_id: m.revoked for m in tx.member_records()}
+        members.setdefault(self.node_id, False)
+        receipts = tx.receipts({t.erasure_id for t in heads}).values()
+        return [ErasureStatus(t, coverage(t.erasure_id, members, receipts)) for t in heads]
 
     def evidence_by_ids(self, evidence_ids: Sequence[str]) -> dict[str, Evidence]:
         """Stored evidence by id (any status)."""

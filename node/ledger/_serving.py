@@ -31,6 +31,7 @@ from factnode.core.consensus import (
     transition,
 )
 from factnode.core.erasure_bounds import ErasureBound, lowered_bounds
+from factnode.core.receipts import Receipt, newer_receipts
 from factnode.core.serving import counted_votes, decayed_since, own_vote, peer_voted, serve
 from factnode.core.signed import vote_payload, votes_numbered_after, withdrawn
 from factnode.core.story import decayed_decision
@@ -164,6 +165,15 @@ class Serving:
         node (`core.erasure_bounds.lowered_bounds`)."""
         held = tx.erasure_bounds({b.erasure_id for b in bounds})
         self.apply(tx, Writes(erasure_bounds=lowered_bounds(held, bounds)), fx)
+
+    def put_receipts(self, tx: Transaction, receipts: Sequence[Receipt], fx: Committed) -> int:
+        """Keeps each of `receipts` that is new or later than the one held for its erasure and
+        member (`core.receipts.newer_receipts`); returns how many it kept."""
+        held = tx.receipts({r.erasure_id for r in receipts})
+        newer = newer_receipts(held, receipts)
+        if newer:
+            self.apply(tx, Writes(receipts=newer), fx)
+        return len(newer)
 
     def refresh(
         self,

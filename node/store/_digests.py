@@ -10,6 +10,7 @@ from sqlalchemy import LargeBinary, cast, func, literal, or_, select
 from factnode.core import Evidence
 from factnode.core.consensus import Vote
 from factnode.core.erasure_bounds import ErasureBound
+from factnode.core.receipts import Receipt
 from factnode.store._part import TransactionPart
 from factnode.store._rows import (
     _ACTIVE,
@@ -20,6 +21,7 @@ from factnode.store._rows import (
     _SELECT_VOTES,
     EB,
     ER,
+    RC,
     E,
     _evidence,
     _vote,
@@ -97,6 +99,16 @@ class SqlDigests(TransactionPart):
             select(EB.c.erasure_id, EB.c.node_id, EB.c.bound_at)
         ):
             yield ErasureBound(erasure_id, node_id, bound_at)
+
+    def all_receipts(self) -> Iterator[Receipt]:
+        for erasure_id, node_id, applied_at, removed in self._c.execute(
+            select(RC.c.erasure_id, RC.c.node_id, RC.c.applied_at, RC.c.removed)
+        ):
+            yield Receipt(erasure_id, node_id, applied_at, removed)
+
+    def receipts_under(self, prefixes: Collection[str]) -> list[Receipt]:
+        rows = select_under(self._c, select(RC), "erasure_receipt.erasure_id", prefixes)
+        return [Receipt(r[0], r[1], r[2], r[3], bytes(r[4]) if r[4] else b"") for r in rows]
 
     def bounds_under(self, prefixes: Collection[str]) -> list[ErasureBound]:
         rows = select_under(self._c, select(EB), "erasure_bound.erasure_id", prefixes)

@@ -18,6 +18,7 @@ from factnode.store._tables import (
     DecisionRow,
     ErasedEvidenceRow,
     ErasureBoundRow,
+    ErasureReceiptRow,
     ErasureRow,
     EvidenceRow,
     NodeMetaRow,
@@ -37,6 +38,7 @@ BC = _TABLES[BeliefChangeRow.__tablename__]
 ER = _TABLES[ErasureRow.__tablename__]
 EE = _TABLES[ErasedEvidenceRow.__tablename__]
 EB = _TABLES[ErasureBoundRow.__tablename__]
+RC = _TABLES[ErasureReceiptRow.__tablename__]
 M = _TABLES[NodeMetaRow.__tablename__]
 V = _TABLES[VoteRow.__tablename__]
 P = _TABLES[PinRow.__tablename__]

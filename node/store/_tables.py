@@ -348,3 +348,18 @@ class SearchVectorRow(SQLModel, table=True):
     evidence_id: str = Field(max_length=ID)
     space: str = Field(max_length=128)
     vector: bytes = Field(sa_type=LargeBinary().with_variant(ARRAY(REAL()), "postgresql"))
+
+
+class ErasureReceiptRow(SQLModel, table=True):
+    """A member's signed statement that it applied an erasure (specification §6, "Erasure
+    receipts"): when, by its own clock, and how many pieces of evidence it removed. One per
+    erasure and member, the latest; kept and gossiped. Holds ids and counts, never values."""
+
+    __tablename__ = "erasure_receipt"
+
+    erasure_id: str = Field(primary_key=True, max_length=ID)
+    node_id: str = Field(primary_key=True, max_length=NAME)
+    applied_at: int = Field(sa_type=BigInteger)
+    removed: int = Field(sa_type=BigInteger)
+    # The member's signature; None: this node's own (signed as it is offered).
+    signature: bytes | None = Field(default=None, sa_type=LargeBinary)

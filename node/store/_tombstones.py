@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
 
@@ -13,6 +14,7 @@ from factnode.core import (
     ids,
 )
 from factnode.core.erasure_bounds import ErasureBound, covers_recorded
+from factnode.core.receipts import Receipt
 from factnode.store._decisions import keep_highest_seq
 from factnode.store._part import TransactionPart
 from factnode.store._rows import (
@@ -21,6 +23,7 @@ from factnode.store._rows import (
     EB,
     EE,
     ER,
+    RC,
     ST,
     D,
     E,
@@ -233,3 +236,71 @@ class SqlTombstones(TransactionPart):
                         "signature": b.signature or None,
                     },
                 )
+
+    def receipts(self, erasure_ids: Collection[str]) -> dict[str, Receipt]:
+        """The receipts held for `erasure_ids`, by `item_id`."""
+        out: dict[str, Receipt] = {}
+        for part in chunks(sorted(erasure_ids)):
+            for r in self._c.execute(select(RC).where(RC.c.erasure_id.in_(part))):
+                receipt = _receipt(r)
+                out[receipt.item_id] = receipt
+        return out
+
+    def put_receipts(self, receipts: Sequence[Receipt]) -> None:
+        """Stores each receipt as its erasure's and member's, replacing the one held (which
+        receipts change what is held is `core.receipts.newer_receipts`)."""
+        for r in receipts:
+            self._c.execute(
+                delete(RC).where(RC.c.erasure_id == r.erasure_id, RC.c.node_id == r.node)
+            )
+            self._c.execute(
+                insert(RC),
+                {
+                    "erasure_id": r.erasure_id,
+                    "node_id": r.node,
+                    "applied_at": r.applied_at,
+                    "removed": r.removed,
+                    "signature": r.signature or None,
+                },
+            )
+
+    def erasures_page(
+        self, after: tuple[int, str] | None, limit: int, erasure_id: str | None = None
+    ) -> list[Tombstone]:
+        """Up to `limit` tombstones held, newest first, after the position `after` names
+        ((erased_at, erasure id); None: from the newest), or the one `erasure_id` names. A
+        tombstone read so lists no evidence ids (`evidence_ids` empty)."""
+        q = select(ER).order_by(ER.c.erased_at.desc(), ER.c.erasure_id.desc()).limit(limit)
+        if erasure_id is not None:
+            q = q.where(ER.c.erasure_id == erasure_id)
+        if after is not None:
+            at, last = after
+            q = q.where((ER.c.erased_at < at) | ((ER.c.erased_at == at) & (ER.c.erasure_id < last)))
+        return [_tombstone_head(r) for r in self._c.execute(q)]
+
+
+def _receipt(r: Any) -> Receipt:
+    m = r._mapping
+    return Receipt(
+        m["erasure_id"],
+        m["node_id"],
+        m["applied_at"],
+        m["removed"],
+        bytes(m["signature"]) if m["signature"] else b"",
+    )
+
+
+def _tombstone_head(r: Any) -> Tombstone:
+    """A tombstone without its evidence ids (a listing shows their count)."""
+    m = r._mapping
+    return Tombstone(
+        m["erasure_id"],
+        m["scope"],
+        m["scope_hash"],
+        m["erased_at"],
+        m["operator"],
+        m["reason"],
+        (),
+        m["origin_node"] or "",
+        bytes(m["signature"]) if m["signature"] else b"",
+    )

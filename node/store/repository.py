@@ -25,6 +25,7 @@ from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord
 from factnode.core.plan import ErasurePlan
 from factnode.core.recall import Embedding
+from factnode.core.receipts import Receipt
 from factnode.core.serving import Pin
 from factnode.core.signed import Equivocation
 
@@ -279,6 +280,18 @@ class DigestTransaction(Protocol):
 
     def all_erasure_bounds(self) -> Iterator[ErasureBound]: ...
 
+    def receipts(self, erasure_ids: Collection[str]) -> dict[str, Receipt]: ...
+
+    def put_receipts(self, receipts: Sequence[Receipt]) -> None: ...
+
+    def erasures_page(
+        self, after: tuple[int, str] | None, limit: int, erasure_id: str | None = None
+    ) -> list[Tombstone]: ...
+
+    def all_receipts(self) -> Iterator[Receipt]: ...
+
+    def receipts_under(self, prefixes: Collection[str]) -> list[Receipt]: ...
+
     def bounds_under(self, prefixes: Collection[str]) -> list[ErasureBound]:
         """The erasure bounds held under erasure-id `prefixes`, with their signatures."""
         ...
@@ -398,6 +411,8 @@ class Writes:
     # (specification §6).
     confirmations: Sequence[Confirmation] = ()
     confirmed: Sequence[Evidence] = ()
+    # Erasure receipts that change what is held (`core.receipts.newer_receipts`).
+    receipts: Sequence[Receipt] = ()
     # Relayed evidence's origin signatures, by evidence id.
     signatures: Mapping[str, bytes] = field(default_factory=dict)
     equivocations: Sequence[Equivocation] = ()

@@ -107,6 +107,8 @@ class SqlTransaction(
             self._erase(changes.erasure)
         if changes.tombstone is not None:
             self.add_tombstone(changes.tombstone)
+        if changes.receipts:
+            self.put_receipts(changes.receipts)
         if changes.evidence:
             self.add_evidence(changes.evidence)
         if changes.bears_on:

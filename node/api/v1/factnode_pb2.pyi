@@ -56,6 +56,7 @@ class DigestSet(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DIGEST_SET_YOUR_VOTES: _ClassVar[DigestSet]
     DIGEST_SET_VOTES: _ClassVar[DigestSet]
     DIGEST_SET_MEMBERS: _ClassVar[DigestSet]
+    DIGEST_SET_RECEIPTS: _ClassVar[DigestSet]
 
 class ErasureScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -98,6 +99,7 @@ DIGEST_SET_PEER_VOTES: DigestSet
 DIGEST_SET_YOUR_VOTES: DigestSet
 DIGEST_SET_VOTES: DigestSet
 DIGEST_SET_MEMBERS: DigestSet
+DIGEST_SET_RECEIPTS: DigestSet
 ERASURE_SCOPE_UNSPECIFIED: ErasureScope
 ERASURE_SCOPE_EVIDENCE: ErasureScope
 ERASURE_SCOPE_KEY: ErasureScope
@@ -954,7 +956,7 @@ class ErasureTombstone(_message.Message):
     def __init__(self, erasure_id: _Optional[str] = ..., scope: _Optional[_Union[ErasureScope, str]] = ..., scope_hash: _Optional[str] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evidence_ids: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., origin_node: _Optional[str] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class Delta(_message.Message):
-    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list", "certificates", "members", "erasure_bounds", "wanted_votes", "votes_marked", "confirmations")
+    __slots__ = ("tombstones", "evidence", "votes", "votes_complete_under", "unanswered", "revocation_list", "certificates", "members", "erasure_bounds", "wanted_votes", "votes_marked", "confirmations", "erasure_receipts")
     TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     VOTES_FIELD_NUMBER: _ClassVar[int]
@@ -967,6 +969,7 @@ class Delta(_message.Message):
     WANTED_VOTES_FIELD_NUMBER: _ClassVar[int]
     VOTES_MARKED_FIELD_NUMBER: _ClassVar[int]
     CONFIRMATIONS_FIELD_NUMBER: _ClassVar[int]
+    ERASURE_RECEIPTS_FIELD_NUMBER: _ClassVar[int]
     tombstones: _containers.RepeatedCompositeFieldContainer[ErasureTombstone]
     evidence: _containers.RepeatedCompositeFieldContainer[RelayedEvidence]
     votes: _containers.RepeatedCompositeFieldContainer[Vote]
@@ -979,7 +982,8 @@ class Delta(_message.Message):
     wanted_votes: _containers.RepeatedScalarFieldContainer[str]
     votes_marked: bool
     confirmations: _containers.RepeatedCompositeFieldContainer[Confirmation]
-    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., revocation_list: _Optional[bytes] = ..., certificates: _Optional[_Iterable[bytes]] = ..., members: _Optional[_Iterable[_Union[MemberRecord, _Mapping]]] = ..., erasure_bounds: _Optional[_Iterable[_Union[ErasureBound, _Mapping]]] = ..., wanted_votes: _Optional[_Iterable[str]] = ..., votes_marked: _Optional[bool] = ..., confirmations: _Optional[_Iterable[_Union[Confirmation, _Mapping]]] = ...) -> None: ...
+    erasure_receipts: _containers.RepeatedCompositeFieldContainer[ErasureReceipt]
+    def __init__(self, tombstones: _Optional[_Iterable[_Union[ErasureTombstone, _Mapping]]] = ..., evidence: _Optional[_Iterable[_Union[RelayedEvidence, _Mapping]]] = ..., votes: _Optional[_Iterable[_Union[Vote, _Mapping]]] = ..., votes_complete_under: _Optional[_Iterable[str]] = ..., unanswered: _Optional[_Iterable[_Union[BucketRef, _Mapping]]] = ..., revocation_list: _Optional[bytes] = ..., certificates: _Optional[_Iterable[bytes]] = ..., members: _Optional[_Iterable[_Union[MemberRecord, _Mapping]]] = ..., erasure_bounds: _Optional[_Iterable[_Union[ErasureBound, _Mapping]]] = ..., wanted_votes: _Optional[_Iterable[str]] = ..., votes_marked: _Optional[bool] = ..., confirmations: _Optional[_Iterable[_Union[Confirmation, _Mapping]]] = ..., erasure_receipts: _Optional[_Iterable[_Union[ErasureReceipt, _Mapping]]] = ...) -> None: ...
 
 class Confirmation(_message.Message):
     __slots__ = ("evidence_id", "signer", "confirmed_at", "signature")
@@ -1004,6 +1008,20 @@ class ErasureBound(_message.Message):
     bound_at: _timestamp_pb2.Timestamp
     signature: bytes
     def __init__(self, erasure_id: _Optional[str] = ..., node_id: _Optional[str] = ..., bound_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class ErasureReceipt(_message.Message):
+    __slots__ = ("erasure_id", "node_id", "applied_at", "removed", "signature")
+    ERASURE_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_AT_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    erasure_id: str
+    node_id: str
+    applied_at: _timestamp_pb2.Timestamp
+    removed: int
+    signature: bytes
+    def __init__(self, erasure_id: _Optional[str] = ..., node_id: _Optional[str] = ..., applied_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., removed: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
 
 class MemberRecord(_message.Message):
     __slots__ = ("node_id", "address", "certificate", "incarnation", "signature")

@@ -29,7 +29,7 @@ from factnode.core.members import MemberRecord
 from factnode.core.recall import Embedding
 from factnode.core.receipts import Receipt
 from factnode.core.story import BelievedAgain
-from factnode.ledger import Belief, Hit
+from factnode.ledger import Belief, ErasureStatus, Hit
 from factnode.store import Tombstone
 
 _MIN_SECONDS = -62_135_596_800
@@ -346,6 +346,24 @@ def receipt_pb(r: Receipt) -> pb.ErasureReceipt:
         applied_at=timestamp(r.applied_at),
         removed=r.removed,
         signature=r.signature,
+    )
+
+
+def erasure_coverage_pb(status: ErasureStatus) -> pb.ErasureCoverage:
+    """An erasure held and its coverage (`Reading.erasure`)."""
+    t, c = status.tombstone, status.coverage
+    return pb.ErasureCoverage(
+        erasure_id=t.erasure_id,
+        scope=t.scope,
+        erased_at=timestamp(t.erased_at),
+        operator=t.operator,
+        reason=t.reason,
+        origin_node=t.origin_node,
+        receipts=[receipt_pb(r) for r in c.confirmed],
+        waiting=c.waiting,
+        revoked=c.revoked,
+        complete=c.complete,
+        summary=c.summary(),
     )
 
 

@@ -92,6 +92,7 @@ VERBS: dict[str, Verb] = {
     "decisions": Verb(grammar.decisions, on_node(commands.decisions)),
     "review": Verb(grammar.review, on_node(commands.review)),
     "erase": Verb(grammar.erase, on_node(commands.erase)),
+    "erasures": Verb(grammar.erasures, on_node(commands.erasures)),
     "decay": Verb(grammar.decay, on_node(commands.decay)),
     "status": Verb(grammar.status, on_node(commands.status)),
     "sync": Verb(grammar.sync, on_node(commands.sync)),

@@ -4,6 +4,7 @@ through the typed client and returns the response with its text."""
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +18,7 @@ from factnode.client import Client
 from factnode.client import _calls as calls
 
 from . import _output as out
-from ._exits import EXIT_OK, EXIT_REJECTED, EXIT_SYNC_FAILED, UsageError
+from ._exits import EXIT_OK, EXIT_REJECTED, EXIT_SYNC_FAILED, EXIT_WAIT_TIMEOUT, UsageError
 from ._json import to_json
 
 
@@ -176,7 +177,44 @@ def erase(node: Client, args: argparse.Namespace) -> Reply:
         (args.subject[0], args.subject[1]) if args.subject else None,
     )  # fmt: skip
     r: Any = node.send(calls.ERASE, req)
-    return Reply(r, out.erased(r))
+    if not args.wait:
+        return Reply(r, out.erased(r))
+    coverage = _confirmed(node, r.erasure_id, args.timeout)
+    text = f"{out.erased(r)}\n{out.coverage_line(coverage)}"
+    code = EXIT_OK if coverage.complete else EXIT_WAIT_TIMEOUT
+    return Reply({**to_json(r), "coverage": to_json(coverage)}, text, code)
+
+
+# How often `erase --wait` asks whether every member has confirmed.
+WAIT_POLL_SECONDS = 1.0
+
+
+def _confirmed(node: Client, erasure_id: str, timeout: float) -> Any:
+    """The erasure's coverage once every current member confirmed it, or when `timeout`
+    seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        coverage: Any = node.send(calls.ERASURE, pb.GetErasureRequest(erasure_id=erasure_id))
+        left = deadline - time.monotonic()
+        if coverage.complete or left <= 0:
+            return coverage
+        time.sleep(min(WAIT_POLL_SECONDS, left))
+
+
+def erasures(node: Client, args: argparse.Namespace) -> Reply:
+    r: Any
+    if args.action == "show":
+        if not args.erasure_id:
+            raise UsageError("erasures show: give the erasure's id")
+        r = node.send(calls.ERASURE, pb.GetErasureRequest(erasure_id=args.erasure_id))
+        return Reply(r, out.erasure_detail(r))
+    if args.erasure_id:
+        raise UsageError("erasures: an erasure id goes with `show` (factnode erasures show ID)")
+    if args.limit < 0:
+        raise UsageError("--limit: must not be negative")
+    req = pb.ListErasuresRequest(page_size=args.limit, page_token=args.page_token or "")
+    r = node.send(calls.ERASURES, req)
+    return Reply(r, out.erasures(r))
 
 
 def decay(node: Client, args: argparse.Namespace) -> Reply:

@@ -29,13 +29,17 @@ EXIT_REJECTED = 7
 EXIT_PRECONDITION = 8
 # `sync`: the round with at least one peer failed (the output names each and why).
 EXIT_SYNC_FAILED = 9
+# `erase --wait`: the timeout passed before every current member confirmed the erasure (the
+# output names those still waited for); the erasure itself is done here.
+EXIT_WAIT_TIMEOUT = 10
 
 # The one list `--help` and the docs (docs/reference/cli.md, generated) repeat.
 EXIT_CODES = (
     "0 ok, 1 error, 2 usage or configuration, 3 unreachable, 4 refused (authentication or "
     "permission), 5 not found, 6 invalid argument, 7 submit REJECTED, 8 not in the state the "
     "command needs (e.g. review resolve on a key not under review, import into a node that is "
-    "not empty), 9 sync failed with a peer"
+    "not empty), 9 sync failed with a peer, 10 erase --wait timed out before every member "
+    "confirmed"
 )
 
 

@@ -127,6 +127,8 @@ OUTPUTS: Mapping[str, Descriptor] = {
     "review-show": pb.ContestedKey.DESCRIPTOR,
     "review-resolve": pb.ResolveContestedResponse.DESCRIPTOR,
     "erase": pb.EraseResponse.DESCRIPTOR,
+    "erasures": pb.ListErasuresResponse.DESCRIPTOR,
+    "erasures-show": pb.ErasureCoverage.DESCRIPTOR,
     "decay": pb.RunDecayResponse.DESCRIPTOR,
     "status": pb.GetStatusResponse.DESCRIPTOR,
     "sync": pb.SyncNowResponse.DESCRIPTOR,
@@ -140,6 +142,10 @@ OUTPUTS: Mapping[str, Descriptor] = {
 # `review show` adds the key's history (every version's evidence) to the queued key.
 EXTRA_FIELDS: Mapping[str, Mapping[str, Descriptor]] = {
     "review-show": {"history": pb.GetHistoryResponse.DESCRIPTOR},
+}
+# Fields a command's output may add (`erase --wait` adds the erasure's coverage).
+OPTIONAL_FIELDS: Mapping[str, Mapping[str, Descriptor]] = {
+    "erase": {"coverage": pb.ErasureCoverage.DESCRIPTOR},
 }
 
 
@@ -205,6 +211,9 @@ def command_schema(command: str) -> dict[str, Any]:
         _define(message, defs)
         body["properties"][name] = {"$ref": f"#/$defs/{message.full_name}"}
         body["required"] = sorted(body["properties"])
+    for name, message in OPTIONAL_FIELDS.get(command, {}).items():
+        _define(message, defs)
+        body["properties"][name] = {"$ref": f"#/$defs/{message.full_name}"}
     return {
         "$schema": SCHEMA_DIALECT,
         "$id": f"{SCHEMA_BASE}{command}.schema.json",

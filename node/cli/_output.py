@@ -305,6 +305,57 @@ def erased(r: pb.EraseResponse) -> str:
     return "\n".join([line, *again])
 
 
+def coverage_line(c: pb.ErasureCoverage) -> str:
+    """E.g. "confirmed by 7 of 9 members; waiting: n4, n8"."""
+    return safe(c.summary)
+
+
+def erasures(r: pb.ListErasuresResponse) -> str:
+    if not r.erasures:
+        return "no erasure is held on this node"
+    rows = [
+        (
+            safe(e.erasure_id),
+            show_time(e.erased_at),
+            safe(e.scope),
+            safe(e.origin_node),
+            "complete" if e.complete else "waiting",
+            safe(e.summary),
+        )
+        for e in r.erasures
+    ]
+    text = table(rows, ("erasure", "erased", "scope", "made on", "state", "coverage"))
+    if r.next_page_token:
+        text += f"\nmore: --page-token {safe(r.next_page_token)}"
+    return text
+
+
+def erasure_detail(e: pb.ErasureCoverage) -> str:
+    lines = [
+        f"erasure {safe(e.erasure_id)} ({safe(e.scope)}), made on {safe(e.origin_node)} at "
+        f"{show_time(e.erased_at)} by {safe(e.operator)}: {safe(e.reason)}",
+        safe(e.summary),
+    ]
+    revoked = set(e.revoked)
+    rows = [
+        (
+            safe(r.node_id),
+            "revoked since" if r.node_id in revoked else "confirmed",
+            show_time(r.applied_at),
+            str(r.removed),
+        )
+        for r in e.receipts
+    ]
+    rows += [(safe(n), "waiting: no receipt heard yet", "-", "-") for n in e.waiting]
+    rows += [
+        (safe(n), "revoked: not waited for", "-", "-")
+        for n in e.revoked
+        if n not in {r.node_id for r in e.receipts}
+    ]
+    lines.append(table(rows, ("member", "receipt", "applied", "removed")))
+    return "\n".join(lines)
+
+
 def decayed(r: pb.RunDecayResponse) -> str:
     return f"decayed {r.decayed}, tombstoned {r.tombstoned}"
 

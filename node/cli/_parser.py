@@ -338,6 +338,30 @@ def erase(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--reason", required=True, help="why (kept in the tombstone)")
     _operator(p)
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="then wait until every current member has confirmed the erasure by a signed "
+        "receipt, for at most --timeout seconds (exit 10 if it passes first, naming the members "
+        "still waited for)",
+    )
+
+
+def erasures(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "erasures",
+        parents=[common],
+        help="the erasures held and which members have confirmed each (operator)",
+        description="Lists the erasures this node holds, newest first, with their coverage: "
+        "which current members have confirmed each by a signed receipt, and which are still "
+        "waited for. `factnode erasures show ID` shows one erasure and every member's receipt.",
+    )
+    p.add_argument(
+        "action", nargs="?", choices=["list", "show"], default="list", help="list (default) or show"
+    )
+    p.add_argument("erasure_id", nargs="?", help="with show: the erasure's id")
+    p.add_argument("--limit", type=int, default=50, help="page size (default %(default)s)")
+    p.add_argument("--page-token", help="continue a listing")
 
 
 def decay(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -256,6 +256,18 @@ class AsyncClient(c.Connection):
             c.ERASE, c.erase_request(reason, operator, evidence_id, key, subject)
         )
 
+    async def erasures(
+        self, *, page_size: int = 0, page_token: str = ""
+    ) -> t.Page[t.ErasureCoverage]:
+        """One page of the erasures the node holds, newest first, each with which members
+        have confirmed it (operator)."""
+        req = c.listing(pb.ListErasuresRequest(), page_size, page_token)
+        return await self._send(c.ERASURES, req)
+
+    async def erasure(self, erasure_id: str) -> t.ErasureCoverage:
+        """One erasure and every member's receipt, or who is still waited for (operator)."""
+        return await self._send(c.ERASURE, pb.GetErasureRequest(erasure_id=erasure_id))
+
     async def decay(self, *, now: datetime | None = None) -> t.Decayed:
         """Runs the decay pass now (or as of `now`)."""
         return await self._send(c.DECAY, c.decay_request(now))

@@ -487,6 +487,13 @@ def resolve_request(
     return req
 
 
+ERASURES = _call(
+    "AdminService", "ListErasures", pb.ListErasuresResponse,
+    lambda m: t.Page(tuple(t.ErasureCoverage.of(e) for e in m.erasures), m.next_page_token),
+)  # fmt: skip
+ERASURE = _call("AdminService", "GetErasure", pb.ErasureCoverage, t.ErasureCoverage.of)
+
+
 def erase_request(
     reason: str, operator: str, evidence_id: str | None, key: Key | tuple[str, str, str] | None,
     subject: tuple[str, str] | None,

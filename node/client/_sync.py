@@ -252,6 +252,16 @@ class Client(c.Connection):
         """Erases evidence (one item, a key's, or a subject's) and leaves a tombstone."""
         return self._send(c.ERASE, c.erase_request(reason, operator, evidence_id, key, subject))
 
+    def erasures(self, *, page_size: int = 0, page_token: str = "") -> t.Page[t.ErasureCoverage]:
+        """One page of the erasures the node holds, newest first, each with which members
+        have confirmed it (operator)."""
+        req = c.listing(pb.ListErasuresRequest(), page_size, page_token)
+        return self._send(c.ERASURES, req)
+
+    def erasure(self, erasure_id: str) -> t.ErasureCoverage:
+        """One erasure and every member's receipt, or who is still waited for (operator)."""
+        return self._send(c.ERASURE, pb.GetErasureRequest(erasure_id=erasure_id))
+
     def decay(self, *, now: datetime | None = None) -> t.Decayed:
         """Runs the decay pass now (or as of `now`)."""
         return self._send(c.DECAY, c.decay_request(now))

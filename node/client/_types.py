@@ -307,6 +307,41 @@ class Erased:
 
 
 @dataclass(frozen=True, slots=True)
+class Receipt:
+    """A member's signed statement that it applied an erasure: when, and how many pieces of
+    evidence it removed."""
+
+    node_id: str
+    applied_at: datetime
+    removed: int
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureCoverage:
+    """An erasure the node holds and which members have confirmed it (`GetErasure`)."""
+
+    erasure_id: str
+    scope: str
+    erased_at: datetime
+    operator: str
+    reason: str
+    origin_node: str
+    receipts: tuple[Receipt, ...]
+    waiting: tuple[str, ...]
+    revoked: tuple[str, ...]
+    complete: bool
+    summary: str
+
+    @classmethod
+    def of(cls, m: pb.ErasureCoverage) -> ErasureCoverage:
+        return cls(
+            m.erasure_id, m.scope, when(m.erased_at), m.operator, m.reason, m.origin_node,
+            tuple(Receipt(r.node_id, when(r.applied_at), r.removed) for r in m.receipts),
+            tuple(m.waiting), tuple(m.revoked), m.complete, m.summary,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class Decayed:
     decayed: int
     tombstoned: int

@@ -63,6 +63,22 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         )
 
     @unary
+    async def ListErasures(
+        self, request: pb.ListErasuresRequest, context: Context
+    ) -> pb.ListErasuresResponse:
+        page = await run(self.ctx.ledger.reading.erasures, request.page_size, request.page_token)
+        reply = pb.ListErasuresResponse(next_page_token=page.next_page_token)
+        reply.erasures.extend(wire.erasure_coverage_pb(e) for e in page.items)
+        return reply
+
+    @unary
+    async def GetErasure(
+        self, request: pb.GetErasureRequest, context: Context
+    ) -> pb.ErasureCoverage:
+        status = await run(self.ctx.ledger.reading.erasure, request.erasure_id)
+        return wire.erasure_coverage_pb(status)
+
+    @unary
     async def RunDecay(self, request: pb.RunDecayRequest, context: Context) -> pb.RunDecayResponse:
         out: list[FieldViolation] = []
         now = wire.optional_instant(request, "now", "now", out)

@@ -122,6 +122,14 @@ def _search_beliefs(out: Out, msg: pb.SearchBeliefsRequest) -> None:
         out.extend(exc.violations)
 
 
+def _list_erasures(out: Out, msg: pb.ListErasuresRequest) -> None:
+    _page(out, msg, tokens.ERASURES)
+
+
+def _get_erasure(out: Out, msg: pb.GetErasureRequest) -> None:
+    check_id(out, "erasure_id", msg.erasure_id)
+
+
 def _retract(out: Out, msg: pb.RetractRequest) -> None:
     _key(out, msg.key)
     if msg.HasField("object"):
@@ -228,6 +236,8 @@ _CHECKS: dict[type[Message], Callable[[Out, Any], None]] = {
     pb.GetBeliefRequest: _keyed,
     pb.ListBeliefsRequest: _list_beliefs,
     pb.SearchBeliefsRequest: _search_beliefs,
+    pb.ListErasuresRequest: _list_erasures,
+    pb.GetErasureRequest: _get_erasure,
     pb.GetHistoryRequest: _keyed,
     pb.ExplainRequest: _keyed,
     pb.RetractRequest: _retract,

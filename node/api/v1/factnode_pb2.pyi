@@ -689,6 +689,54 @@ class EraseResponse(_message.Message):
     believed_again: _containers.RepeatedCompositeFieldContainer[BelievedAgain]
     def __init__(self, erasure_id: _Optional[str] = ..., evidence_erased: _Optional[int] = ..., keys_affected: _Optional[int] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., believed_again: _Optional[_Iterable[_Union[BelievedAgain, _Mapping]]] = ...) -> None: ...
 
+class ListErasuresRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListErasuresResponse(_message.Message):
+    __slots__ = ("erasures", "next_page_token")
+    ERASURES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    erasures: _containers.RepeatedCompositeFieldContainer[ErasureCoverage]
+    next_page_token: str
+    def __init__(self, erasures: _Optional[_Iterable[_Union[ErasureCoverage, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class GetErasureRequest(_message.Message):
+    __slots__ = ("erasure_id",)
+    ERASURE_ID_FIELD_NUMBER: _ClassVar[int]
+    erasure_id: str
+    def __init__(self, erasure_id: _Optional[str] = ...) -> None: ...
+
+class ErasureCoverage(_message.Message):
+    __slots__ = ("erasure_id", "scope", "erased_at", "operator", "reason", "origin_node", "receipts", "waiting", "revoked", "complete", "summary")
+    ERASURE_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    ERASED_AT_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_NODE_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    erasure_id: str
+    scope: str
+    erased_at: _timestamp_pb2.Timestamp
+    operator: str
+    reason: str
+    origin_node: str
+    receipts: _containers.RepeatedCompositeFieldContainer[ErasureReceipt]
+    waiting: _containers.RepeatedScalarFieldContainer[str]
+    revoked: _containers.RepeatedScalarFieldContainer[str]
+    complete: bool
+    summary: str
+    def __init__(self, erasure_id: _Optional[str] = ..., scope: _Optional[str] = ..., erased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., origin_node: _Optional[str] = ..., receipts: _Optional[_Iterable[_Union[ErasureReceipt, _Mapping]]] = ..., waiting: _Optional[_Iterable[str]] = ..., revoked: _Optional[_Iterable[str]] = ..., complete: _Optional[bool] = ..., summary: _Optional[str] = ...) -> None: ...
+
 class RunDecayRequest(_message.Message):
     __slots__ = ("now",)
     NOW_FIELD_NUMBER: _ClassVar[int]

@@ -695,6 +695,16 @@ class AdminServiceStub:
                 request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.EraseRequest.SerializeToString,
                 response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.EraseResponse.FromString,
                 _registered_method=True)
+        self.ListErasures = channel.unary_unary(
+                '/factnode.v1.AdminService/ListErasures',
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListErasuresRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListErasuresResponse.FromString,
+                _registered_method=True)
+        self.GetErasure = channel.unary_unary(
+                '/factnode.v1.AdminService/GetErasure',
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetErasureRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ErasureCoverage.FromString,
+                _registered_method=True)
         self.RunDecay = channel.unary_unary(
                 '/factnode.v1.AdminService/RunDecay',
                 request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RunDecayRequest.SerializeToString,
@@ -743,6 +753,22 @@ class AdminServiceServicer:
 
     def Erase(self, request, context):
         """Erases evidence for privacy: values and sources are destroyed, a hash-only tombstone remains.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListErasures(self, request, context):
+        """The erasures this node holds, newest first, each with which members have confirmed it
+        by a signed receipt and which are still waited for (specification §6).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetErasure(self, request, context):
+        """One erasure and every member's receipt, or why it is missing; NOT_FOUND for an erasure
+        this node does not hold.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -821,6 +847,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.EraseRequest.FromString,
                     response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.EraseResponse.SerializeToString,
             ),
+            'ListErasures': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListErasures,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListErasuresRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListErasuresResponse.SerializeToString,
+            ),
+            'GetErasure': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetErasure,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetErasureRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ErasureCoverage.SerializeToString,
+            ),
             'RunDecay': grpc.unary_unary_rpc_method_handler(
                     servicer.RunDecay,
                     request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.RunDecayRequest.FromString,
@@ -890,6 +926,60 @@ class AdminService:
             '/factnode.v1.AdminService/Erase',
             factnode_dot_api_dot_v1_dot_factnode__pb2.EraseRequest.SerializeToString,
             factnode_dot_api_dot_v1_dot_factnode__pb2.EraseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListErasures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/factnode.v1.AdminService/ListErasures',
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ListErasuresRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ListErasuresResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetErasure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/factnode.v1.AdminService/GetErasure',
+            factnode_dot_api_dot_v1_dot_factnode__pb2.GetErasureRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ErasureCoverage.FromString,
             options,
             channel_credentials,
             insecure,

@@ -319,6 +319,14 @@ class AdminServiceStub:
     def __new__(cls, channel: _aio.Channel) -> AdminServiceAsyncStub: ...
     Erase: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.EraseRequest, _factnode_pb2.EraseResponse]
     """Erases evidence for privacy: values and sources are destroyed, a hash-only tombstone remains."""
+    ListErasures: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.ListErasuresRequest, _factnode_pb2.ListErasuresResponse]
+    """The erasures this node holds, newest first, each with which members have confirmed it
+    by a signed receipt and which are still waited for (specification §6).
+    """
+    GetErasure: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.GetErasureRequest, _factnode_pb2.ErasureCoverage]
+    """One erasure and every member's receipt, or why it is missing; NOT_FOUND for an erasure
+    this node does not hold.
+    """
     RunDecay: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.RunDecayRequest, _factnode_pb2.RunDecayResponse]
     """Runs the decay job now."""
     GetStatus: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.GetStatusRequest, _factnode_pb2.GetStatusResponse]
@@ -355,6 +363,14 @@ class AdminServiceAsyncStub(AdminServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Erase: _aio.UnaryUnaryMultiCallable[_factnode_pb2.EraseRequest, _factnode_pb2.EraseResponse]  # type: ignore[assignment]
     """Erases evidence for privacy: values and sources are destroyed, a hash-only tombstone remains."""
+    ListErasures: _aio.UnaryUnaryMultiCallable[_factnode_pb2.ListErasuresRequest, _factnode_pb2.ListErasuresResponse]  # type: ignore[assignment]
+    """The erasures this node holds, newest first, each with which members have confirmed it
+    by a signed receipt and which are still waited for (specification §6).
+    """
+    GetErasure: _aio.UnaryUnaryMultiCallable[_factnode_pb2.GetErasureRequest, _factnode_pb2.ErasureCoverage]  # type: ignore[assignment]
+    """One erasure and every member's receipt, or why it is missing; NOT_FOUND for an erasure
+    this node does not hold.
+    """
     RunDecay: _aio.UnaryUnaryMultiCallable[_factnode_pb2.RunDecayRequest, _factnode_pb2.RunDecayResponse]  # type: ignore[assignment]
     """Runs the decay job now."""
     GetStatus: _aio.UnaryUnaryMultiCallable[_factnode_pb2.GetStatusRequest, _factnode_pb2.GetStatusResponse]  # type: ignore[assignment]
@@ -394,6 +410,26 @@ class AdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_factnode_pb2.EraseResponse, _abc.Awaitable[_factnode_pb2.EraseResponse]]:
         """Erases evidence for privacy: values and sources are destroyed, a hash-only tombstone remains."""
+
+    @_abc_1.abstractmethod
+    def ListErasures(
+        self,
+        request: _factnode_pb2.ListErasuresRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_factnode_pb2.ListErasuresResponse, _abc.Awaitable[_factnode_pb2.ListErasuresResponse]]:
+        """The erasures this node holds, newest first, each with which members have confirmed it
+        by a signed receipt and which are still waited for (specification §6).
+        """
+
+    @_abc_1.abstractmethod
+    def GetErasure(
+        self,
+        request: _factnode_pb2.GetErasureRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_factnode_pb2.ErasureCoverage, _abc.Awaitable[_factnode_pb2.ErasureCoverage]]:
+        """One erasure and every member's receipt, or why it is missing; NOT_FOUND for an erasure
+        this node does not hold.
+        """
 
     @_abc_1.abstractmethod
     def RunDecay(

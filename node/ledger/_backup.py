@@ -14,6 +14,8 @@ copied. The file:
 - one line per item in the order the node decided them (`"kind"`: `evidence`,
   `tombstone` (with its erasure bounds and, where held, its origin's signature) or `pin`);
   instants are integer microseconds since the Unix epoch;
+- then the confirmations (`"kind": "confirmation"`) and erasure receipts (`"kind":
+  "receipt"`, each member's signed statement that it applied an erasure) the node holds;
 - a trailer: `{"kind": "trailer", "lines": N, "sha256": HEX}`, N the number of lines before
   it and HEX the SHA-256 of their bytes (newlines included).
 
@@ -50,6 +52,7 @@ from factnode.core import (
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.members import MemberRecord, record_problem
 from factnode.core.policy import policy_fingerprint
+from factnode.core.receipts import Receipt, receipt_problem
 from factnode.core.signed import votes_numbered_after
 from factnode.core.validation import relayed_violations
 from factnode.ledger._model import Committed, NotFound, NotUnderReview
@@ -127,6 +130,7 @@ class _Checked:
     tombstones: int = 0
     pins: int = 0
     confirmations: list[Confirmation] = field(default_factory=list)
+    receipts: list[Receipt] = field(default_factory=list)
     revocation_list: bytes | None = None
     members: list[StoredMember] = field(default_factory=list)
     sha256: str = ""
@@ -187,6 +191,31 @@ def _confirmation_of(r: dict[str, Any]) -> Confirmation:
         _field(r, "received_at", int),
         _base64(r, "signature"),
     )
+
+
+def _receipt_record(r: Receipt) -> dict[str, Any]:
+    return {
+        "kind": "receipt",
+        "erasure_id": r.erasure_id,
+        "node_id": r.node,
+        "applied_at": r.applied_at,
+        "removed": r.removed,
+        "signature": base64.b64encode(r.signature).decode("ascii"),
+    }
+
+
+def _receipt_of(r: dict[str, Any]) -> Receipt:
+    receipt = Receipt(
+        _field(r, "erasure_id", str),
+        _field(r, "node_id", str),
+        _field(r, "applied_at", int),
+        _field(r, "removed", int),
+        _base64(r, "signature"),
+    )
+    problem = receipt_problem(receipt)
+    if problem:
+        raise ValueError(problem)
+    return receipt
 
 
 def _tombstone_record(t: Tombstone, bounds: dict[str, Instant]) -> dict[str, Any]:
@@ -279,6 +308,8 @@ def export_lines(ledger: Ledger) -> Iterator[bytes]:
             yield out(others.pop()[1])
         for c in tx.exported_confirmations():
             yield out(_confirmation_record(c))
+        for r in sorted(tx.all_receipts_signed(), key=lambda r: (r.erasure_id, r.node)):
+            yield out(_receipt_record(r))
     yield _line({"kind": "trailer", "lines": lines, "sha256": digest.hexdigest()})
 
 
@@ -440,6 +471,8 @@ def _item(n: int, record: dict[str, Any], policy: Policy) -> Any:
             return _revocation_list_of(record)
         if kind == "confirmation":
             return _confirmation_of(record)
+        if kind == "receipt":
+            return _receipt_of(record)
     except ValueError as exc:
         raise BadExport(n, f"{kind}: {exc}") from None
     raise BadExport(n, f"unknown kind {kind!r}")
@@ -484,6 +517,8 @@ def check_export(stream: IO[bytes], policy: Policy) -> _Checked:
                 checked.evidence += 1
             elif isinstance(item, Confirmation):
                 checked.confirmations.append(item)
+            elif isinstance(item, Receipt):
+                checked.receipts.append(item)
             elif isinstance(item, Tombstone):
                 checked.tombstones += 1
             elif isinstance(item, StoredMember):
@@ -658,7 +693,14 @@ def _replay(replay: Ledger, clock: _ReplayClock, stream: IO[bytes], checked: _Ch
             batch.clear()
 
     for n, _raw, record in _records(stream):
-        if record["kind"] in ("header", "trailer", "member", "revocation_list", "confirmation"):
+        if record["kind"] in (
+            "header",
+            "trailer",
+            "member",
+            "revocation_list",
+            "confirmation",
+            "receipt",
+        ):
             continue
         item = _item(n, record, replay.policy)
         if isinstance(item, tuple):
@@ -677,7 +719,20 @@ def _replay(replay: Ledger, clock: _ReplayClock, stream: IO[bytes], checked: _Ch
     if checked.confirmations:
         clock.at = checked.header["exported_at"]
         _replay_confirmations(replay, clock, checked.confirmations)
+    if checked.receipts:
+        _replay_receipts(replay, checked.receipts)
     return erased
+
+
+def _replay_receipts(replay: Ledger, receipts: list[Receipt]) -> None:
+    """Keeps the export's erasure receipts of the erasures replayed, as they were signed (an
+    import replays every erasure without a receipt of its own: the export's say when each
+    member applied it)."""
+    fx = Committed()
+    with replay.repo.write() as tx:
+        replay.serving.announce(tx, fx)
+        held = tx.known_erasures({r.erasure_id for r in receipts})
+        replay.serving.put_receipts(tx, [r for r in receipts if r.erasure_id in held], fx)
 
 
 def _replay_confirmations(replay: Ledger, clock: _ReplayClock, held: list[Confirmation]) -> None:

@@ -4,7 +4,7 @@ the decision log, the change feed and counts. Reads never write."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from factnode import tokens
 from factnode.core import (
@@ -559,8 +559,11 @@ class Reading(Component):
                 continue
         return out
 
-    def erasures(self, page_size: int = 0, page_token: str = "") -> Page[ErasureStatus]:
-        """The erasures held, newest first, each with which members have confirmed it
+    def erasures(
+        self, members: Mapping[str, bool], page_size: int = 0, page_token: str = ""
+    ) -> Page[ErasureStatus]:
+        """The erasures held, newest first, each with which of `members` (every member known,
+        by whether it is revoked: the federation's roster knows them) have confirmed it
         (specification §6, "Erasure receipts")."""
         size = _page_size(page_size)
         after = tokens.decode_erasure_position(page_token) if page_token else None
@@ -568,24 +571,26 @@ class Reading(Component):
             heads = tx.erasures_page(after, size + 1)
             more = len(heads) > size
             heads = heads[:size]
-            items = self._coverage(tx, heads)
+            items = self._coverage(tx, heads, members)
         last = heads[-1] if more else None
         token = tokens.erasure_position(last.erased_at, last.erasure_id) if last else ""
         return Page(items, token)
 
-    def erasure(self, erasure_id: str) -> ErasureStatus:
-        """One erasure held here and its coverage; NotFound when this node holds none such."""
+    def erasure(self, erasure_id: str, members: Mapping[str, bool]) -> ErasureStatus:
+        """One erasure held here and its coverage among `members` (as `erasures`); NotFound
+        when this node holds none such."""
         with self.repo.read() as tx:
             heads = tx.erasures_page(None, 1, erasure_id)
             if not heads:
                 raise NotFound(f"no erasure {erasure_id} is held on this node")
-            return self._coverage(tx, heads)[0]
+            return self._coverage(tx, heads, members)[0]
 
-    def _coverage(self, tx: Transaction, heads: Sequence[Tombstone]) -> list[ErasureStatus]:
-        """Each erasure with its coverage: every member known (this node included), and
-        which of them are revoked, against the receipts held."""
-        members = {m.record.node_id: m.revoked for m in tx.member_records()}
-        members.setdefault(self.node_id, False)
+    def _coverage(
+        self, tx: Transaction, heads: Sequence[Tombstone], known: Mapping[str, bool]
+    ) -> list[ErasureStatus]:
+        """Each erasure with its coverage: the members known (this node always one of them),
+        and which of them are revoked, against the receipts held."""
+        members = {self.node_id: False, **known}
         receipts = tx.receipts({t.erasure_id for t in heads}).values()
         return [ErasureStatus(t, coverage(t.erasure_id, members, receipts)) for t in heads]
 

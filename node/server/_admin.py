@@ -66,7 +66,12 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     async def ListErasures(
         self, request: pb.ListErasuresRequest, context: Context
     ) -> pb.ListErasuresResponse:
-        page = await run(self.ctx.ledger.reading.erasures, request.page_size, request.page_token)
+        page = await run(
+            self.ctx.ledger.reading.erasures,
+            self._membership(),
+            request.page_size,
+            request.page_token,
+        )
         reply = pb.ListErasuresResponse(next_page_token=page.next_page_token)
         reply.erasures.extend(wire.erasure_coverage_pb(e) for e in page.items)
         return reply
@@ -75,7 +80,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     async def GetErasure(
         self, request: pb.GetErasureRequest, context: Context
     ) -> pb.ErasureCoverage:
-        status = await run(self.ctx.ledger.reading.erasure, request.erasure_id)
+        status = await run(self.ctx.ledger.reading.erasure, request.erasure_id, self._membership())
         return wire.erasure_coverage_pb(status)
 
     @unary
@@ -170,6 +175,13 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 for r in results
             ]
         )
+
+    def _membership(self) -> dict[str, bool]:
+        """Every member the roster knows, by whether it is revoked (on a node without a
+        federation: none but itself, which the ledger adds)."""
+        if self.ctx.roster is None:
+            return {}
+        return {m.node_id: m.revoked for m in self.ctx.roster.members(dt.datetime.now(dt.UTC))}
 
     def _roster(self) -> Roster:
         if self.ctx.roster is None:

@@ -106,6 +106,10 @@ class SqlDigests(TransactionPart):
         ):
             yield Receipt(erasure_id, node_id, applied_at, removed)
 
+    def all_receipts_signed(self) -> list[Receipt]:
+        """Every receipt held, with its signature (this node's own: none, signed as offered)."""
+        return self.receipts_under([""])
+
     def receipts_under(self, prefixes: Collection[str]) -> list[Receipt]:
         rows = select_under(self._c, select(RC), "erasure_receipt.erasure_id", prefixes)
         return [Receipt(r[0], r[1], r[2], r[3], bytes(r[4]) if r[4] else b"") for r in rows]

@@ -14,9 +14,10 @@ from sqlalchemy import Engine, MetaData, inspect, text
 from sqlmodel import SQLModel
 
 import factnode.store._tables  # noqa: F401  (registers the tables on SQLModel.metadata)
-from factnode.core import Confirmation, Key, Policy, Submission, ids
+from factnode.core import Confirmation, Key, Policy, Submission, ids, recall
 from factnode.core.erasure_bounds import ErasureBound, lowered_bounds
 from factnode.core.members import MemberRecord
+from factnode.core.receipts import Receipt
 from factnode.core.signed import Signature
 from factnode.ledger import Ledger, NotFound, ensure_node_id
 from factnode.store import SqlRepository, StoredMember, Writes
@@ -559,5 +560,54 @@ def test_r28_brings_back_what_the_old_decay_marked(tmp_path: Path) -> None:
         assert ledger.belief(LIVES_IN).object == "Lisbon"
         assert [b.object for b in ledger.list_beliefs("user:ana").items] == ["Lisbon"]
         assert ledger.forgetting.recount_after_upgrade() == 0  # once only
+    finally:
+        again.close()
+
+
+def test_r30_adds_erasure_receipts_and_reverses(tmp_path: Path) -> None:
+    """r30_receipts creates erasure_receipt (a receipt reads back as written); down to r29
+    drops it and keeps every other table's rows; up again restores an empty table."""
+    receipt = Receipt("0123456789abcdef0123456789abcdef", "node-b", 5, 2, b"\x01")
+    _adds_a_table_and_reverses(
+        f"sqlite:///{tmp_path / 'receipts.db'}",
+        "erasure_receipt",
+        "r29_search",
+        lambda tx: tx.put_receipts([receipt]),
+        lambda tx: list(tx.receipts([receipt.erasure_id]).values()),
+        [receipt],
+        [],
+    )
+
+
+def test_r29_indexes_what_the_store_holds_and_reverses(repository_url: str) -> None:
+    """r29_search builds recall's index from the active assertions held when it runs (a
+    retraction and a rejected fact are not indexed); down to r28 drops it, and up again
+    indexes them anew, so a search finds them."""
+    repo = SqlRepository(repository_url)
+    try:
+        ledger = Ledger(repo, Policy(), "node-test", FakeClock())
+        ledger.submit(Submission("user:ana", "ana", "lives_in", "Lisbon", "user_stated", "chat"))
+        ledger.submit(Submission("user:ana", "ana", "works_at", "Acme", "user_stated", "chat"))
+        ledger.submit(Submission("user:ana", "ana", "likes", "tea", "user_stated", "a", 0.5, 0.1))
+        ledger.retract(Key("user:ana", "ana", "works_at"), reason="left")
+        with repo.engine.connect() as conn:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "r28_confirmations")
+            conn.commit()
+        assert "search_doc" not in inspect(repo.engine).get_table_names()
+    finally:
+        repo.close()
+
+    again = SqlRepository(repository_url)  # opening migrates to head: r29 indexes the rows
+    try:
+        with again.read() as tx:
+            indexed = tx.search_matches(["lisbon", "acme", "tea", "left"], every_word=False)
+        assert sorted(m.key.predicate for m in indexed) == ["lives_in", "works_at"]
+        ledger = Ledger(again, Policy(), "node-test", FakeClock())
+        found = ledger.reading.search(
+            recall.search("Lisbon", known_anchors=Policy().anchors), lambda ns: True
+        )
+        assert [h.object for h in found.items] == ["Lisbon"]
     finally:
         again.close()

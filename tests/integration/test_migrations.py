@@ -611,3 +611,29 @@ def test_r29_indexes_what_the_store_holds_and_reverses(repository_url: str) -> N
         assert [h.object for h in found.items] == ["Lisbon"]
     finally:
         again.close()
+
+
+def test_r30_gives_the_erasures_held_before_this_nodes_own_receipt(tmp_path: Path) -> None:
+    """An erasure made before r30 shows this node as confirmed after the upgrade, dated when
+    it was made, counting the evidence its tombstone listed."""
+    url = f"sqlite:///{tmp_path / 'old-erasure.db'}"
+    repo = SqlRepository(url)
+    try:
+        ensure_node_id(repo, "node-old", "node-old")
+        ledger = Ledger(repo, Policy(), "node-old", FakeClock())
+        ledger.submit(Submission("user:ana", "ana", "lives_in", "Lisbon", "user_stated", "a"))
+        done = ledger.erase(subject=("user:ana", "ana"), operator="dpo", reason="request")
+        with repo.engine.connect() as conn:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "r29_search")
+            conn.commit()
+    finally:
+        repo.close()
+    again = SqlRepository(url)
+    try:
+        with again.read() as tx:
+            held = list(tx.receipts([done.erasure_id]).values())
+        assert held == [Receipt(done.erasure_id, "node-old", done.erased_at, 1)]
+    finally:
+        again.close()

@@ -5,9 +5,10 @@ Revises: r29_search
 
 A member that applies a tombstone signs a receipt (the erasure, itself, when, how many pieces
 of evidence it removed) that gossips like votes, so an operator sees which members have
-confirmed an erasure. Upgrading adds the empty table: this node signs receipts for erasures
-it applies from now on, and for those it held before when they next reach it (an operator
-can re-run `factnode erase` for an old one). Downgrading drops the table.
+confirmed an erasure. Upgrading adds the table with this node's own receipt of every erasure
+it already holds, dated when the erasure was made and counting the evidence ids its
+tombstone lists (the best count the node kept; it signs them as it offers them), so old
+erasures show this node as confirmed rather than waited for. Downgrading drops the table.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ def upgrade() -> None:
         sa.Column("removed", sa.BigInteger(), nullable=False),
         sa.Column("signature", sa.LargeBinary(), nullable=True),
         sa.PrimaryKeyConstraint("erasure_id", "node_id"),
+    )
+    op.execute(
+        "INSERT INTO erasure_receipt (erasure_id, node_id, applied_at, removed) "
+        "SELECT e.erasure_id, m.value, e.erased_at, e.evidence_count "
+        "FROM erasure e JOIN node_meta m ON m.name = 'node_id'"
     )
 
 

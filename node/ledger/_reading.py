@@ -581,6 +581,17 @@ class Reading(Component):
                 raise NotFound(f"no erasure {erasure_id} is held on this node")
             return self._coverage(tx, heads)[0]
 
+    def unconfirmed_erasures(self) -> tuple[int, Instant | None]:
+        """How many erasures held some current member has not confirmed yet, and when the
+        oldest of them was made (None: every erasure is confirmed by every current member).
+        One aggregate query, for the metrics' periodic refresh."""
+        with self.repo.read() as tx:
+            members = {m.record.node_id: m.revoked for m in tx.member_records()}
+            unrecorded = None if self.node_id in members else self.node_id
+            members.setdefault(self.node_id, False)
+            current = sum(1 for revoked in members.values() if not revoked)
+            return tx.unconfirmed_erasures(current, unrecorded)
+
     def _coverage(self, tx: Transaction, heads: Sequence[Tombstone]) -> list[ErasureStatus]:
         """Each erasure with its coverage: every member known (this node included), and
         which of them are revoked, against the receipts held."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, false, func, insert, select, update
 
 from factnode.core import (
     Evidence,
@@ -16,6 +16,7 @@ from factnode.core import (
 from factnode.core.erasure_bounds import ErasureBound, covers_recorded
 from factnode.core.receipts import Receipt
 from factnode.store._decisions import keep_highest_seq
+from factnode.store._members import MR
 from factnode.store._part import TransactionPart
 from factnode.store._rows import (
     _SELECT_EVIDENCE,
@@ -277,6 +278,23 @@ class SqlTombstones(TransactionPart):
             at, last = after
             q = q.where((ER.c.erased_at < at) | ((ER.c.erased_at == at) & (ER.c.erasure_id < last)))
         return [_tombstone_head(r) for r in self._c.execute(q)]
+
+    def unconfirmed_erasures(self, members: int, unrecorded: str | None) -> tuple[int, int | None]:
+        """How many erasures held lack a receipt from some current member, and the oldest
+        one's `erased_at` (None: none lacks one). `members` counts the current members: the
+        member records not revoked, and `unrecorded` (this node, when it has no record yet).
+        One aggregate over the erasures, each looked up by the receipts' primary key."""
+        recorded = RC.c.node_id.in_(select(MR.c.node_id).where(MR.c.revoked == false()))
+        current = recorded if unrecorded is None else recorded | (RC.c.node_id == unrecorded)
+        confirmed = (
+            select(func.count())
+            .select_from(RC)
+            .where(RC.c.erasure_id == ER.c.erasure_id, current)
+            .scalar_subquery()
+        )
+        q = select(func.count(), func.min(ER.c.erased_at)).where(confirmed < members)
+        count, oldest = self._c.execute(q).one()
+        return int(count), None if oldest is None else int(oldest)
 
 
 def _receipt(r: Any) -> Receipt:

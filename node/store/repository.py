@@ -290,6 +290,10 @@ class DigestTransaction(Protocol):
 
     def all_receipts(self) -> Iterator[Receipt]: ...
 
+    def unconfirmed_erasures(
+        self, members: int, unrecorded: str | None
+    ) -> tuple[int, int | None]: ...
+
     def receipts_under(self, prefixes: Collection[str]) -> list[Receipt]: ...
 
     def bounds_under(self, prefixes: Collection[str]) -> list[ErasureBound]:

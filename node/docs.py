@@ -228,9 +228,9 @@ def grpc_page(proto: Path = PROTO) -> str:
 
 def metrics_page() -> str:
     """The Prometheus metrics a node exports, from its registry."""
-    from prometheus_client import Counter
+    from prometheus_client import Counter, Gauge
 
-    from factnode.metrics import Metrics
+    from factnode.metrics import ERASURE_GAUGE_SECONDS, Metrics
 
     out = [
         "# Metrics",
@@ -253,14 +253,21 @@ def metrics_page() -> str:
         "| metric | type | labels | meaning |",
         "|---|---|---|---|",
     ]
-    for counter in vars(Metrics()).values():
-        if not isinstance(counter, Counter):
+    for metric in vars(Metrics()).values():
+        if not isinstance(metric, Counter | Gauge):
             continue
-        labels = ", ".join(f"`{x}`" for x in counter._labelnames) or "-"
-        out.append(
-            f"| `{counter._name}_total` | {counter._type} | {labels} "
-            f"| {_cell(counter._documentation)} |"
-        )
+        name = f"{metric._name}_total" if isinstance(metric, Counter) else metric._name
+        labels = ", ".join(f"`{x}`" for x in metric._labelnames) or "-"
+        out.append(f"| `{name}` | {metric._type} | {labels} | {_cell(metric._documentation)} |")
+    out += [
+        "",
+        "The erasure gauges follow [erasure receipts](erasure-requests.md): each node reads "
+        "them from its own store with one aggregate query every "
+        f"{ERASURE_GAUGE_SECONDS:g} seconds (a scrape reads the values last read, so holding "
+        "10,000 erasures costs a scrape nothing), and each replica of a node reads them "
+        "itself. An erasure stays unconfirmed while a member is down or has not synced since; "
+        "alert when the oldest age passes the rounds your fleet needs (see the page).",
+    ]
     return "\n".join(out) + "\n"
 
 

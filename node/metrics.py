@@ -10,10 +10,14 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, make_wsgi_app
+from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from factnode.core import Decision
+from factnode.core import MICROS_PER_SECOND, Decision, Instant
+
+# How often a node reads how many erasures still wait for a member's receipt (one aggregate
+# query; a scrape only reads the values last read).
+ERASURE_GAUGE_SECONDS = 30.0
 
 
 class Metrics:
@@ -64,6 +68,35 @@ class Metrics:
             "Peers' erasure tombstones not applied, by federation.accept_erasures_from.",
             registry=self.registry,
         )
+
+        self.erasures_unconfirmed = Gauge(
+            "factnode_erasures_unconfirmed",
+            "Erasures held that some current member has not confirmed yet (no receipt heard "
+            "from it; revoked members are not waited for). Refreshed every "
+            f"{ERASURE_GAUGE_SECONDS:g} s.",
+            registry=self.registry,
+        )
+        self.erasures_unconfirmed_age = Gauge(
+            "factnode_erasures_unconfirmed_oldest_age_seconds",
+            "Seconds since the oldest erasure not yet confirmed by every current member was "
+            "made (its erased_at, the erasing node's clock); 0 when every erasure is confirmed.",
+            registry=self.registry,
+        )
+        self._oldest_unconfirmed: Instant | None = None
+
+    def unconfirmed_erasures(
+        self, count: int, oldest: Instant | None, now: Callable[[], Instant]
+    ) -> None:
+        """Sets the erasure gauges from one refresh: the age is computed as it is scraped
+        (from `now`), so it grows between refreshes as the erasure does."""
+        self.erasures_unconfirmed.set(count)
+        self._oldest_unconfirmed = oldest
+
+        def age() -> float:
+            held = self._oldest_unconfirmed
+            return 0.0 if held is None else max(0.0, (now() - held) / MICROS_PER_SECOND)
+
+        self.erasures_unconfirmed_age.set_function(age)
 
     def peer_refused(self, by_kind: Mapping[str, int]) -> None:
         """Counts items a peer sent that this node refused, by kind; an entry "kind/reason"

@@ -46,7 +46,7 @@ from factnode.client import (
     PermissionDenied,
     Unavailable,
 )
-from factnode.client._types import Tally
+from factnode.client._types import ErasureCoverage, Tally
 from factnode.core import Key
 
 from . import _auth as auth
@@ -58,6 +58,7 @@ HERE = Path(__file__).parent
 QUEUE_PAGE = 25
 DECISIONS_PAGE = 50
 SEARCH_PAGE = 20  # hits per page (the node answers at most 100)
+ERASURES_PAGE = 50
 SCAN_PAGE = 200  # decisions asked of the node per call while filtering
 MAX_SCANS = 10  # node pages read to fill one filtered page of the log
 FLASHES = 256  # results kept for the page a plain form POST redirects to
@@ -785,6 +786,51 @@ class Console:
         response.delete_cookie(auth.COOKIE, path="/")
         return response
 
+    # -- erasures --------------------------------------------------------------
+
+    async def erasures(self, request: Request) -> Response:
+        """The erasures the node holds, newest first, each with which members have confirmed
+        it (ListErasures: an operator's call; a reader gets the node's refusal)."""
+
+        async def render() -> Response:
+            q = request.query_params
+            size = forms.page_size(q, ERASURES_PAGE)
+            page = await self.node.erasures(page_size=size, page_token=forms.text(q, "page_token"))
+            next_url = (
+                "/erasures?" + urlencode({"page_size": size, "page_token": page.next_page_token})
+                if page.next_page_token
+                else ""
+            )
+            return self.page(
+                request,
+                "erasures.html",
+                {"title": "Erasures", "erasures": page.items, "next_url": next_url},
+            )
+
+        return await self.guarded(request, "Erasures", render)
+
+    async def erasure(self, request: Request) -> Response:
+        """One erasure: each member's receipt, or why it is missing (GetErasure, with
+        GetStatus for when each member waited for was last heard from)."""
+
+        async def render() -> Response:
+            erasure_id = request.path_params["erasure_id"]
+            try:
+                async with asyncio.TaskGroup() as calls:
+                    getting = calls.create_task(self.node.erasure(erasure_id))
+                    stating = calls.create_task(self.node.status())
+            except ExceptionGroup as failed:  # the first refusal says why
+                raise failed.exceptions[0] from None
+            e = getting.result()
+            heard = {m.node_id: m.last_heard for m in stating.result().members}
+            return self.page(
+                request,
+                "erasure.html",
+                {"title": f"Erasure {e.erasure_id}", "e": e, "rows": receipt_rows(e, heard)},
+            )
+
+        return await self.guarded(request, "Erasure", render)
+
     # -- node and peers --------------------------------------------------------
 
     async def node_status(self, request: Request) -> Response:
@@ -833,6 +879,44 @@ async def absent_if_not_found(call: Awaitable[T]) -> T | None:
 
 async def nothing() -> None:
     return None
+
+
+def receipt_rows(e: ErasureCoverage, heard: Mapping[str, datetime | None]) -> list[dict[str, Any]]:
+    """Every member of an erasure's coverage: its receipt, or why there is none. A member
+    waited for is said to be never heard from, not heard from since the erasure, or heard
+    from since without a receipt yet (`heard`: when each member was last heard from)."""
+    revoked = set(e.revoked)
+    rows: list[dict[str, Any]] = [
+        {
+            "node": r.node_id,
+            "state": "revoked" if r.node_id in revoked else "confirmed",
+            "why": "revoked since: its receipt is kept, not counted"
+            if r.node_id in revoked
+            else "",
+            "receipt": r,
+        }
+        for r in e.receipts
+    ]
+    for node in e.waiting:
+        last = heard.get(node)
+        if last is None:
+            why = "never heard from"
+        elif last < e.erased_at:
+            why = f"not heard from since the erasure (last heard {stamp(last)})"
+        else:
+            why = f"heard from at {stamp(last)}; its receipt has not reached this node yet"
+        rows.append({"node": node, "state": "waiting", "why": why, "receipt": None})
+    confirmed = {r.node_id for r in e.receipts}
+    rows += [
+        {"node": n, "state": "revoked", "why": "revoked: not waited for", "receipt": None}
+        for n in e.revoked
+        if n not in confirmed
+    ]
+    return rows
+
+
+def stamp(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def voter_beliefs(tallies: Sequence[Tally], node_id: str | None) -> list[dict[str, Any]]:
@@ -925,6 +1009,8 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/decisions/live", user(console.live)),
         Route("/search", user(console.search)),
         Route("/node", user(console.node_status)),
+        Route("/erasures", user(console.erasures)),
+        Route("/erasures/{erasure_id}", user(console.erasure)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     # A Host header naming another site (DNS rebinding) is refused before any route runs.

@@ -537,6 +537,10 @@ class Roster:
 
     # -- what operators see ----------------------------------------------------------
 
+    def membership(self, now: dt.datetime | None = None) -> dict[str, bool]:
+        """Every member known, by whether it is revoked (an erasure's coverage counts them)."""
+        return {m.node_id: m.revoked for m in self.members(now or dt.datetime.now(dt.UTC))}
+
     def members(self, now: dt.datetime) -> list[MemberView]:
         """Every member known: this node first, then by node id."""
         with self._lock:

@@ -585,12 +585,30 @@ class Reading(Component):
                 raise NotFound(f"no erasure {erasure_id} is held on this node")
             return self._coverage(tx, heads, members)[0]
 
+    def _members(self, tx: Transaction, roster: Mapping[str, bool]) -> dict[str, bool]:
+        """Every member known, by whether it is revoked: the member records stored, the
+        roster's (`roster`: configured peers and certificates it has seen; its word on
+        revocation wins) and this node itself."""
+        known = {m.record.node_id: m.revoked for m in tx.member_records()}
+        known.update(roster)
+        known.setdefault(self.node_id, False)
+        return known
+
+    def unconfirmed_erasures(self, members: Mapping[str, bool]) -> tuple[int, Instant | None]:
+        """How many erasures held some current member of `members` (as `erasures`) has not
+        confirmed yet, and when the oldest of them was made (None: every erasure is confirmed
+        by every current member). One aggregate query, for the metrics' periodic refresh."""
+        with self.repo.read() as tx:
+            known = self._members(tx, members)
+            current = sorted(n for n, revoked in known.items() if not revoked)
+            return tx.unconfirmed_erasures(current)
+
     def _coverage(
         self, tx: Transaction, heads: Sequence[Tombstone], known: Mapping[str, bool]
     ) -> list[ErasureStatus]:
-        """Each erasure with its coverage: the members known (this node always one of them),
-        and which of them are revoked, against the receipts held."""
-        members = {self.node_id: False, **known}
+        """Each erasure with its coverage: the members known (`_members`), and which of them
+        are revoked, against the receipts held."""
+        members = self._members(tx, known)
         receipts = tx.receipts({t.erasure_id for t in heads}).values()
         return [ErasureStatus(t, coverage(t.erasure_id, members, receipts)) for t in heads]
 

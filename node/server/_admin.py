@@ -179,9 +179,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     def _membership(self) -> dict[str, bool]:
         """Every member the roster knows, by whether it is revoked (on a node without a
         federation: none but itself, which the ledger adds)."""
-        if self.ctx.roster is None:
-            return {}
-        return {m.node_id: m.revoked for m in self.ctx.roster.members(dt.datetime.now(dt.UTC))}
+        return self.ctx.roster.membership() if self.ctx.roster is not None else {}
 
     def _roster(self) -> Roster:
         if self.ctx.roster is None:

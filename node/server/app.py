@@ -10,6 +10,7 @@ import signal
 import socket
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -36,7 +37,7 @@ from factnode.ledger import (
     Submitted,
     ensure_node_id,
 )
-from factnode.metrics import Metrics, serve_metrics
+from factnode.metrics import ERASURE_GAUGE_SECONDS, Metrics, serve_metrics
 from factnode.server._admin import AdminServicer
 from factnode.server._admission import CallGate
 from factnode.server._auth import Access
@@ -149,6 +150,7 @@ class Node:
         self.federation_port = 0
         self._links: dict[str, GrpcPeerLink] = {}
         self._metrics_server: Any = None
+        self._gauges: asyncio.Task[None] | None = None
         self.writer: GroupCommit | None = None
         self.background: Background | None = None
         self.listener: CommitListener | None = None
@@ -396,6 +398,9 @@ class Node:
             self._metrics_server = serve_metrics(
                 host.strip("[]"), int(metrics_port), self.metrics.registry, s.metrics_token
             )
+            # Every replica serves its own /metrics, so each reads the gauges itself (a
+            # read, outside the lease that runs the background work).
+            self._gauges = asyncio.create_task(self._erasure_gauge_loop())
         if s.federated:
             await self._start_federation(options)
             assert self.syncer is not None
@@ -418,6 +423,21 @@ class Node:
             changes.notify()
 
         return after
+
+    async def refresh_erasure_gauges(self) -> None:
+        """Reads how many erasures still wait for a current member's receipt, and the oldest
+        one's time, into the metrics (one aggregate query)."""
+        members = self.roster.membership() if self.roster is not None else {}
+        count, oldest = await asyncio.to_thread(self.ledger.reading.unconfirmed_erasures, members)
+        self.metrics.unconfirmed_erasures(count, oldest, self.ledger.clock.now)
+
+    async def _erasure_gauge_loop(self) -> None:
+        while True:
+            try:
+                await self.refresh_erasure_gauges()
+            except Exception as exc:
+                log.error("reading the erasure gauges failed: %s", type(exc).__name__)
+            await asyncio.sleep(ERASURE_GAUGE_SECONDS)
 
     async def _decay_loop(self) -> None:
         while True:
@@ -447,6 +467,10 @@ class Node:
             await self.changes.stop()
         for link in self._links.values():
             await link.close()
+        if self._gauges is not None:
+            self._gauges.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._gauges
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
             self._metrics_server.server_close()

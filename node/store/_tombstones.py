@@ -278,6 +278,20 @@ class SqlTombstones(TransactionPart):
             q = q.where((ER.c.erased_at < at) | ((ER.c.erased_at == at) & (ER.c.erasure_id < last)))
         return [_tombstone_head(r) for r in self._c.execute(q)]
 
+    def unconfirmed_erasures(self, current: Collection[str]) -> tuple[int, int | None]:
+        """How many erasures held lack a receipt from some of the `current` members, and the
+        oldest one's `erased_at` (None: none lacks one). One aggregate over the erasures,
+        each looked up by the receipts' primary key."""
+        confirmed = (
+            select(func.count())
+            .select_from(RC)
+            .where(RC.c.erasure_id == ER.c.erasure_id, RC.c.node_id.in_(sorted(current)))
+            .scalar_subquery()
+        )
+        q = select(func.count(), func.min(ER.c.erased_at)).where(confirmed < len(current))
+        count, oldest = self._c.execute(q).one()
+        return int(count), None if oldest is None else int(oldest)
+
 
 def _receipt(r: Any) -> Receipt:
     m = r._mapping

@@ -15,7 +15,12 @@ import pytest
 from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.config import ConfigError, Settings, check_exposure, load_settings
+from factnode.core import MICROS_PER_SECOND
+from factnode.core.members import MemberRecord
+from factnode.core.receipts import Receipt
 from factnode.server.app import Node
+from factnode.store import StoredMember, Writes
+from factnode.testing import FakeClock
 
 
 def _free_port() -> int:
@@ -111,3 +116,64 @@ async def test_with_a_metrics_token_metrics_asks_for_it(tmp_path: Path) -> None:
     assert [code for code, _ in answers[:2]] == [401, 401]
     assert METRICS_TOKEN not in answers[0][1]
     assert answers[2][0] == 200 and "factnode_decisions_total" in answers[2][1]
+
+
+async def test_erasure_gauges_count_erasures_a_current_member_has_not_confirmed(
+    tmp_path: Path,
+) -> None:
+    """factnode_erasures_unconfirmed counts the erasures some current member has sent no
+    receipt for, and the oldest one's age grows with the clock between refreshes; a member's
+    receipt, or its revocation, ends the wait (issue 45)."""
+    metrics_port = _free_port()
+    clock = FakeClock()
+    node = Node(
+        Settings(
+            listen="127.0.0.1:0", data_dir=tmp_path, node_id="n1",
+            metrics_listen=f"127.0.0.1:{metrics_port}",
+        ),
+        clock=clock,
+    )  # fmt: skip
+    port = await node.start()
+
+    def scrape() -> dict[str, float]:
+        url = f"http://127.0.0.1:{metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            body = response.read().decode()
+        return {
+            name: float(value)
+            for name, value in (line.split() for line in body.splitlines() if line[:1] != "#")
+            if name.startswith("factnode_erasures_unconfirmed")
+        }
+
+    async def gauges() -> tuple[float, float]:
+        await node.refresh_erasure_gauges()
+        got = await asyncio.to_thread(scrape)
+        return (
+            got["factnode_erasures_unconfirmed"],
+            got["factnode_erasures_unconfirmed_oldest_age_seconds"],
+        )
+
+    n2 = MemberRecord("n2", "n2.example:7421", b"pem", 1, b"\x01")
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            admin = pb_grpc.AdminServiceStub(channel)
+            key = pb.Key(namespace="user:ana", subject="ana", predicate="lives_in")
+            erased = await admin.Erase(pb.EraseRequest(key=key, reason="GDPR art. 17"), timeout=10)
+        assert await gauges() == (0, 0)  # n1 alone, and n1 applied it
+        with node.repo.write() as tx:
+            tx.apply(Writes(members=[StoredMember(n2, revoked=False)]))
+        clock.advance(90 * MICROS_PER_SECOND)
+        assert await gauges() == (1, 90)
+        clock.advance(10 * MICROS_PER_SECOND)
+        assert (await asyncio.to_thread(scrape))[
+            "factnode_erasures_unconfirmed_oldest_age_seconds"
+        ] == 100  # without a refresh: the age is the clock's at the scrape
+        receipt = Receipt(erased.erasure_id, "n2", clock.now(), 0, b"\x02")
+        with node.repo.write() as tx:
+            tx.apply(Writes(receipts=[receipt]))
+        assert await gauges() == (0, 0)
+        with node.repo.write() as tx:
+            tx.apply(Writes(members=[StoredMember(replace(n2, node_id="n3"), revoked=True)]))
+        assert await gauges() == (0, 0)  # a revoked member is not waited for
+    finally:
+        await node.stop(0)

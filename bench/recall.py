@@ -72,6 +72,7 @@ from factnode.ledger import Ledger, ensure_node_id
 from factnode.server._loop import loop_factory
 from factnode.server.app import Node, start_node
 from factnode.store import SqlRepository, _search
+from factnode.store._search import MATCH_WINDOW
 
 SEED = 20261206
 TOP = 5  # precision and recall at 5: the page size of the measured searches
@@ -492,10 +493,11 @@ BREAKDOWN_QUERIES = 20
 
 def breakdown(url: str, texts: Sequence[str]) -> dict[str, Any]:
     """In this process, on the stopped node's store: for the first BREAKDOWN_QUERIES query
-    texts, the whole ledger search (what SearchBeliefs runs), the store's ranked-match query
-    alone (`search_matches`, up to MAX_CANDIDATES rows), loading the key states of its
-    candidates (`key_states`), and how many assertions the query's words match. On SQLite,
-    the store statement's EXPLAIN QUERY PLAN too."""
+    texts, the whole ledger search (what SearchBeliefs runs), the store's ranked-match
+    queries alone (`search_matches`: every word, then any word, up to MAX_CANDIDATES rows
+    each), loading the key states of the first chunk of candidates (`key_states`), and how
+    many assertions the query's words match. On SQLite, the any-word statement's EXPLAIN
+    QUERY PLAN too."""
     repo = SqlRepository(url, cache_keys=0)
     try:
         ledger = Ledger(repo, Policy(), ensure_node_id(repo, None, "node-recall"), SystemClock())
@@ -507,18 +509,23 @@ def breakdown(url: str, texts: Sequence[str]) -> dict[str, Any]:
             whole = time.perf_counter() - t0
             with repo.read() as tx:
                 t0 = time.perf_counter()
-                found = tx.search_matches(s.terms, served_only=True, limit=recall.MAX_CANDIDATES)
-                matches = time.perf_counter() - t0
+                every = tx.search_matches(s.terms, every_word=True)
+                every_ms = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                tx.key_states(sorted({m.key for m in found}))
+                found = tx.search_matches(s.terms, every_word=False)
+                any_ms = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                tx.key_states(sorted({m.key for m in (every or found)[:32]}))
                 states = time.perf_counter() - t0
                 matching = _matching(tx, s.terms)
             rows.append(
                 {
                     "search_ms": whole * 1000,
-                    "match_query_ms": matches * 1000,
+                    "every_word_query_ms": every_ms * 1000,
+                    "any_word_query_ms": any_ms * 1000,
                     "key_states_ms": states * 1000,
-                    "candidates": len(found),
+                    "every_word_candidates": len(every),
+                    "any_word_candidates": len(found),
                     "matching_assertions": matching,
                 }
             )
@@ -545,8 +552,8 @@ def _matching(tx: Any, terms: Sequence[str]) -> int:
 
 
 def _sqlite_plan(path: str, text: str) -> list[str]:
-    """EXPLAIN QUERY PLAN of the store's search statement (as `search_matches` builds it,
-    present view) for `text`."""
+    """EXPLAIN QUERY PLAN of the store's any-word search statement (as `search_matches`
+    builds it) for `text`."""
     statements: list[str] = []
     repo = SqlRepository(f"sqlite:///{path}", cache_keys=0)
     try:
@@ -561,7 +568,7 @@ def _sqlite_plan(path: str, text: str) -> list[str]:
 
             event.listen(conn, "before_cursor_execute", grab)
             try:
-                tx.search_matches(recall.search_terms(text), served_only=True, limit=TOP)
+                tx.search_matches(recall.search_terms(text), every_word=False, limit=TOP)
             finally:
                 event.remove(conn, "before_cursor_execute", grab)
     finally:
@@ -570,7 +577,8 @@ def _sqlite_plan(path: str, text: str) -> list[str]:
     try:
         terms = recall.search_terms(text)
         rows = db.execute(
-            "EXPLAIN QUERY PLAN " + statements[0], (recall.fts5_match(terms), TOP)
+            "EXPLAIN QUERY PLAN " + statements[0],
+            (recall.fts5_match(terms), MATCH_WINDOW, TOP),
         ).fetchall()
     finally:
         db.close()
@@ -784,10 +792,12 @@ async def run(args: argparse.Namespace, event_loop: str) -> dict[str, Any]:
         b = out["breakdown"] = breakdown(settings.db_url, q.pop("query_texts"))
         say(
             f"where a search's time goes (in this process, medians of {b['queries']} queries): "
-            f"whole search {b['search_ms']} ms; the store's ranked match query "
-            f"{b['match_query_ms']} ms ({b['candidates']:.0f} candidates of "
-            f"{b['matching_assertions']:.0f} matching assertions); key states of the "
-            f"candidates {b['key_states_ms']} ms"
+            f"whole search {b['search_ms']} ms; the store's every-word query "
+            f"{b['every_word_query_ms']} ms ({b['every_word_candidates']:.0f} candidates), "
+            f"any-word query {b['any_word_query_ms']} ms ({b['any_word_candidates']:.0f} "
+            f"candidates of {b['matching_assertions']:.0f} matching assertions; it runs only "
+            f"when the every-word candidates run out); key states of a chunk of candidates "
+            f"{b['key_states_ms']} ms"
         )
         for line in b.get("plan", []):
             say(f"  plan: {line}")

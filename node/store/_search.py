@@ -36,6 +36,9 @@ _PG_DOCUMENT = " || ".join(
 )
 # Assertions a word query ranks by the backend's rank before the filters (`search_matches`).
 MATCH_WINDOW = 4 * MAX_CANDIDATES
+# A word matching more assertions than this is left out of an any-word query when a rarer
+# word of the query is there (`_telling`): ranking costs a score per match.
+COMMON_MATCHES = 20 * MAX_CANDIDATES
 SQLITE_FTS_TABLE = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS search_text USING fts5("
     "namespace, subject, predicate, object, source, "
@@ -185,6 +188,29 @@ class SqlSearch(TransactionPart):
             for r in self._c.exec_driver_sql(sql, (list(query), *args, limit))
         ]
 
+    def _telling(self, terms: Sequence[str]) -> list[str]:
+        """Of `terms`, those that match at most COMMON_MATCHES assertions (each counted up to
+        that bound): a word most of the store holds tells the values apart little and costs a
+        score for every assertion it matches. All of them if none is that rare."""
+        sqlite = self._c.dialect.name == "sqlite"
+        if sqlite:
+            sql = (
+                "SELECT count(*) FROM (SELECT rowid FROM search_text WHERE search_text MATCH ? "
+                "LIMIT ?)"
+            )
+        else:
+            sql = (
+                "SELECT count(*) FROM (SELECT 1 FROM search_doc WHERE document @@ "
+                f"plainto_tsquery('{_PG_CONFIG}', %s) LIMIT %s) AS m"
+            )
+        rare = []
+        for term in terms:
+            word = fts5_match([term]) if sqlite else term
+            n = self._c.exec_driver_sql(sql, (word, COMMON_MATCHES + 1)).scalar_one()
+            if n <= COMMON_MATCHES:
+                rare.append(term)
+        return rare or list(terms)
+
     def search_matches(
         self,
         terms: Sequence[str],
@@ -199,9 +225,12 @@ class SqlSearch(TransactionPart):
         """The assertions that every one (`every_word`) or any of `terms` matches, best
         first (ties by evidence id), within the filters: the best `window` by the backend's
         rank alone, then the best `limit` of those the filters keep. Ranking before joining
-        keeps a common word's cost to scoring its matches."""
+        keeps a common word's cost to scoring its matches; an any-word query leaves out the
+        words most assertions hold where the query has rarer ones (`_telling`)."""
         if not terms:
             return []
+        if not every_word:
+            terms = self._telling(terms)
         sqlite = self._c.dialect.name == "sqlite"
         mark = "?" if sqlite else "%s"
         filters, params = _filters(mark, namespace_prefix, subject, predicate)

@@ -604,3 +604,26 @@ def test_assertions_matching_every_word_come_first(ledger: Ledger) -> None:
     found = [h.object for h in hits(ledger, "green tea")]
     assert found[0] == "green tea"
     assert sorted(found[1:]) == ["black tea", "green juice", "green smoothie"]
+
+
+def test_an_any_word_query_leaves_out_words_most_of_the_store_holds(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A word matching more than COMMON_MATCHES assertions is left out of the any-word query
+    when the query has a rarer one; with none rarer, every word counts."""
+    from factnode.store import _search
+
+    monkeypatch.setattr(_search, "COMMON_MATCHES", 3)
+    for n in range(5):
+        ledger.submit(sub(Key(NS, f"p{n}", "likes"), f"alpha thing {n}"))
+    ledger.submit(sub(Key(NS, "z", "likes"), "zeta"))
+    with ledger.repo.read() as tx:
+        rare = tx.search_matches(["alpha", "zeta"], every_word=False)
+        common = tx.search_matches(["alpha"], every_word=False)
+    assert [m.key.subject for m in rare] == ["z"]
+    assert sorted(m.key.subject for m in common) == [f"p{n}" for n in range(5)]
+    # The control: with the bound above the store's size both words count.
+    monkeypatch.setattr(_search, "COMMON_MATCHES", 100)
+    with ledger.repo.read() as tx:
+        both = tx.search_matches(["alpha", "zeta"], every_word=False)
+    assert len(both) == 6

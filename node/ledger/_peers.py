@@ -7,6 +7,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from factnode.core import Confirmation, Decision, Evidence, Instant, Key, Outcome, Rule, ids
 from factnode.core.consensus import Vote, hour_of
@@ -40,6 +41,7 @@ from factnode.core.quarantine import key_breaks_text_rule
 from factnode.core.receipts import Receipt, receipt_problem
 from factnode.core.signed import (
     Equivocation,
+    Signature,
     bound_payload,
     confirmation_payload,
     evidence_payload,
@@ -63,6 +65,10 @@ _LOGGED = 200
 # The store's named value naming the certificate this node's votes were last signed with.
 _VOTES_SIGNED_WITH = "votes_signed_with"
 _DATABASE_REFUSED = "this node's database refused its data"
+
+
+# A member's signed statement about one erasure: an erasure bound or a receipt.
+_PerErasure = TypeVar("_PerErasure", ErasureBound, Receipt)
 
 
 class PeerInput(Component):
@@ -414,36 +420,54 @@ class PeerInput(Component):
     def _receive_bounds(
         self, peer_id: str, bounds: Sequence[ErasureBound], arriving: Collection[str]
     ) -> Received:
-        """Keeps a peer's erasure bounds (each node's lowest per erasure), checked item by
-        item: well formed, signed by the node they name (on a node that checks signatures),
-        and for an erasure held here or arriving with them. This node's own coming back are
-        taken as held: nobody else says when it applied an erasure."""
-        accepted = len([b for b in bounds if b.node == self.node_id])
+        """Keeps a peer's erasure bounds (each node's lowest per erasure), checked as
+        `_receive_per_erasure` checks them; an erasure arriving with them counts as held."""
+
+        def keep(tx: Transaction, kept: Sequence[ErasureBound], fx: Committed) -> int:
+            self._serving.put_bounds(tx, kept, fx)
+            return len(kept)
+
+        return self._receive_per_erasure(
+            bounds, bound_problem, self._serving.signing.verify_bound, "bound", arriving, keep
+        )
+
+    def _receive_per_erasure(
+        self,
+        items: Sequence[_PerErasure],
+        problem: Callable[[_PerErasure], str],
+        verify: Callable[[_PerErasure], Signature] | None,
+        kind: str,
+        arriving: Collection[str],
+        keep: Callable[[Transaction, Sequence[_PerErasure], Committed], int],
+    ) -> Received:
+        """Keeps a member's signed statements about erasures (bounds, receipts), checked item
+        by item: well formed, signed by the node they name (on a node that checks
+        signatures), and for an erasure held here or `arriving` with them; `keep` stores
+        those and says how many changed what is held. This node's own coming back are taken
+        as held: nobody else says when it applied an erasure."""
+        accepted = len([i for i in items if i.node == self.node_id])
         refused: list[Refusal] = []
         good = screened(
-            [b for b in bounds if b.node != self.node_id],
-            bound_problem,
-            self._serving.signing.verify_bound,
-            lambda b: b.erasure_id,
-            "bound",
+            [i for i in items if i.node != self.node_id],
+            problem,
+            verify,
+            lambda i: i.erasure_id,
+            kind,
             refused,
         )
         if good:
             fx = Committed()
             with self.repo.write() as tx:
                 self._serving.announce(tx, fx)
-                held = tx.known_erasures({b.erasure_id for b in good}) | set(arriving)
-                kept = [b for b in good if b.erasure_id in held]
+                held = tx.known_erasures({i.erasure_id for i in good}) | set(arriving)
                 refused += [
-                    Refusal(shown_id(b.erasure_id), "its erasure is not held here", "bound")
-                    for b in good
-                    if b.erasure_id not in held
+                    Refusal(shown_id(i.erasure_id), "its erasure is not held here", kind)
+                    for i in good
+                    if i.erasure_id not in held
                 ]
-                self._serving.put_bounds(tx, kept, fx)
-                accepted += len(kept)
-        return _received(
-            accepted, [replace(r, reason=f"erasure bound: {r.reason}") for r in refused]
-        )
+                accepted += keep(tx, [i for i in good if i.erasure_id in held], fx)
+        label = {"bound": "erasure bound", "receipt": "erasure receipt"}[kind]
+        return _received(accepted, [replace(r, reason=f"{label}: {r.reason}") for r in refused])
 
     def offer_receipts(self, prefixes: Collection[str]) -> list[Receipt]:
         """The erasure receipts held under erasure-id `prefixes` (specification §6); this
@@ -461,34 +485,14 @@ class PeerInput(Component):
         ]
 
     def _receive_receipts(self, receipts: Sequence[Receipt]) -> Received:
-        """Keeps peers' erasure receipts, checked item by item: well formed, signed by the
-        member they name (on a node that checks signatures; a revoked member's refused), for
-        an erasure held here, and each member's latest per erasure. This node's own coming
-        back are taken as held: it says itself when it applied an erasure."""
-        accepted = len([r for r in receipts if r.node == self.node_id])
-        refused: list[Refusal] = []
-        good = screened(
-            [r for r in receipts if r.node != self.node_id],
-            receipt_problem,
-            self._serving.signing.verify_receipt,
-            lambda r: r.erasure_id,
-            "receipt",
-            refused,
-        )
-        if good:
-            fx = Committed()
-            with self.repo.write() as tx:
-                self._serving.announce(tx, fx)
-                held = tx.known_erasures({r.erasure_id for r in good})
-                refused += [
-                    Refusal(shown_id(r.erasure_id), "its erasure is not held here", "receipt")
-                    for r in good
-                    if r.erasure_id not in held
-                ]
-                kept = [r for r in good if r.erasure_id in held]
-                accepted += self._serving.put_receipts(tx, kept, fx)
-        return _received(
-            accepted, [replace(r, reason=f"erasure receipt: {r.reason}") for r in refused]
+        """Keeps peers' erasure receipts (each member's latest per erasure), checked as
+        `_receive_per_erasure` checks them (a revoked member's refused)."""
+
+        def keep(tx: Transaction, kept: Sequence[Receipt], fx: Committed) -> int:
+            return self._serving.put_receipts(tx, kept, fx)
+
+        return self._receive_per_erasure(
+            receipts, receipt_problem, self._serving.signing.verify_receipt, "receipt", (), keep
         )
 
     def offer_confirmations(self, prefixes: Collection[str]) -> list[Confirmation]:

@@ -16,7 +16,7 @@ import re
 from factnode.core import FieldViolation, InvalidInput
 
 VERSION = "1"
-MAX_TOKEN_CHARS = 256
+MAX_TOKEN_CHARS = 1024  # a subjects token holds a subject (256 bytes) in hex
 # Decision-log and belief-change positions: their seq columns are INTEGER on PostgreSQL, so
 # a larger position could only fail its query there (INTERNAL, where SQLite answered OK).
 MAX_SEQ = 2**31 - 1
@@ -28,6 +28,7 @@ QUEUE = "queue"  # a (since, key id, version id) position, oldest first: ListCon
 DECISIONS = "decisions"  # a decision-log seq: ListDecisions
 CHANGES = "changes"  # a decision-log seq: WatchBeliefs
 ERASURES = "erasures"  # an (erased_at, erasure id) position, newest first: ListErasures
+SUBJECTS = "subjects"  # a subject (hex of its UTF-8), in the database's order: ListSubjects
 SEARCH = "search"  # (search fingerprint, offset) into one search's ranking: SearchBeliefs
 MAX_SEARCH_OFFSET = 100_000
 
@@ -107,6 +108,23 @@ def decode_queue_position(token: str, field: str = "page_token") -> tuple[int, s
     return int(since), key_id, version_id
 
 
+def subject_position(subject: str) -> str:
+    """A token for the page of subjects after `subject`."""
+    return _encode(SUBJECTS, subject.encode().hex())
+
+
+def decode_subject_position(token: str, field: str = "page_token") -> str:
+    """The subject a subjects token names; InvalidInput otherwise."""
+    (raw,) = _decode(token, SUBJECTS, field, 1)
+    try:
+        subject = bytes.fromhex(raw).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput([FieldViolation(field, "is not a token this node issued")]) from None
+    if not subject or len(raw) > 2 * 256 or raw != raw.lower():
+        raise InvalidInput([FieldViolation(field, "is not a token this node issued")])
+    return subject
+
+
 def erasure_position(erased_at: int, erasure_id: str) -> str:
     """A token for the page of erasures after (erased_at, erasure id), newest first."""
     return _encode(ERASURES, str(erased_at), erasure_id)
@@ -143,6 +161,8 @@ def check(token: str, kind: str, field: str) -> None:
         decode_queue_position(token, field)
     elif kind == ERASURES:
         decode_erasure_position(token, field)
+    elif kind == SUBJECTS:
+        decode_subject_position(token, field)
     elif kind == SEARCH:
         fingerprint = _decode(token, SEARCH, field, 2)[0]
         decode_search_position(token, fingerprint, field)

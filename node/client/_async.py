@@ -137,12 +137,25 @@ class AsyncClient(c.Connection):
 
     async def beliefs(
         self, namespace: str, *, subject: str | None = None, page_size: int = 0,
-        page_token: str = "",
+        page_token: str = "", subject_prefix: str = "",
     ) -> t.Page[t.Belief]:  # fmt: skip
-        """One page of a namespace's beliefs, optionally for one subject."""
+        """One page of a namespace's beliefs, optionally for one subject or the subjects
+        starting with `subject_prefix`."""
         return await self._send(
-            c.BELIEFS, c.beliefs_request(namespace, subject, page_size, page_token)
+            c.BELIEFS, c.beliefs_request(namespace, subject, page_size, page_token, subject_prefix)
         )
+
+    async def subjects(
+        self, namespace: str, *, subject_prefix: str = "", page_size: int = 0,
+        page_token: str = "",
+    ) -> t.Page[str]:  # fmt: skip
+        """One page of the subjects with a belief in a namespace (starting with
+        `subject_prefix`), each once."""
+        req = c.listing(
+            pb.ListSubjectsRequest(namespace=namespace, subject_prefix=subject_prefix),
+            page_size, page_token,
+        )  # fmt: skip
+        return await self._send(c.SUBJECTS, req)
 
     async def recall(
         self, namespace: str, subject: str, *, limit: int = c.RECALL_LIMIT

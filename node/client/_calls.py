@@ -374,6 +374,10 @@ BELIEFS = _call(
     "FactService", "ListBeliefs", pb.ListBeliefsResponse,
     lambda m: t.Page(tuple(t.Belief.of(b) for b in m.beliefs), m.next_page_token),
 )  # fmt: skip
+SUBJECTS = _call(
+    "FactService", "ListSubjects", pb.ListSubjectsResponse,
+    lambda m: t.Page(tuple(m.subjects), m.next_page_token),
+)  # fmt: skip
 SEARCH = _call(
     "FactService", "SearchBeliefs", pb.SearchBeliefsResponse,
     lambda m: t.Page(tuple(t.Hit.of(h) for h in m.hits), m.next_page_token),
@@ -513,9 +517,13 @@ def erase_request(
 
 
 def beliefs_request(
-    namespace: str, subject: str | None, page_size: int, page_token: str
-) -> pb.ListBeliefsRequest:
-    req = listing(pb.ListBeliefsRequest(namespace=namespace), page_size, page_token)
+    namespace: str, subject: str | None, page_size: int, page_token: str,
+    subject_prefix: str = "",
+) -> pb.ListBeliefsRequest:  # fmt: skip
+    req = listing(
+        pb.ListBeliefsRequest(namespace=namespace, subject_prefix=subject_prefix),
+        page_size, page_token,
+    )  # fmt: skip
     if subject is not None:
         req.subject = subject
     return req

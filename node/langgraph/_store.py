@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import math
 import threading
 import warnings
@@ -46,6 +47,7 @@ UnindexedQuery = Literal["refuse", "ignore"]
 _CONCURRENT_CALLS = 16
 _PAGE = 100  # ListBeliefs page size for search and list_namespaces' scans
 _SEARCH_PAGE = 100  # SearchBeliefs' largest page
+_SUBJECT_PAGE = 1000  # ListSubjects' largest page
 MAX_DIMS = 4096  # the node's longest vector
 
 # Why a put's `ttl` is refused, and what sets a memory's life instead.
@@ -125,6 +127,17 @@ class _Index:
         return [t for _, path in paths for t in get_text_at_path(value, path) if t]
 
 
+def _subject_prefix(prefix: Sequence[str]) -> str:
+    """The subject text every namespace under `prefix` starts with ("" for none, or for
+    labels no subject can hold: then every subject is read and the caller filters)."""
+    if not prefix:
+        return ""
+    try:
+        return m.subject_of(prefix)
+    except m.ItemError:
+        return ""
+
+
 class _Options:
     """What both stores are built from: the node's address and credentials, the store's
     factnode namespace and default provenance, and how a semantic query is answered."""
@@ -180,7 +193,7 @@ class _Batch:
         self.gate = asyncio.Semaphore(_CONCURRENT_CALLS)
         # One scan serves every search and list_namespaces of the batch: its reads all see
         # the store as it was before the batch's puts.
-        self._scanned: asyncio.Future[list[_Scanned]] | None = None
+        self._scanned: dict[str, asyncio.Future[list[_Scanned]]] = {}
 
     async def run(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
@@ -274,19 +287,25 @@ class _Batch:
             raise m.ItemError("key", f"{belief.key} has a belief but no evidence")
         return m.stamps(recorded, belief.version_id, fallback)
 
-    async def _items(self) -> list[_Scanned]:
-        """Every item the store's namespace holds, scanned once per batch."""
-        if self._scanned is None:
-            self._scanned = asyncio.ensure_future(self._scan())
-        return await asyncio.shield(self._scanned)
+    async def _items(self, prefix: tuple[str, ...]) -> list[_Scanned]:
+        """The items under a namespace prefix (with others whose subject starts alike),
+        read once per batch and prefix."""
+        subject_prefix = _subject_prefix(prefix)
+        scan = self._scanned.get(subject_prefix)
+        if scan is None:
+            scan = self._scanned[subject_prefix] = asyncio.ensure_future(self._scan(subject_prefix))
+        return await asyncio.shield(scan)
 
-    async def _scan(self) -> list[_Scanned]:
-        """Every item the store's namespace holds: (namespace, key, belief, value)."""
+    async def _scan(self, subject_prefix: str) -> list[_Scanned]:
+        """The items whose subject starts with `subject_prefix` (ListBeliefs, by the node's
+        subject index): (namespace, key, belief, value)."""
         out: list[_Scanned] = []
         token = ""
         while True:
             page = await self._call(
-                self.client.beliefs(self.o.root, page_size=_PAGE, page_token=token)
+                self.client.beliefs(
+                    self.o.root, page_size=_PAGE, page_token=token, subject_prefix=subject_prefix
+                )
             )
             for b in page.items:
                 value = m.value_of(b.object) if b.version_id else None
@@ -302,7 +321,7 @@ class _Batch:
         prefix = tuple(op.namespace_prefix)
         found = [
             (ns, key, b)
-            for ns, key, b, value in await self._items()
+            for ns, key, b, value in await self._items(prefix)
             if ns[: len(prefix)] == prefix and m.matches_filter(value, op.filter)
         ]
         found.sort(key=lambda row: (row[0], row[1]))
@@ -361,8 +380,29 @@ class _Batch:
         )  # fmt: skip
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        namespaces = {ns for ns, _, _, _ in await self._items()}
+        """The namespaces holding a belief, from the node's subject index (ListSubjects),
+        under the literal labels of the first prefix condition."""
         conditions = [(c.match_type, tuple(c.path)) for c in op.match_conditions or ()]
+        literal: tuple[str, ...] = ()
+        for match_type, path in conditions:
+            if match_type == "prefix":
+                literal = tuple(itertools.takewhile(lambda label: label != "*", path))
+                break
+        subject_prefix = _subject_prefix(literal)
+        subjects: list[str] = []
+        token = ""
+        while True:
+            page = await self._call(
+                self.client.subjects(
+                    self.o.root, subject_prefix=subject_prefix, page_size=_SUBJECT_PAGE,
+                    page_token=token,
+                )
+            )  # fmt: skip
+            subjects.extend(page.items)
+            token = page.next_page_token
+            if not token:
+                break
+        namespaces = {m.namespace_of(s) for s in subjects}
         return m.listed_namespaces(namespaces, conditions, op.max_depth, op.limit, op.offset)
 
     async def _write(self, writes: list[tuple[int, m.Write]]) -> None:

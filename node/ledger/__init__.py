@@ -280,10 +280,15 @@ class Ledger:
         return self.reading.served(key)
 
     def list_beliefs(
-        self, namespace: str, subject: str | None = None, page_size: int = 0, page_token: str = ""
+        self,
+        namespace: str,
+        subject: str | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+        subject_prefix: str = "",
     ) -> Page[Belief]:
         """`Reading.list_beliefs`."""
-        return self.reading.list_beliefs(namespace, subject, page_size, page_token)
+        return self.reading.list_beliefs(namespace, subject, page_size, page_token, subject_prefix)
 
     def review_queue(
         self, namespace: str = "", page_size: int = 0, page_token: str = ""

@@ -334,19 +334,39 @@ class Reading(Component):
         return found, self._explained(key, state, votes, pin, [] if stale else rows)
 
     def list_beliefs(
-        self, namespace: str, subject: str | None = None, page_size: int = 0, page_token: str = ""
+        self,
+        namespace: str,
+        subject: str | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+        subject_prefix: str = "",
     ) -> Page[Belief]:
-        """Current beliefs of a namespace (and subject), a page at a time, in key order."""
-        check_filters(namespace=namespace, subject=subject)
+        """Current beliefs of a namespace (and subject, or subjects starting with
+        `subject_prefix`), a page at a time, in key order."""
+        check_filters(namespace=namespace, subject=subject, subject_prefix=subject_prefix)
         after = tokens.decode_key_position(page_token) if page_token else None
 
         def rows(tx: Transaction, limit: int) -> list[StoredBelief]:
-            return tx.list_beliefs(namespace, subject, after, limit)
+            return tx.list_beliefs(namespace, subject, after, limit, subject_prefix)
 
         def position(b: StoredBelief) -> str:
             return tokens.key_position(ids.key_id(b.key), b.version_id)
 
         return self._page(rows, position, page_size)
+
+    def subjects(
+        self, namespace: str, subject_prefix: str = "", page_size: int = 0, page_token: str = ""
+    ) -> Page[str]:
+        """The subjects with a current belief in a namespace (starting with `subject_prefix`),
+        each once, a page at a time, in the database's order of text."""
+        check_filters(namespace=namespace, subject_prefix=subject_prefix)
+        size = _page_size(page_size)
+        after = tokens.decode_subject_position(page_token) if page_token else None
+        with self.repo.read() as tx:
+            found = tx.list_subjects(namespace, subject_prefix, after, size + 1)
+        more = len(found) > size
+        found = found[:size]
+        return Page(found, tokens.subject_position(found[-1]) if more else "")
 
     def review_queue(
         self, namespace: str = "", page_size: int = 0, page_token: str = ""

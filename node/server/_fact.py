@@ -183,12 +183,27 @@ class FactServicer(pb_grpc.FactServiceServicer):
             subject,
             request.page_size,
             request.page_token,
+            request.subject_prefix,
             bounded=request.page_size <= DEFAULT_PAGE_SIZE,
         )
         reply = pb.ListBeliefsResponse(next_page_token=page.next_page_token)
         for b in page.items:
             wire.fill_belief(reply.beliefs.add(), b)
         return reply
+
+    @unary
+    async def ListSubjects(
+        self, request: pb.ListSubjectsRequest, context: Context
+    ) -> pb.ListSubjectsResponse:
+        page = await self.ctx.read(
+            self.ctx.ledger.reading.subjects,
+            request.namespace,
+            request.subject_prefix,
+            request.page_size,
+            request.page_token,
+            bounded=request.page_size <= DEFAULT_PAGE_SIZE,
+        )
+        return pb.ListSubjectsResponse(subjects=page.items, next_page_token=page.next_page_token)
 
     @unary
     async def SearchBeliefs(

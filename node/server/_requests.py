@@ -100,7 +100,16 @@ def _list_beliefs(out: Out, msg: pb.ListBeliefsRequest) -> None:
     check_text(out, "namespace", msg.namespace, MAX_KEY_PART_BYTES, required=True)
     if msg.HasField("subject"):
         check_text(out, "subject", msg.subject, MAX_KEY_PART_BYTES, required=True)
+        if msg.subject_prefix:
+            out.append(FieldViolation("subject_prefix", "give either subject or subject_prefix"))
+    check_text(out, "subject_prefix", msg.subject_prefix, MAX_KEY_PART_BYTES, required=False)
     _page(out, msg, tokens.KEYS)
+
+
+def _list_subjects(out: Out, msg: pb.ListSubjectsRequest) -> None:
+    check_text(out, "namespace", msg.namespace, MAX_KEY_PART_BYTES, required=True)
+    check_text(out, "subject_prefix", msg.subject_prefix, MAX_KEY_PART_BYTES, required=False)
+    _page(out, msg, tokens.SUBJECTS)
 
 
 def _submit_fact(out: Out, msg: pb.SubmitFactRequest) -> None:
@@ -235,6 +244,7 @@ _CHECKS: dict[type[Message], Callable[[Out, Any], None]] = {
     pb.SubmitFactRequest: _submit_fact,
     pb.GetBeliefRequest: _keyed,
     pb.ListBeliefsRequest: _list_beliefs,
+    pb.ListSubjectsRequest: _list_subjects,
     pb.SearchBeliefsRequest: _search_beliefs,
     pb.ListErasuresRequest: _list_erasures,
     pb.GetErasureRequest: _get_erasure,

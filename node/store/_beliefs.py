@@ -31,7 +31,7 @@ from factnode.store._rows import (
     _key_values,
     _stored_belief,
 )
-from factnode.store._sqltext import delete_in, insert_rows, select_in, select_page
+from factnode.store._sqltext import delete_in, fetch_all, insert_rows, select_in, select_page
 from factnode.store.repository import (
     Counts,
     StoredBelief,
@@ -41,6 +41,8 @@ from factnode.store.repository import (
 QUEUED = (BeliefState.AMBIGUOUS, BeliefState.CONTESTED)
 # After a position (key id, key id, version id) in a page ordered by key and version.
 _AFTER_KEY = "(belief.key_id > ? OR (belief.key_id = ? AND belief.version_id > ?))"
+# A subject that starts with a prefix: exact on every collation (a range would not be).
+_SUBJECT_PREFIX = "substr(belief.subject, 1, ?) = ?"
 
 
 def _count_keys(conn: Connection, state: BeliefState) -> int:
@@ -135,12 +137,15 @@ class SqlBeliefs(TransactionPart):
         subject: str | None,
         after: tuple[str, str] | None,
         limit: int,
+        subject_prefix: str = "",
     ) -> list[StoredBelief]:
         conds: list[tuple[str, Sequence[Any]]] = []
         if namespace:
             conds.append(("belief.namespace = ?", (namespace,)))
         if subject is not None:
             conds.append(("belief.subject = ?", (subject,)))
+        if subject_prefix:
+            conds.append((_SUBJECT_PREFIX, (len(subject_prefix), subject_prefix)))
         if after is not None:
             # Pages are ordered by (key_id, version_id): stable and index-backed.
             key_id, version_id = after
@@ -148,6 +153,25 @@ class SqlBeliefs(TransactionPart):
         order = ("belief.key_id", "belief.version_id")
         rows = select_page(self._c, _SELECT_BELIEFS, conds, order, limit)
         return [_stored_belief(r) for r in rows]
+
+    def list_subjects(
+        self, namespace: str, subject_prefix: str, after: str | None, limit: int
+    ) -> list[str]:
+        """The subjects with a served belief in `namespace` that start with `subject_prefix`,
+        each once, in the database's order of text, after `after`: read from the
+        (namespace, subject) index, never from the rows."""
+        conds: list[tuple[str, Sequence[Any]]] = [("belief.namespace = ?", (namespace,))]
+        if subject_prefix:
+            conds.append((_SUBJECT_PREFIX, (len(subject_prefix), subject_prefix)))
+        if after is not None:
+            conds.append(("belief.subject > ?", (after,)))
+        where = " AND ".join(c for c, _ in conds)
+        sql = (
+            f"SELECT DISTINCT belief.subject FROM belief WHERE {where} "
+            "ORDER BY belief.subject LIMIT ?"
+        )
+        params = [v for _, values in conds for v in values]
+        return [r[0] for r in fetch_all(self._c, sql, (*params, limit))]
 
     def queued_beliefs(
         self, namespace: str, after: tuple[int, str, str] | None, limit: int

@@ -214,7 +214,12 @@ class BeliefTransaction(Protocol):
         subject: str | None,
         after: tuple[str, str] | None,
         limit: int,
+        subject_prefix: str = "",
     ) -> list[StoredBelief]: ...
+
+    def list_subjects(
+        self, namespace: str, subject_prefix: str, after: str | None, limit: int
+    ) -> list[str]: ...
 
     def queued_beliefs(
         self, namespace: str, after: tuple[int, str, str] | None, limit: int

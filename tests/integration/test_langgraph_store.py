@@ -417,11 +417,15 @@ def test_a_reader_token_cannot_put(node: InProcessNode) -> None:
 
 
 def test_foreign_facts_are_not_items(node: InProcessNode, store: FactnodeStore) -> None:
-    """A fact in the store's namespace whose value is not a JSON object is not an item."""
+    """A fact in the store's namespace whose value is not a JSON object is not an item: get
+    and search skip it. list_namespaces reads the node's subject index, so the namespace it
+    names is listed (docs/agents/langgraph.md says so)."""
     with Client(node.address, token=OPERATOR) as client:
         client.submit((store.namespace, "a", "city"), "Porto", "user_stated", source="u")
+        assert client.subjects(store.namespace).items == ("a",)
     assert store.get(("a",), "city") is None
-    assert store.search(()) == [] and store.list_namespaces() == []
+    assert store.search(()) == [] and store.search(("a",), query="Porto") == []
+    assert store.list_namespaces() == [("a",)]
 
 
 # --- the async store ----------------------------------------------------------------------

@@ -338,16 +338,38 @@ class GetBeliefRequest(_message.Message):
     def __init__(self, key: _Optional[_Union[Key, _Mapping]] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListBeliefsRequest(_message.Message):
-    __slots__ = ("namespace", "subject", "page_size", "page_token")
+    __slots__ = ("namespace", "subject", "page_size", "page_token", "subject_prefix")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     SUBJECT_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_PREFIX_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     subject: str
     page_size: int
     page_token: str
-    def __init__(self, namespace: _Optional[str] = ..., subject: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    subject_prefix: str
+    def __init__(self, namespace: _Optional[str] = ..., subject: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., subject_prefix: _Optional[str] = ...) -> None: ...
+
+class ListSubjectsRequest(_message.Message):
+    __slots__ = ("namespace", "subject_prefix", "page_size", "page_token")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    subject_prefix: str
+    page_size: int
+    page_token: str
+    def __init__(self, namespace: _Optional[str] = ..., subject_prefix: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListSubjectsResponse(_message.Message):
+    __slots__ = ("subjects", "next_page_token")
+    SUBJECTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    subjects: _containers.RepeatedScalarFieldContainer[str]
+    next_page_token: str
+    def __init__(self, subjects: _Optional[_Iterable[str]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListBeliefsResponse(_message.Message):
     __slots__ = ("beliefs", "next_page_token")

@@ -55,6 +55,11 @@ class FactServiceStub:
                 request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsRequest.SerializeToString,
                 response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsResponse.FromString,
                 _registered_method=True)
+        self.ListSubjects = channel.unary_unary(
+                '/factnode.v1.FactService/ListSubjects',
+                request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListSubjectsRequest.SerializeToString,
+                response_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListSubjectsResponse.FromString,
+                _registered_method=True)
         self.GetHistory = channel.unary_unary(
                 '/factnode.v1.FactService/GetHistory',
                 request_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.GetHistoryRequest.SerializeToString,
@@ -129,7 +134,16 @@ class FactServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListBeliefs(self, request, context):
-        """Served beliefs in a namespace, optionally for one subject.
+        """Served beliefs in a namespace, optionally for one subject or the subjects starting with
+        a prefix.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSubjects(self, request, context):
+        """The subjects with a served belief in a namespace (optionally starting with a prefix),
+        each once, read from an index: what a client lists its namespaces from.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -202,6 +216,11 @@ def add_FactServiceServicer_to_server(servicer, server):
                     servicer.ListBeliefs,
                     request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsRequest.FromString,
                     response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsResponse.SerializeToString,
+            ),
+            'ListSubjects': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSubjects,
+                    request_deserializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListSubjectsRequest.FromString,
+                    response_serializer=factnode_dot_api_dot_v1_dot_factnode__pb2.ListSubjectsResponse.SerializeToString,
             ),
             'GetHistory': grpc.unary_unary_rpc_method_handler(
                     servicer.GetHistory,
@@ -343,6 +362,33 @@ class FactService:
             '/factnode.v1.FactService/ListBeliefs',
             factnode_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsRequest.SerializeToString,
             factnode_dot_api_dot_v1_dot_factnode__pb2.ListBeliefsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSubjects(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/factnode.v1.FactService/ListSubjects',
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ListSubjectsRequest.SerializeToString,
+            factnode_dot_api_dot_v1_dot_factnode__pb2.ListSubjectsResponse.FromString,
             options,
             channel_credentials,
             insecure,

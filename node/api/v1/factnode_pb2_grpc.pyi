@@ -82,7 +82,13 @@ class FactServiceStub:
     time; NOT_FOUND when the key has no belief then.
     """
     ListBeliefs: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.ListBeliefsRequest, _factnode_pb2.ListBeliefsResponse]
-    """Served beliefs in a namespace, optionally for one subject."""
+    """Served beliefs in a namespace, optionally for one subject or the subjects starting with
+    a prefix.
+    """
+    ListSubjects: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.ListSubjectsRequest, _factnode_pb2.ListSubjectsResponse]
+    """The subjects with a served belief in a namespace (optionally starting with a prefix),
+    each once, read from an index: what a client lists its namespaces from.
+    """
     GetHistory: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.GetHistoryRequest, _factnode_pb2.GetHistoryResponse]
     """Every version of a key with its validity intervals, evidence and lineage; NOT_FOUND for an unknown key."""
     Explain: _grpc.UnaryUnaryMultiCallable[_factnode_pb2.ExplainRequest, _factnode_pb2.ExplainResponse]
@@ -130,7 +136,13 @@ class FactServiceAsyncStub(FactServiceStub):
     time; NOT_FOUND when the key has no belief then.
     """
     ListBeliefs: _aio.UnaryUnaryMultiCallable[_factnode_pb2.ListBeliefsRequest, _factnode_pb2.ListBeliefsResponse]  # type: ignore[assignment]
-    """Served beliefs in a namespace, optionally for one subject."""
+    """Served beliefs in a namespace, optionally for one subject or the subjects starting with
+    a prefix.
+    """
+    ListSubjects: _aio.UnaryUnaryMultiCallable[_factnode_pb2.ListSubjectsRequest, _factnode_pb2.ListSubjectsResponse]  # type: ignore[assignment]
+    """The subjects with a served belief in a namespace (optionally starting with a prefix),
+    each once, read from an index: what a client lists its namespaces from.
+    """
     GetHistory: _aio.UnaryUnaryMultiCallable[_factnode_pb2.GetHistoryRequest, _factnode_pb2.GetHistoryResponse]  # type: ignore[assignment]
     """Every version of a key with its validity intervals, evidence and lineage; NOT_FOUND for an unknown key."""
     Explain: _aio.UnaryUnaryMultiCallable[_factnode_pb2.ExplainRequest, _factnode_pb2.ExplainResponse]  # type: ignore[assignment]
@@ -199,7 +211,19 @@ class FactServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _factnode_pb2.ListBeliefsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_factnode_pb2.ListBeliefsResponse, _abc.Awaitable[_factnode_pb2.ListBeliefsResponse]]:
-        """Served beliefs in a namespace, optionally for one subject."""
+        """Served beliefs in a namespace, optionally for one subject or the subjects starting with
+        a prefix.
+        """
+
+    @_abc_1.abstractmethod
+    def ListSubjects(
+        self,
+        request: _factnode_pb2.ListSubjectsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_factnode_pb2.ListSubjectsResponse, _abc.Awaitable[_factnode_pb2.ListSubjectsResponse]]:
+        """The subjects with a served belief in a namespace (optionally starting with a prefix),
+        each once, read from an index: what a client lists its namespaces from.
+        """
 
     @_abc_1.abstractmethod
     def GetHistory(

@@ -27,7 +27,14 @@ from factnode.core.plan import IngestLoad, IngestPlan, plan_ingest
 from factnode.core.recall import Embedding, stored_vectors
 from factnode.core.signed import confirmation_payload
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
-from factnode.ledger._model import Belief, Committed, NotFound, Submitted, belief_from_rows
+from factnode.ledger._model import (
+    Belief,
+    Committed,
+    NotFound,
+    Submitted,
+    belief_from_rows,
+    stamped,
+)
 from factnode.ledger._serving import Component, bearing_on, check_key_input
 from factnode.store.repository import (
     LoggedDecision,
@@ -123,6 +130,9 @@ class Writing(Component):
                 e.evidence_id: e for st in tx.key_states(untouched).values() for e in st.evidence
             }
             beliefs.update(self._serving.beliefs(tx, untouched, held))
+            # Stamped as reads stamp them (from the key's evidence, in the write's key cache).
+            states = tx.key_states(list(beliefs))
+            beliefs = {k: stamped(b, states[k].evidence) for k, b in beliefs.items()}
             self._serving.publish(tx, beliefs)
             seqs = tx.logged_seqs([ruling.decision for _, ruling in rulings])
         return [

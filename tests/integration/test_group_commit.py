@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -18,6 +18,7 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.config import Settings
 from factnode.core import Evidence, Key, Outcome, Policy, Submission
+from factnode.core.recall import Embedding
 from factnode.ledger import Ledger, NotFound, Submitted
 from factnode.server._group_commit import GroupCommit, WriterClosed
 from factnode.server.app import Node
@@ -42,14 +43,18 @@ class Gate:
         self.entered.clear()
         self.release.clear()
 
-    def __call__(self, items: Sequence[tuple[Evidence, str | None]]) -> list[Submitted]:
+    def __call__(
+        self,
+        items: Sequence[tuple[Evidence, str | None]],
+        vectors: Mapping[str, Sequence[Embedding]] | None = None,
+    ) -> list[Submitted]:
         self.batches.append([e.key.subject for e, _ in items])
         self.entered.set()
         if not self.release.wait(WAIT):
             raise TimeoutError("the test never released the batch")
         if len(self.batches) - 1 == self.fail_batch:
             raise RuntimeError("lost the database")
-        return self.ledger.ingest(items)
+        return self.ledger.ingest(items, vectors)
 
 
 def new_ledger(path: Path) -> Ledger:
@@ -240,7 +245,10 @@ async def test_a_writer_that_dies_fails_its_batch_and_every_later_submission(
     """Should ingest raise past Exception, the writer thread ends: the batch in it and every
     submission after it fail with WriterClosed instead of waiting forever."""
 
-    def dying(items: Sequence[tuple[Evidence, str | None]]) -> list[Submitted]:
+    def dying(
+        items: Sequence[tuple[Evidence, str | None]],
+        vectors: Mapping[str, Sequence[Embedding]] | None = None,
+    ) -> list[Submitted]:
         raise _Fatal()
 
     writer = GroupCommit(dying)

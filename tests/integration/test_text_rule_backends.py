@@ -4,7 +4,7 @@ honest items beside it are decided and stored, on SQLite and PostgreSQL alike.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from factnode.api.v1 import factnode_pb2 as pb
 from factnode.api.v1 import factnode_pb2_grpc as pb_grpc
 from factnode.config import Settings
 from factnode.core import Evidence, Key, Policy, Submission, ids
+from factnode.core.recall import Embedding
 from factnode.ledger import Ledger, Submitted
 from factnode.metrics import Metrics
 from factnode.server._group_commit import GroupCommit
@@ -184,11 +185,15 @@ class Refusing:
         self.poisoned = poisoned
         self.batches: list[int] = []
 
-    def __call__(self, items: Sequence[tuple[Evidence, str | None]]) -> list[Submitted]:
+    def __call__(
+        self,
+        items: Sequence[tuple[Evidence, str | None]],
+        vectors: Mapping[str, Sequence[Embedding]] | None = None,
+    ) -> list[Submitted]:
         self.batches.append(len(items))
         if any(self.poisoned in (e.evidence_id, e.key.subject) for e, _ in items):
             raise RefusedData("the database refused a value (DataError)")
-        return self.real(items)
+        return self.real(items, vectors)
 
 
 async def test_a_stream_item_whose_data_is_refused_fails_alone(

@@ -464,13 +464,17 @@ class PeerInput(Component):
         """Keeps peers' erasure receipts, checked item by item: well formed, signed by the
         member they name (on a node that checks signatures; a revoked member's refused), for
         an erasure held here, and each member's latest per erasure. This node's own coming
-        back are taken as held: it says itself when it applied an erasure."""
-        accepted = len([r for r in receipts if r.node == self.node_id])
+        back are checked like any other where it checks signatures: one it signed later than
+        the one it holds (before a restore, or before its clock was put back) replaces it, so
+        that every member keeps the same receipt and idle rounds stay flat. A node that checks
+        no signatures cannot tell its own from a forgery: it takes them as held."""
+        verify = self._serving.signing.verify_receipt
+        accepted = 0 if verify else len([r for r in receipts if r.node == self.node_id])
         refused: list[Refusal] = []
         good = screened(
-            [r for r in receipts if r.node != self.node_id],
+            [r for r in receipts if verify or r.node != self.node_id],
             receipt_problem,
-            self._serving.signing.verify_receipt,
+            verify,
             lambda r: r.erasure_id,
             "receipt",
             refused,

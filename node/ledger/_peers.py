@@ -439,16 +439,20 @@ class PeerInput(Component):
         kind: str,
         arriving: Collection[str],
         keep: Callable[[Transaction, Sequence[_PerErasure], Committed], int],
+        *,
+        own_checked: bool = False,
     ) -> Received:
         """Keeps a member's signed statements about erasures (bounds, receipts), checked item
         by item: well formed, signed by the node they name (on a node that checks
         signatures), and for an erasure held here or `arriving` with them; `keep` stores
         those and says how many changed what is held. This node's own coming back are taken
-        as held: nobody else says when it applied an erasure."""
-        accepted = len([i for i in items if i.node == self.node_id])
+        as held (nobody else says when it applied an erasure), unless `own_checked` and this
+        node checks signatures: then they are screened like the rest."""
+        screen_own = own_checked and verify is not None
+        accepted = 0 if screen_own else len([i for i in items if i.node == self.node_id])
         refused: list[Refusal] = []
         good = screened(
-            [i for i in items if i.node != self.node_id],
+            [i for i in items if screen_own or i.node != self.node_id],
             problem,
             verify,
             lambda i: i.erasure_id,
@@ -486,13 +490,24 @@ class PeerInput(Component):
 
     def _receive_receipts(self, receipts: Sequence[Receipt]) -> Received:
         """Keeps peers' erasure receipts (each member's latest per erasure), checked as
-        `_receive_per_erasure` checks them (a revoked member's refused)."""
+        `_receive_per_erasure` checks them (a revoked member's refused). This node's own
+        coming back are checked like any other where it checks signatures: one it signed
+        later than the one it holds (before a restore, or before its clock was put back)
+        replaces it, so that every member keeps the same receipt and idle rounds stay flat.
+        A node that checks no signatures cannot tell its own from a forgery: it takes them
+        as held."""
 
         def keep(tx: Transaction, kept: Sequence[Receipt], fx: Committed) -> int:
             return self._serving.put_receipts(tx, kept, fx)
 
         return self._receive_per_erasure(
-            receipts, receipt_problem, self._serving.signing.verify_receipt, "receipt", (), keep
+            receipts,
+            receipt_problem,
+            self._serving.signing.verify_receipt,
+            "receipt",
+            (),
+            keep,
+            own_checked=True,
         )
 
     def offer_confirmations(self, prefixes: Collection[str]) -> list[Confirmation]:

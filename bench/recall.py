@@ -577,7 +577,7 @@ def _sqlite_plan(path: str, text: str) -> list[str]:
     try:
         terms = recall.search_terms(text)
         rows = db.execute(
-            "EXPLAIN QUERY PLAN " + statements[0],
+            "EXPLAIN QUERY PLAN " + statements[-1],
             (recall.fts5_match(terms), MATCH_WINDOW, TOP),
         ).fetchall()
     finally:

@@ -193,8 +193,9 @@ class SqlSearch(TransactionPart):
 
     def _telling(self, terms: Sequence[str]) -> list[str]:
         """Of `terms`, those that match at most COMMON_MATCHES assertions (each counted up to
-        that bound): a word most of the store holds tells the values apart little and costs a
-        score for every assertion it matches. All of them if none is that rare."""
+        that bound): the assertions an any-word query scores are those these match (a word
+        most of the store holds would make it score most of the store), while every word
+        still counts in the score. All of them if none is that rare."""
         sqlite = self._c.dialect.name == "sqlite"
         if sqlite:
             sql = (
@@ -228,12 +229,12 @@ class SqlSearch(TransactionPart):
         """The assertions that every one (`every_word`) or any of `terms` matches, best
         first (ties by evidence id), within the filters: the best `window` by the backend's
         rank alone, then the best `limit` of those the filters keep. Ranking before joining
-        keeps a common word's cost to scoring its matches; an any-word query leaves out the
-        words most assertions hold where the query has rarer ones (`_telling`)."""
+        keeps a common word's cost to scoring its matches; an any-word query scores only the
+        assertions its rarer words match, where it has some (`_telling`), by every word."""
         if not terms:
             return []
-        if not every_word:
-            terms = self._telling(terms)
+        # Of an any-word query, the rare words choose the assertions; every word scores them.
+        chosen = list(terms) if every_word else self._telling(terms)
         sqlite = self._c.dialect.name == "sqlite"
         mark = "?" if sqlite else "%s"
         filters, params = _filters(mark, namespace_prefix, subject, predicate)
@@ -247,10 +248,17 @@ class SqlSearch(TransactionPart):
                 f"JOIN evidence e ON e.evidence_id = d.evidence_id WHERE 1 = 1{filters} "
                 "ORDER BY t.score DESC, e.evidence_id LIMIT ?"
             )
-            args: tuple[Any, ...] = (fts5_match(terms, every_word), window, *params, limit)
+            if every_word or len(chosen) == len(terms):
+                match = fts5_match(terms, every_word)
+            else:
+                match = f"({fts5_match(chosen)}) AND ({fts5_match(terms)})"
+            args: tuple[Any, ...] = (match, window, *params, limit)
         else:
-            join = " && " if every_word else " || "
-            query = join.join([f"plainto_tsquery('{_PG_CONFIG}', %s)"] * len(terms))
+            word = f"plainto_tsquery('{_PG_CONFIG}', %s)"
+            query = (" && " if every_word else " || ").join([word] * len(terms))
+            if not every_word and len(chosen) < len(terms):
+                query = f"({' || '.join([word] * len(chosen))}) && ({query})"
+                terms = [*chosen, *terms]
             sql = (
                 f"{head} FROM (SELECT d.evidence_id, ts_rank(d.document, q.q) AS score "
                 f"FROM (SELECT {query} AS q) AS q, search_doc d WHERE d.document @@ q.q "

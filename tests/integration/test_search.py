@@ -627,3 +627,20 @@ def test_an_any_word_query_leaves_out_words_most_of_the_store_holds(
     with ledger.repo.read() as tx:
         both = tx.search_matches(["alpha", "zeta"], every_word=False)
     assert len(both) == 6
+
+
+def test_a_common_word_still_scores_the_assertions_its_rare_words_choose(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Of the assertions a rare word chooses, the one that also holds the common word ranks
+    first: "where does service 42 run" prefers service-42 over person-42."""
+    from factnode.store import _search
+
+    monkeypatch.setattr(_search, "COMMON_MATCHES", 3)
+    for n in range(5):
+        ledger.submit(sub(Key(NS, f"service-{n}0", "region"), f"region {n}"))
+    ledger.submit(sub(Key(NS, "person-42", "city"), "Rome"))
+    ledger.submit(sub(Key(NS, "service-42", "region"), "Montreal"))
+    with ledger.repo.read() as tx:
+        found = tx.search_matches(["service", "42"], every_word=False)
+    assert [m.key.subject for m in found] == ["service-42", "person-42"]

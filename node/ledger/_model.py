@@ -17,13 +17,14 @@ from factnode.core import (
     Key,
     Rule,
 )
-from factnode.core.consensus import Served, Tally, Vote
+from factnode.core.consensus import Tally, Vote
 from factnode.core.erasure_bounds import ErasureBound
 from factnode.core.receipts import Coverage, Receipt
+from factnode.core.refresh import StoredBelief
 from factnode.core.serving import Answer
 from factnode.core.signed import Equivocation, Signature
 from factnode.core.story import BelievedAgain
-from factnode.store import StoredBelief, Tombstone
+from factnode.store import Tombstone
 from factnode.store.repository import Writes
 
 T = TypeVar("T")
@@ -252,11 +253,6 @@ class Committed:
         self.equivocations.extend(changes.equivocations)
         self.votes_removed.extend((v, k) for v, keys in changes.votes_removed.items() for k in keys)
         self.votes_put.extend(changes.votes)
-
-
-def served_of(row: StoredBelief | None) -> Served | None:
-    """A stored belief row as the core's served answer."""
-    return None if row is None else Served(row.version_id, row.state, row.rule)
 
 
 def belief_from_rows(rows: Sequence[StoredBelief], reps: dict[str, Evidence]) -> Belief:

@@ -29,6 +29,7 @@ from factnode.core import (
 from factnode.core.consensus import Tally, Vote, tally
 from factnode.core.recall import MAX_CANDIDATES, MAX_VECTOR_SCAN, Search, fuse
 from factnode.core.receipts import coverage
+from factnode.core.refresh import StoredBelief
 from factnode.core.serving import (
     Answer,
     Pin,
@@ -61,7 +62,7 @@ from factnode.ledger._model import (
     stamped,
 )
 from factnode.ledger._serving import Component, check_filters, check_key_input, check_times
-from factnode.store import BeliefChange, Counts, LoggedDecision, StoredBelief, Tombstone
+from factnode.store import BeliefChange, Counts, LoggedDecision, Tombstone
 from factnode.store.repository import Match, Transaction
 
 # Decisions that change what a key serves: an erasure's story holds until the next of them.

@@ -14,6 +14,7 @@ from factnode.core import (
     ids,
 )
 from factnode.core.plan import ResolutionLoad, plan_resolution
+from factnode.core.refresh import StoredBelief
 from factnode.core.validation import (
     MAX_NODE_ID_BYTES,
     MAX_OBJECT_BYTES,
@@ -30,7 +31,6 @@ from factnode.ledger._model import (
     Submitted,
 )
 from factnode.ledger._serving import Component, check_key_input
-from factnode.store import StoredBelief
 from factnode.store.repository import Writes
 
 

@@ -25,6 +25,7 @@ from factnode.core import (
 )
 from factnode.core.plan import IngestLoad, IngestPlan, plan_ingest
 from factnode.core.recall import Embedding, stored_vectors
+from factnode.core.refresh import StoredBelief
 from factnode.core.signed import confirmation_payload
 from factnode.core.validation import DEFAULT_RETRACTION_ANCHOR, DEFAULT_UNIT
 from factnode.ledger._model import (
@@ -39,7 +40,6 @@ from factnode.ledger._serving import Component, bearing_on, check_key_input
 from factnode.store.repository import (
     LoggedDecision,
     RefusedData,
-    StoredBelief,
     Transaction,
     Writes,
 )

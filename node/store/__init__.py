@@ -4,7 +4,7 @@ What lives here:
 - `repository`: the interface the ledger needs (`Repository`, and `Transaction`: one Protocol
   of queries per aggregate (evidence, decisions, beliefs, votes, pins, tombstones, digests,
   members, meta), plus `load`, what a write batch reads before it decides, and `apply`, which
-  writes a `Writes`) and the stored value types (`StoredBelief`, `Tombstone`, ...).
+  writes a `Writes`) and the stored value types (`Tombstone`, `LoggedDecision`, ...).
 - `sql`: `SqlRepository` and `SqlTransaction`, composed of one part per aggregate
   (`_evidence`, `_decisions`, `_beliefs`, `_votes`, `_pins`, `_tombstones`, `_digests`, `_meta`)
   over the shared connection and key cache (`_part`, `cache`); each write tells the
@@ -30,7 +30,6 @@ from factnode.store.repository import (
     RefusedData,
     Repository,
     StorageFull,
-    StoredBelief,
     StoredMember,
     Tombstone,
     Transaction,
@@ -50,7 +49,6 @@ __all__ = [
     "StorageFull",
     "StoreInUse",
     "StoreLock",
-    "StoredBelief",
     "StoredMember",
     "Tombstone",
     "Transaction",

@@ -17,6 +17,7 @@ from factnode.core import (
     Outcome,
     ids,
 )
+from factnode.core.refresh import StoredBelief
 from factnode.store._part import TransactionPart
 from factnode.store._rows import (
     _BELIEF_CHANGE_COLUMNS,
@@ -34,7 +35,6 @@ from factnode.store._rows import (
 from factnode.store._sqltext import delete_in, fetch_all, insert_rows, select_in, select_page
 from factnode.store.repository import (
     Counts,
-    StoredBelief,
 )
 
 # The served states an operator reviews (specification §7, "The review queue").

@@ -11,6 +11,7 @@ from sqlalchemy import delete, select
 
 from factnode.core import BeliefState, Evidence, EvidenceStatus, Key, Rule, ids
 from factnode.core.consensus import Vote
+from factnode.core.refresh import StoredBelief
 from factnode.store._tables import (
     BeliefChangeRow,
     BeliefRow,
@@ -26,7 +27,6 @@ from factnode.store._tables import (
     ServedTouchRow,
     VoteRow,
 )
-from factnode.store.repository import StoredBelief
 
 # The tables by name from the models' metadata, typed as Table (`Model.__table__` is not).
 _TABLES = EvidenceRow.metadata.tables

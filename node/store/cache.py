@@ -19,8 +19,8 @@ from typing import Any, Generic, TypeVar
 
 from factnode.core import Arbitrated, Evidence, Key, KeyState
 from factnode.core.consensus import Vote
+from factnode.core.refresh import StoredBelief
 from factnode.core.serving import Pin
-from factnode.store.repository import StoredBelief
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

@@ -26,6 +26,7 @@ from factnode.core.members import MemberRecord
 from factnode.core.plan import ErasurePlan
 from factnode.core.recall import Embedding
 from factnode.core.receipts import Receipt
+from factnode.core.refresh import StoredBelief
 from factnode.core.serving import Pin
 from factnode.core.signed import Equivocation
 
@@ -43,19 +44,6 @@ class StorageFull(Exception):
             "is freed; reads are served"
         )
         self.where = where
-
-
-@dataclass(frozen=True, slots=True)
-class StoredBelief:
-    """One served belief row, with the value of its representative evidence."""
-
-    key: Key
-    version_id: str
-    object: str
-    evidence_id: str
-    rule: Rule
-    state: BeliefState
-    updated_at: Instant
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,11 +40,11 @@ from factnode.core import (
     representatives,
 )
 from factnode.core.consensus import Vote
+from factnode.core.refresh import StoredBelief
 from factnode.ledger import Ledger, NotFound, NotUnderReview
 from factnode.ledger._serving import VOTE_SEQ_META
 from factnode.store import SqlRepository, Tombstone
 from factnode.store.cache import KeyCache
-from factnode.store.repository import StoredBelief
 from factnode.store.sql import SqlTransaction
 from factnode.testing import FakeClock
 

@@ -28,7 +28,7 @@ from factnode.core.plan import (
     plan_ingest,
     plan_resolution,
 )
-from factnode.store import StoredBelief
+from factnode.core.refresh import StoredBelief
 from tests.unit._facts import DAY, LIVES_IN, NS, POLICY, fact, retraction
 
 ACTIVE = EvidenceStatus.ACTIVE
